@@ -1,0 +1,324 @@
+"""`ScriptedUpstream`: a real OpenAI-compatible HTTP server on loopback that plays scripted turns.
+
+It speaks `/v1/chat/completions` (streamed or not) and `/v1/models` over real sockets, so whatever
+talks to it (toolwire, the `openai` client, your own agent) runs its true HTTP path. Each POST to
+`/chat/completions` takes the next scripted turn:
+
+- `Reply(text=..., tool_calls=[(name, args)], reasoning=...)`: an ordinary answer, streamed as
+  chunks or returned whole, whichever the request asked for;
+- `Chunks([...])`: exactly these stream chunks (dicts are sent as `data:` JSON, `str`/`bytes` go
+  out verbatim), with an optional delay between them, a missing `[DONE]`, or a disconnect;
+- `Body(...)`: exactly this body and status (HTTP errors, `Retry-After`, a whole completion).
+
+Every request received is recorded, decoded, in `.requests`. The app is a bare ASGI callable
+rather than Starlette: it must be cheap (benchmarks use it as the mock upstream) and it needs to
+break connections on purpose.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import socket
+import threading
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any
+
+import orjson
+import uvicorn
+
+Scope = dict[str, Any]
+
+
+@dataclass(slots=True)
+class Reply:
+    """A well-formed answer, shaped to the request: SSE chunks if it asked to stream."""
+
+    text: str = ""
+    tool_calls: Sequence[tuple[str, dict[str, Any] | str]] = ()
+    reasoning: str = ""
+    finish_reason: str | None = None
+    usage: dict[str, int] | None = None
+    delay: float = 0.0
+
+
+@dataclass(slots=True)
+class Chunks:
+    """Exactly these stream chunks. `done=False` omits `data: [DONE]`; `disconnect_after=n`
+    drops the connection after n chunks; `delay` waits before each chunk."""
+
+    chunks: Sequence[dict[str, Any] | str | bytes]
+    delay: float = 0.0
+    done: bool = True
+    disconnect_after: int | None = None
+    status: int = 200
+
+
+@dataclass(slots=True)
+class Body:
+    """Exactly this body and status, e.g. `Body({"error": ...}, status=429,
+    headers={"retry-after": "1"})`."""
+
+    body: dict[str, Any] | str | bytes
+    status: int = 200
+    headers: dict[str, str] = field(default_factory=dict)
+    delay: float = 0.0
+
+
+Turn = Reply | Chunks | Body
+
+
+@dataclass(slots=True)
+class RecordedRequest:
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: Any
+
+
+class _Disconnect(Exception):
+    """Raised inside the app to make the server drop the connection mid-response."""
+
+
+class ScriptedUpstream:
+    """Start with `async with ScriptedUpstream([...]) as upstream:` (or `with`); then point a
+    client at `upstream.base_url`. Runs in its own thread, so blocking clients work too."""
+
+    def __init__(
+        self,
+        turns: Iterable[Turn] = (),
+        *,
+        models: Sequence[str] = ("scripted-model",),
+        host: str = "127.0.0.1",
+    ) -> None:
+        self._turns: collections.deque[Turn] = collections.deque(turns)
+        self.models = list(models)
+        self.requests: list[RecordedRequest] = []
+        self._host = host
+        self._server: uvicorn.Server | None = None
+        self._thread: threading.Thread | None = None
+        self.port = 0
+
+    # -- scripting ----------------------------------------------------------------------
+
+    def add(self, *turns: Turn) -> None:
+        self._turns.extend(turns)
+
+    @property
+    def remaining(self) -> int:
+        return len(self._turns)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self._host}:{self.port}/v1"
+
+    @property
+    def chat_requests(self) -> list[RecordedRequest]:
+        return [r for r in self.requests if r.path.endswith("/chat/completions")]
+
+    # -- lifecycle ----------------------------------------------------------------------
+
+    def start(self) -> ScriptedUpstream:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((self._host, 0))
+        self.port = sock.getsockname()[1]
+        config = uvicorn.Config(
+            self, log_level="critical", lifespan="off", access_log=False, timeout_keep_alive=30
+        )
+        self._server = server = uvicorn.Server(config)
+        ready = threading.Event()
+
+        def run() -> None:
+            async def serve() -> None:
+                task = asyncio.create_task(server.serve(sockets=[sock]))
+                while not server.started and not task.done():
+                    await asyncio.sleep(0.005)
+                ready.set()
+                await task
+
+            asyncio.run(serve())
+            ready.set()
+
+        self._thread = threading.Thread(target=run, name="scripted-upstream", daemon=True)
+        self._thread.start()
+        ready.wait(10)
+        if not server.started:
+            raise RuntimeError("ScriptedUpstream failed to start")
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(10)
+        self._server = None
+        self._thread = None
+
+    def __enter__(self) -> ScriptedUpstream:
+        return self.start()
+
+    def __exit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    async def __aenter__(self) -> ScriptedUpstream:
+        return await asyncio.to_thread(self.start)
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await asyncio.to_thread(self.stop)
+
+    # -- the ASGI app -------------------------------------------------------------------
+
+    async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return
+        raw = b""
+        while True:
+            message = await receive()
+            raw += message.get("body", b"")
+            if not message.get("more_body"):
+                break
+        path: str = scope["path"]
+        body: Any = None
+        if raw:
+            try:
+                body = orjson.loads(raw)
+            except orjson.JSONDecodeError:
+                body = raw.decode("utf-8", "replace")
+        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+        self.requests.append(RecordedRequest(scope["method"], path, headers, body))
+        if path.endswith("/models") and scope["method"] == "GET":
+            data = [{"id": m, "object": "model", "created": 0, "owned_by": "scripted"} for m in self.models]
+            await _send_json(send, 200, {"object": "list", "data": data})
+            return
+        if not path.endswith("/chat/completions") or scope["method"] != "POST":
+            await _send_json(send, 404, {"error": {"message": f"no route {path}", "type": "not_found"}})
+            return
+        if not self._turns:
+            await _send_json(
+                send, 500, {"error": {"message": "ScriptedUpstream: no scripted turn left", "type": "scripted"}}
+            )
+            return
+        turn = self._turns.popleft()
+        wants_stream = isinstance(body, dict) and bool(body.get("stream"))
+        model = body.get("model", "scripted-model") if isinstance(body, dict) else "scripted-model"
+        if isinstance(turn, Reply):
+            if turn.delay:
+                await asyncio.sleep(turn.delay)
+            if wants_stream:
+                await self._stream(send, Chunks(reply_chunks(turn, model)))
+            else:
+                await _send_json(send, 200, reply_body(turn, model))
+        elif isinstance(turn, Chunks):
+            await self._stream(send, turn)
+        else:
+            if turn.delay:
+                await asyncio.sleep(turn.delay)
+            payload = turn.body
+            if isinstance(payload, dict):
+                payload = orjson.dumps(payload)
+            elif isinstance(payload, str):
+                payload = payload.encode()
+            headers = {"content-type": "application/json", **turn.headers}
+            await _send_raw(send, turn.status, payload, headers)
+
+    async def _stream(self, send: Any, turn: Chunks) -> None:
+        await send(
+            {
+                "type": "http.response.start",
+                "status": turn.status,
+                "headers": [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")],
+            }
+        )
+        for position, chunk in enumerate(turn.chunks):
+            if turn.disconnect_after is not None and position >= turn.disconnect_after:
+                raise _Disconnect
+            if turn.delay:
+                await asyncio.sleep(turn.delay)
+            await send({"type": "http.response.body", "body": _frame(chunk), "more_body": True})
+        if turn.disconnect_after is not None and turn.disconnect_after <= len(turn.chunks):
+            raise _Disconnect
+        tail = b"data: [DONE]\n\n" if turn.done else b""
+        await send({"type": "http.response.body", "body": tail, "more_body": False})
+
+
+def _frame(chunk: dict[str, Any] | str | bytes) -> bytes:
+    if isinstance(chunk, bytes):
+        return chunk
+    if isinstance(chunk, str):
+        return chunk.encode()
+    return b"data: " + orjson.dumps(chunk) + b"\n\n"
+
+
+async def _send_json(send: Any, status: int, body: dict[str, Any]) -> None:
+    await _send_raw(send, status, orjson.dumps(body), {"content-type": "application/json"})
+
+
+async def _send_raw(send: Any, status: int, body: bytes, headers: dict[str, str]) -> None:
+    encoded = [(k.lower().encode(), v.encode()) for k, v in headers.items()]
+    await send({"type": "http.response.start", "status": status, "headers": encoded})
+    await send({"type": "http.response.body", "body": body})
+
+
+def _arguments_text(arguments: dict[str, Any] | str) -> str:
+    return arguments if isinstance(arguments, str) else orjson.dumps(arguments).decode()
+
+
+def reply_chunks(reply: Reply, model: str = "scripted-model") -> list[dict[str, Any]]:
+    """A `Reply` as the chunk sequence a well-behaved server streams."""
+    base = {"id": "chatcmpl-scripted", "object": "chat.completion.chunk", "created": 0, "model": model}
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        return {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+
+    chunks = [chunk({"role": "assistant", "content": ""})]
+    if reply.reasoning:
+        chunks.append(chunk({"reasoning_content": reply.reasoning}))
+    text = reply.text
+    step = max(1, len(text) // 3) if text else 1
+    for start in range(0, len(text), step):
+        chunks.append(chunk({"content": text[start : start + step]}))
+    for index, (name, arguments) in enumerate(reply.tool_calls):
+        args = _arguments_text(arguments)
+        head = {"index": index, "id": f"call_{index}_{name}", "type": "function"}
+        chunks.append(chunk({"tool_calls": [{**head, "function": {"name": name, "arguments": ""}}]}))
+        half = len(args) // 2
+        for piece in (args[:half], args[half:]):
+            if piece:
+                chunks.append(chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]}))
+    finish = reply.finish_reason or ("tool_calls" if reply.tool_calls else "stop")
+    chunks.append(chunk({}, finish))
+    usage = reply.usage or {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
+    chunks.append({**base, "choices": [], "usage": usage})
+    return chunks
+
+
+def reply_body(reply: Reply, model: str = "scripted-model") -> dict[str, Any]:
+    """A `Reply` as a whole (non-streamed) chat completion."""
+    message: dict[str, Any] = {"role": "assistant", "content": reply.text or None}
+    if reply.reasoning:
+        message["reasoning_content"] = reply.reasoning
+    if reply.tool_calls:
+        message["tool_calls"] = [
+            {
+                "id": f"call_{i}_{name}",
+                "type": "function",
+                "function": {"name": name, "arguments": _arguments_text(args)},
+            }
+            for i, (name, args) in enumerate(reply.tool_calls)
+        ]
+    finish = reply.finish_reason or ("tool_calls" if reply.tool_calls else "stop")
+    return {
+        "id": "chatcmpl-scripted",
+        "object": "chat.completion",
+        "created": 0,
+        "model": model,
+        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+        "usage": reply.usage or {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+    }

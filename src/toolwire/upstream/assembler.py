@@ -1,0 +1,459 @@
+"""Assembling streamed tool calls from every delta variant real servers send (seed 003).
+
+See `shared/reference/stream-variants.md`. The rules, in short: calls are keyed by index and fall
+back to id; a new id arriving *with a name* at a used index starts a new call (parallel calls all
+at index 0), while a new id without one is id churn on the same call; the first non-empty id and
+name win; string fragments append, objects replace; `finish_reason` is never trusted alone; at the
+end arguments are parsed strictly, then recovered, and otherwise the call carries `parse_error`
+and is never run.
+
+One `StreamAssembler` per model turn. `feed()` takes a decoded chunk and returns the
+`ModelEvent`s it produced; `finish()` closes the turn.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Iterable
+from typing import Any
+
+from toolwire.transcript import ToolCall
+from toolwire.upstream.arguments import ArgumentsError, is_complete_object, parse_arguments
+from toolwire.upstream.events import (
+    ModelEvent,
+    ReasoningDelta,
+    TextDelta,
+    ToolCallArgumentsDelta,
+    ToolCallDone,
+    ToolCallStarted,
+    TurnEnd,
+    Usage,
+)
+from toolwire.upstream.names import ToolNameMatcher, clean_tool_name
+
+_ARGUMENT_FIELDS = ("arguments", "parsed_arguments", "args", "input")
+_FINISH_REASONS = {
+    "stop": "stop",
+    "tool_calls": "tool_calls",
+    "function_call": "tool_calls",
+    "length": "length",
+    "content_filter": "content_filter",
+    "eos": "stop",
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "max_tokens": "length",
+    "tool_use": "tool_calls",
+}
+
+
+class _PendingCall:
+    __slots__ = ("id", "key", "name", "obj", "parts", "started")
+
+    def __init__(self, key: int, call_id: str) -> None:
+        self.key = key
+        self.id = call_id
+        self.name = ""
+        self.parts: list[str] = []
+        self.obj: Any = None
+        self.started = False
+
+    def has_arguments(self) -> bool:
+        return bool(self.parts) or self.obj is not None
+
+    def is_open(self) -> bool:
+        """Arguments begun but not yet a whole object: this call cannot have ended."""
+        return bool(self.parts) and self.obj is None and not is_complete_object("".join(self.parts))
+
+
+def _new_call_id() -> str:
+    return "call_" + secrets.token_hex(12)
+
+
+def _text_of(value: Any) -> str:
+    """Content as a string or as typed parts (`[{"type": "text", "text": ...}]`)."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        out = []
+        for part in value:
+            if isinstance(part, str):
+                out.append(part)
+            elif isinstance(part, dict):
+                text = part.get("text")
+                if isinstance(text, str):
+                    out.append(text)
+        return "".join(out)
+    return ""
+
+
+class StreamAssembler:
+    """Turns chat-completions chunks (in any variant) into clean `ModelEvent`s for one turn."""
+
+    def __init__(self, declared_tools: Iterable[str] | None = None) -> None:
+        self._matcher = ToolNameMatcher(declared_tools)
+        self._calls: list[_PendingCall] = []
+        self._by_index: dict[int, _PendingCall] = {}
+        self._by_id: dict[str, _PendingCall] = {}
+        self._legacy: _PendingCall | None = None
+        self.finish_reason: str | None = None
+        self.saw_chunk = False
+        self.saw_text = False
+
+    # -- feeding --------------------------------------------------------------------------
+
+    def feed(self, chunk: dict[str, Any]) -> list[ModelEvent]:
+        """One decoded chunk (a chat-completion chunk, or a Responses-style event)."""
+        self.saw_chunk = True
+        events: list[ModelEvent] = []
+        choices = chunk.get("choices")
+        if choices:
+            choice = choices[0]
+            delta = choice.get("delta")
+            if delta:
+                self._delta(delta, events)
+            message = choice.get("message")
+            if message:
+                self._message(message, events)
+            reason = choice.get("finish_reason")
+            if reason:
+                self.finish_reason = reason
+        else:
+            kind = chunk.get("type")
+            if isinstance(kind, str) and kind.startswith("response."):
+                self._responses_event(kind, chunk, events)
+        usage = chunk.get("usage")
+        if usage:
+            events.append(usage_from(usage))
+        return events
+
+    def feed_message(self, message: dict[str, Any], finish_reason: str | None) -> list[ModelEvent]:
+        """A whole (non-streamed) assistant message, as `choices[0].message` of a response."""
+        self.saw_chunk = True
+        events: list[ModelEvent] = []
+        self._message(message, events)
+        if finish_reason:
+            self.finish_reason = finish_reason
+        return events
+
+    def _delta(self, delta: dict[str, Any], events: list[ModelEvent]) -> None:
+        content = delta.get("content")
+        if content:
+            text = _text_of(content)
+            if text:
+                self.saw_text = True
+                events.append(TextDelta(text))
+        reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+        if reasoning:
+            text = _text_of(reasoning)
+            if text:
+                events.append(ReasoningDelta(text))
+        tool_calls = delta.get("tool_calls")
+        if tool_calls:
+            for entry in tool_calls:
+                if isinstance(entry, dict):
+                    self._tool_delta(entry, events)
+        legacy = delta.get("function_call")
+        if isinstance(legacy, dict):
+            self._legacy_delta(legacy)
+
+    def _message(self, message: dict[str, Any], events: list[ModelEvent]) -> None:
+        """A full message: new text only if streamed deltas brought none; calls hydrate."""
+        if not self._calls and not self.saw_text:
+            content = message.get("content")
+            text = _text_of(content) if content else ""
+            if text:
+                events.append(TextDelta(text))
+            reasoning = message.get("reasoning_content") or message.get("reasoning")
+            rtext = _text_of(reasoning) if reasoning else ""
+            if rtext:
+                events.append(ReasoningDelta(rtext))
+        tool_calls = message.get("tool_calls")
+        if tool_calls:
+            for position, entry in enumerate(tool_calls):
+                if isinstance(entry, dict):
+                    self._hydrate(position, entry, events)
+        legacy = message.get("function_call")
+        if isinstance(legacy, dict):
+            self._legacy_delta(legacy)
+
+    # -- tool-call deltas -----------------------------------------------------------------
+
+    def _tool_delta(self, entry: dict[str, Any], events: list[ModelEvent]) -> None:
+        function = entry.get("function")
+        if not isinstance(function, dict):
+            function = {}
+        index = entry.get("index")
+        if not isinstance(index, int):
+            index = None
+        call_id = entry.get("id") or function.get("id") or None
+        name = function.get("name") or entry.get("name") or None
+        call = self._locate(index, call_id, name)
+        if index is not None:
+            self._by_index[index] = call
+        self._apply(call, call_id, name, _arguments_of(function, entry), events)
+
+    def _locate(self, index: int | None, call_id: str | None, name: str | None) -> _PendingCall:
+        if call_id is not None:
+            known = self._by_id.get(call_id)
+            if known is not None:
+                return known
+        if index is not None:
+            current = self._by_index.get(index)
+        else:
+            current = self._calls[-1] if self._calls else None
+        if current is None:
+            return self._new(call_id)
+        if name is not None and current.name:
+            cleaned = clean_tool_name(name)
+            if call_id is not None:
+                # Unknown id with a name at a used index: a new parallel call, unless the
+                # current call is mid-arguments under that same name (an id that churns).
+                if cleaned == current.name and current.is_open():
+                    return current
+                return self._new(call_id)
+            if cleaned != current.name and current.has_arguments():
+                return self._new(call_id)
+        return current
+
+    def _new(self, call_id: str | None) -> _PendingCall:
+        call = _PendingCall(len(self._calls), call_id or "")
+        self._calls.append(call)
+        if call_id:
+            self._by_id[call_id] = call
+        return call
+
+    def _apply(
+        self,
+        call: _PendingCall,
+        call_id: str | None,
+        name: str | None,
+        arguments: Any,
+        events: list[ModelEvent],
+    ) -> None:
+        if call_id is not None and call_id not in self._by_id:
+            self._by_id[call_id] = call
+            if not call.id:
+                call.id = call_id
+        if name is not None and not call.name:
+            cleaned = clean_tool_name(name)
+            if cleaned:
+                call.name = self._matcher.match(cleaned) or cleaned
+        if arguments is not None:
+            if isinstance(arguments, str):
+                if arguments:
+                    self._append(call, arguments, events)
+            else:
+                call.obj = arguments
+                call.parts = []
+        if not call.started and call.name:
+            self._start(call, events)
+
+    def _append(self, call: _PendingCall, fragment: str, events: list[ModelEvent]) -> None:
+        if call.obj is not None or call.parts:
+            head = fragment.lstrip()[:1]
+            if head and head in '{"[' and (call.obj is not None or is_complete_object("".join(call.parts))):
+                # A whole object already, and a new one begins: a repeat or a correction
+                # (summary chunks, seeded "{}"). Replace; concatenating would be `{}{...}`.
+                call.obj = None
+                call.parts = [fragment]
+                return
+        call.parts.append(fragment)
+        if call.started:
+            events.append(ToolCallArgumentsDelta(call.key, fragment))
+
+    def _start(self, call: _PendingCall, events: list[ModelEvent]) -> None:
+        call.started = True
+        if not call.id:
+            call.id = _new_call_id()
+        events.append(ToolCallStarted(call.key, call.id, call.name))
+        if call.parts and call.obj is None:
+            events.append(ToolCallArgumentsDelta(call.key, "".join(call.parts)))
+
+    def _hydrate(self, position: int, entry: dict[str, Any], events: list[ModelEvent]) -> None:
+        """A full call object (message.tool_calls): fill in or replace what deltas built."""
+        function = entry.get("function")
+        if not isinstance(function, dict):
+            function = {}
+        call_id = entry.get("id") or function.get("id") or None
+        index = entry.get("index")
+        call: _PendingCall | None = self._by_id.get(call_id) if call_id else None
+        if call is None and isinstance(index, int):
+            call = self._by_index.get(index)
+        if call is None and position < len(self._calls) and call_id is None:
+            call = self._calls[position]
+        if call is None:
+            call = self._new(call_id)
+            if isinstance(index, int):
+                self._by_index[index] = call
+        arguments = _arguments_of(function, entry)
+        name = function.get("name") or entry.get("name") or None
+        if isinstance(arguments, str) and arguments.strip():
+            call.parts = []
+            call.obj = None
+            call.parts.append(arguments)
+            self._apply(call, call_id, name, None, events)
+        else:
+            self._apply(call, call_id, name, arguments if arguments else None, events)
+
+    def _legacy_delta(self, function: dict[str, Any]) -> None:
+        """The pre-tools `function_call` field; used only if no `tool_calls` ever arrive."""
+        legacy = self._legacy
+        if legacy is None:
+            legacy = self._legacy = _PendingCall(-1, "")
+        name = function.get("name")
+        if name and not legacy.name:
+            legacy.name = clean_tool_name(name)
+        arguments = _arguments_of(function, {})
+        if isinstance(arguments, str):
+            if arguments:
+                if legacy.parts and is_complete_object("".join(legacy.parts)):
+                    legacy.parts = [arguments]
+                else:
+                    legacy.parts.append(arguments)
+        elif arguments is not None:
+            legacy.obj = arguments
+
+    # -- Responses-style events inside a chat stream ------------------------------------
+
+    def _responses_event(self, kind: str, event: dict[str, Any], events: list[ModelEvent]) -> None:
+        if kind == "response.output_text.delta":
+            delta = event.get("delta")
+            if isinstance(delta, str) and delta:
+                events.append(TextDelta(delta))
+            return
+        if kind in ("response.output_item.added", "response.output_item.done"):
+            item = event.get("item")
+            if isinstance(item, dict) and item.get("type") == "function_call":
+                call = self._by_any_id(item.get("call_id"), item.get("id"))
+                arguments = item.get("arguments")
+                if kind.endswith(".done") and isinstance(arguments, str) and arguments.strip():
+                    call.parts = [arguments]
+                    call.obj = None
+                    arguments = None
+                elif isinstance(arguments, str):
+                    arguments = arguments or None
+                self._apply(call, None, item.get("name"), arguments, events)
+            return
+        if kind == "response.function_call_arguments.delta":
+            call = self._by_any_id(event.get("call_id"), event.get("item_id"), event.get("id"))
+            delta = event.get("delta")
+            self._apply(call, None, event.get("name"), delta if isinstance(delta, str) else None, events)
+            return
+        if kind == "response.function_call_arguments.done":
+            call = self._by_any_id(event.get("call_id"), event.get("item_id"), event.get("id"))
+            arguments = event.get("arguments")
+            if isinstance(arguments, str) and arguments.strip():
+                # A .done carries the whole text: it replaces, it never appends.
+                call.parts = [arguments]
+                call.obj = None
+            elif isinstance(arguments, dict) and arguments:
+                call.obj = arguments
+                call.parts = []
+            self._apply(call, None, event.get("name"), None, events)
+
+    def _by_any_id(self, *ids: Any) -> _PendingCall:
+        present = [i for i in ids if isinstance(i, str) and i]
+        for candidate in present:
+            call = self._by_id.get(candidate)
+            if call is not None:
+                for alias in present:
+                    self._by_id.setdefault(alias, call)
+                return call
+        call = self._new(present[0] if present else None)
+        for alias in present:
+            self._by_id.setdefault(alias, call)
+        return call
+
+    # -- finishing ------------------------------------------------------------------------
+
+    def finish(self) -> list[ModelEvent]:
+        """Close the turn: every call parsed and validated, then `TurnEnd`."""
+        events: list[ModelEvent] = []
+        legacy = self._legacy
+        if not self._calls and legacy is not None and (legacy.name or legacy.has_arguments()):
+            legacy.key = 0
+            self._calls.append(legacy)
+            if legacy.name:
+                legacy.name = self._matcher.match(legacy.name) or legacy.name
+        raw_reason = self.finish_reason
+        for call in self._calls:
+            if not call.started and call.name:
+                self._start(call, events)
+            events.append(ToolCallDone(call.key, self._final(call, raw_reason)))
+        reason = _FINISH_REASONS.get(raw_reason or "", "stop")
+        if self._calls and reason != "length":
+            reason = "tool_calls"
+        elif not self._calls and reason == "tool_calls":
+            reason = "stop"
+        events.append(TurnEnd(reason))
+        return events
+
+    def _final(self, call: _PendingCall, raw_reason: str | None) -> ToolCall:
+        if not call.id:
+            call.id = _new_call_id()
+        raw = "".join(call.parts) if call.obj is None else _dump(call.obj)
+        arguments: dict[str, Any] | None = None
+        error: str | None = None
+        if call.obj is not None:
+            if isinstance(call.obj, dict):
+                arguments = call.obj
+            else:
+                error = f"arguments must be a JSON object, got {type(call.obj).__name__}"
+        else:
+            try:
+                arguments = parse_arguments(raw)
+            except ArgumentsError as exc:
+                error = str(exc)
+                if raw_reason == "length":
+                    error = "the call was cut off (finish_reason: length): " + error
+        name = call.name
+        if not name:
+            error = "the call has no tool name" + (f"; {error}" if error else "")
+        else:
+            matched = self._matcher.match(name)
+            if matched is None:
+                declared = self._matcher.declared or frozenset()
+                listing = ", ".join(sorted(declared)) or "none"
+                error = f"unknown tool {name!r}; declared tools: {listing}" + (
+                    f"; {error}" if error else ""
+                )
+            else:
+                name = matched
+        if error is not None:
+            arguments = None
+        return ToolCall(
+            id=call.id,
+            name=name,
+            arguments=arguments,
+            raw_arguments=raw,
+            parse_error=error,
+            index=call.key,
+        )
+
+
+def _arguments_of(function: dict[str, Any], entry: dict[str, Any]) -> Any:
+    """The arguments under whichever field this server uses; None when absent."""
+    for source in (function, entry):
+        for field_name in _ARGUMENT_FIELDS:
+            value = source.get(field_name)
+            if value is not None:
+                return value
+    return None
+
+
+def _dump(value: Any) -> str:
+    import orjson
+
+    return orjson.dumps(value).decode()
+
+
+def usage_from(usage: dict[str, Any]) -> Usage:
+    """Chat-completions (`prompt_tokens`) or Responses (`input_tokens`) usage, normalized."""
+    details = usage.get("completion_tokens_details") or usage.get("output_tokens_details") or {}
+    prompt_details = usage.get("prompt_tokens_details") or usage.get("input_tokens_details") or {}
+    return Usage(
+        input_tokens=int(usage.get("prompt_tokens") or usage.get("input_tokens") or 0),
+        output_tokens=int(usage.get("completion_tokens") or usage.get("output_tokens") or 0),
+        reasoning_tokens=int((details or {}).get("reasoning_tokens") or 0),
+        cached_tokens=int((prompt_details or {}).get("cached_tokens") or 0),
+    )

@@ -1,0 +1,39 @@
+"""The `Upstream` protocol every model adapter implements, and what one turn asks of it."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from toolwire.transcript import ToolSpec, Transcript
+from toolwire.upstream.events import ModelEvent
+
+
+@dataclass(slots=True)
+class TurnRequest:
+    """One model call: the transcript so far, the tools on offer, and sampling settings."""
+
+    model: str
+    transcript: Transcript
+    tools: list[ToolSpec] = field(default_factory=list)
+    tool_choice: str | dict[str, Any] | None = None
+    parallel_tool_calls: bool | None = None
+    temperature: float | None = None
+    top_p: float | None = None
+    max_output_tokens: int | None = None
+    response_format: dict[str, Any] | None = None
+    stream: bool = True
+    extra_body: dict[str, Any] | None = None
+
+
+class Upstream(Protocol):
+    """A model server. `stream_turn` yields one turn's `ModelEvent`s, ending with `TurnEnd`."""
+
+    name: str
+
+    def stream_turn(self, request: TurnRequest) -> AsyncIterator[ModelEvent]: ...
+
+    async def list_models(self) -> list[dict[str, Any]]: ...
+
+    async def aclose(self) -> None: ...

@@ -1,0 +1,297 @@
+"""The adapter for OpenAI-compatible `/v1/chat/completions` servers.
+
+One pooled httpx client per upstream. Streams SSE (or not), feeds every chunk to the
+`StreamAssembler`, and owns the fault handling: typed HTTP errors, bounded retries with backoff
+before anything was yielded, timeouts, streams that end early, and servers that refuse to stream
+tool calls (remembered per upstream).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import httpx
+import orjson
+from pydantic import BaseModel, Field, SecretStr
+
+from toolwire.errors import (
+    ConfigError,
+    UpstreamConnectionError,
+    UpstreamError,
+    UpstreamHTTPError,
+    UpstreamStreamError,
+    UpstreamTimeoutError,
+)
+from toolwire.upstream.assembler import StreamAssembler, usage_from
+from toolwire.upstream.base import TurnRequest
+from toolwire.upstream.events import ModelEvent
+from toolwire.upstream.lowering import chat_messages, chat_tool_choice, chat_tools
+from toolwire.upstream.retry import RETRYABLE_STATUSES, RetryPolicy
+from toolwire.wire.sse import SSEDecoder
+
+_STREAM_REFUSALS = (
+    "streaming tool choice is not supported",
+    "streaming is not supported with tools",
+    "tool calls are not supported in streaming",
+    "stream is not supported",
+)
+
+
+class ChatCompletionsConfig(BaseModel):
+    """How to reach one chat-completions server. Every field has a sensible default."""
+
+    base_url: str = Field(description="e.g. http://127.0.0.1:8000/v1")
+    api_key: SecretStr | None = None
+    api_key_env: str | None = Field(default=None, description="read the key from this variable")
+    headers: dict[str, str] = Field(default_factory=dict)
+    connect_timeout: float = 10.0
+    read_timeout: float = 300.0
+    max_retries: int = 3
+    initial_backoff: float = 0.5
+    max_backoff: float = 20.0
+    max_connections: int = 256
+    name: str = "default"
+
+    def resolved_api_key(self) -> str | None:
+        if self.api_key is not None:
+            return self.api_key.get_secret_value()
+        if self.api_key_env:
+            value = os.environ.get(self.api_key_env)
+            if value is None:
+                raise ConfigError(f"the environment variable {self.api_key_env} is not set")
+            return value
+        return None
+
+
+class ChatCompletionsUpstream:
+    """An `Upstream` speaking OpenAI chat completions."""
+
+    def __init__(self, config: ChatCompletionsConfig | str, **overrides: Any) -> None:
+        if isinstance(config, str):
+            config = ChatCompletionsConfig(base_url=config, **overrides)
+        self.config = config
+        self.name = config.name
+        self.retry = RetryPolicy(config.max_retries, config.initial_backoff, config.max_backoff)
+        self.refuses_streamed_tools = False
+        headers = {"accept": "application/json", **config.headers}
+        key = config.resolved_api_key()
+        if key:
+            headers["authorization"] = f"Bearer {key}"
+        self._client = httpx.AsyncClient(
+            base_url=config.base_url.rstrip("/"),
+            headers=headers,
+            timeout=httpx.Timeout(config.read_timeout, connect=config.connect_timeout),
+            limits=httpx.Limits(
+                max_connections=config.max_connections,
+                max_keepalive_connections=config.max_connections,
+                keepalive_expiry=60.0,
+            ),
+        )
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+    async def list_models(self) -> list[dict[str, Any]]:
+        response = await self._send("GET", "/models", None)
+        try:
+            data = orjson.loads(response.content).get("data", [])
+        except (orjson.JSONDecodeError, AttributeError) as exc:
+            raise UpstreamError("the upstream's /models answer is not JSON") from exc
+        return [m for m in data if isinstance(m, dict)]
+
+    def request_body(self, request: TurnRequest, *, stream: bool) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "model": request.model,
+            "messages": chat_messages(request.transcript),
+            "stream": stream,
+        }
+        if stream:
+            body["stream_options"] = {"include_usage": True}
+        if request.tools:
+            body["tools"] = chat_tools(request.tools)
+            if request.tool_choice is not None:
+                body["tool_choice"] = chat_tool_choice(request.tool_choice)
+            if request.parallel_tool_calls is not None:
+                body["parallel_tool_calls"] = request.parallel_tool_calls
+        if request.temperature is not None:
+            body["temperature"] = request.temperature
+        if request.top_p is not None:
+            body["top_p"] = request.top_p
+        if request.max_output_tokens is not None:
+            body["max_tokens"] = request.max_output_tokens
+        if request.response_format is not None:
+            body["response_format"] = request.response_format
+        if request.extra_body:
+            body.update(request.extra_body)
+        return body
+
+    async def stream_turn(self, request: TurnRequest) -> AsyncIterator[ModelEvent]:
+        declared = [tool.name for tool in request.tools] if request.tools else None
+        stream = request.stream and not (request.tools and self.refuses_streamed_tools)
+        if stream:
+            try:
+                async for event in self._streamed(request, declared):
+                    yield event
+                return
+            except UpstreamHTTPError as exc:
+                if not (request.tools and _refuses_streamed_tools(exc)):
+                    raise
+                self.refuses_streamed_tools = True
+        for event in await self._whole(request, declared):
+            yield event
+
+    async def _whole(self, request: TurnRequest, declared: list[str] | None) -> list[ModelEvent]:
+        response = await self._send("POST", "/chat/completions", self.request_body(request, stream=False))
+        try:
+            body = orjson.loads(response.content)
+            choice = body["choices"][0]
+        except (orjson.JSONDecodeError, KeyError, IndexError, TypeError) as exc:
+            raise UpstreamError(
+                "the upstream answered without a choice",
+                upstream_status=response.status_code,
+                upstream_body=response.text[:2000],
+            ) from exc
+        assembler = StreamAssembler(declared)
+        events = assembler.feed_message(choice.get("message") or {}, choice.get("finish_reason"))
+        if body.get("usage"):
+            events.append(usage_from(body["usage"]))
+        events.extend(assembler.finish())
+        return events
+
+    async def _streamed(
+        self, request: TurnRequest, declared: list[str] | None
+    ) -> AsyncIterator[ModelEvent]:
+        body = orjson.dumps(self.request_body(request, stream=True))
+        response = await self._open_stream(body)
+        assembler = StreamAssembler(declared)
+        decoder = SSEDecoder()
+        loads = orjson.loads
+        done = False
+        try:
+            async for raw in response.aiter_raw():
+                for sse in decoder.feed(raw):
+                    data = sse.data
+                    if data == "[DONE]":
+                        done = True
+                        break
+                    try:
+                        chunk = loads(data)
+                    except orjson.JSONDecodeError as exc:
+                        raise UpstreamStreamError(
+                            f"the upstream sent a stream event that is not JSON: {data[:200]!r}"
+                        ) from exc
+                    if isinstance(chunk, dict):
+                        if "error" in chunk and not chunk.get("choices"):
+                            raise UpstreamStreamError(
+                                f"the upstream reported an error mid-stream: {_error_text(chunk)}",
+                                upstream_body=data[:2000],
+                            )
+                        for event in assembler.feed(chunk):
+                            yield event
+                if done:
+                    break
+            if not done:
+                for sse in decoder.close():
+                    if sse.data == "[DONE]":
+                        done = True
+        except httpx.TimeoutException as exc:
+            raise UpstreamTimeoutError("the upstream stopped sending mid-stream (read timeout)") from exc
+        except httpx.TransportError as exc:
+            raise UpstreamStreamError(
+                f"the upstream stream broke mid-turn: {exc.__class__.__name__}: {exc}"
+            ) from exc
+        finally:
+            await response.aclose()
+        if not done and assembler.finish_reason is None:
+            raise UpstreamStreamError(
+                "the upstream stream ended without [DONE] or a finish reason; "
+                "the turn is incomplete (connection dropped?)"
+            )
+        for event in assembler.finish():
+            yield event
+
+    async def _open_stream(self, body: bytes) -> httpx.Response:
+        def send() -> Awaitable[httpx.Response]:
+            request = self._client.build_request(
+                "POST",
+                "/chat/completions",
+                content=body,
+                headers={"content-type": "application/json", "accept": "text/event-stream"},
+            )
+            return self._client.send(request, stream=True)
+
+        return await self._with_retries(send)
+
+    async def _send(self, method: str, path: str, body: dict[str, Any] | None) -> httpx.Response:
+        content = orjson.dumps(body) if body is not None else None
+        headers = {"content-type": "application/json"} if body is not None else None
+        return await self._with_retries(
+            lambda: self._client.request(method, path, content=content, headers=headers)
+        )
+
+    async def _with_retries(self, send: Callable[[], Awaitable[httpx.Response]]) -> httpx.Response:
+        """Send until a success, retrying 429 / 5xx / connection errors within the policy."""
+        attempt = 0
+        while True:
+            try:
+                response = await send()
+            except (httpx.ConnectError, httpx.RemoteProtocolError, httpx.ConnectTimeout) as exc:
+                delay = self.retry.delay(attempt)
+                if delay is None:
+                    raise _connection_error(exc) from exc
+            except httpx.TimeoutException as exc:
+                raise UpstreamTimeoutError("the upstream did not answer in time") from exc
+            else:
+                if response.status_code < 400:
+                    return response
+                await response.aread()
+                await response.aclose()
+                error = _http_error(response)
+                retryable = response.status_code in RETRYABLE_STATUSES
+                delay = (
+                    self.retry.delay(attempt, response.headers.get("retry-after"))
+                    if retryable and not _refuses_streamed_tools(error)
+                    else None
+                )
+                if delay is None:
+                    raise error
+            await asyncio.sleep(delay)
+            attempt += 1
+
+
+def _refuses_streamed_tools(error: UpstreamError) -> bool:
+    text = (error.upstream_body or "").lower()
+    return error.upstream_status in (400, 422, 500, 501) and any(s in text for s in _STREAM_REFUSALS)
+
+
+def _http_error(response: httpx.Response) -> UpstreamHTTPError:
+    body = response.text[:4000]
+    detail = body
+    try:
+        parsed = orjson.loads(response.content)
+        if isinstance(parsed, dict):
+            detail = _error_text(parsed)
+    except orjson.JSONDecodeError:
+        pass
+    return UpstreamHTTPError(
+        f"the upstream answered HTTP {response.status_code}: {detail[:500]}",
+        upstream_status=response.status_code,
+        upstream_body=body,
+        code=f"upstream_http_{response.status_code}",
+    )
+
+
+def _connection_error(exc: Exception) -> UpstreamConnectionError:
+    return UpstreamConnectionError(
+        f"could not reach the upstream: {exc.__class__.__name__}: {exc}", code="upstream_unreachable"
+    )
+
+
+def _error_text(body: dict[str, Any]) -> str:
+    error = body.get("error", body)
+    if isinstance(error, dict):
+        return str(error.get("message") or error)
+    return str(error)

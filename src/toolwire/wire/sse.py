@@ -1,0 +1,90 @@
+"""Server-sent events framing, both ways.
+
+Hand-written rather than httpx-sse / sse-starlette: the decoder must be incremental over raw byte
+chunks split anywhere (the hot path of every streamed turn, benchmarked in
+`benchmarks/assembler.py`), and the encoder is two lines; neither library exposes a pure codec.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(slots=True)
+class SSEEvent:
+    data: str
+    event: str | None = None
+    id: str | None = None
+
+
+class SSEDecoder:
+    """Turns byte chunks, split at arbitrary boundaries, into complete SSE events."""
+
+    __slots__ = ("_buffer", "_data", "_event", "_id")
+
+    def __init__(self) -> None:
+        self._buffer = b""
+        self._data: list[str] = []
+        self._event: str | None = None
+        self._id: str | None = None
+
+    def feed(self, chunk: bytes) -> list[SSEEvent]:
+        buffer = self._buffer + chunk if self._buffer else chunk
+        if b"\r" in buffer:
+            # Normalise CRLF and lone CR; a CR at the very end may be half of a CRLF.
+            if buffer.endswith(b"\r"):
+                self._buffer = b"\r"
+                buffer = buffer[:-1]
+            else:
+                self._buffer = b""
+            buffer = buffer.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+            if self._buffer:
+                end = buffer.rfind(b"\n")
+                self._buffer = buffer[end + 1 :] + self._buffer
+                buffer = buffer[: end + 1]
+                return self._lines(buffer)
+        end = buffer.rfind(b"\n")
+        if end < 0:
+            self._buffer = buffer
+            return []
+        self._buffer = buffer[end + 1 :]
+        return self._lines(buffer[: end + 1])
+
+    def _lines(self, block: bytes) -> list[SSEEvent]:
+        events: list[SSEEvent] = []
+        for raw in block.split(b"\n")[:-1]:
+            if not raw:
+                if self._data:
+                    events.append(SSEEvent("\n".join(self._data), self._event, self._id))
+                self._data = []
+                self._event = None
+                continue
+            line = raw.decode("utf-8", errors="replace")
+            if line[0] == ":":
+                continue
+            name, sep, value = line.partition(":")
+            if sep and value.startswith(" "):
+                value = value[1:]
+            if name == "data":
+                self._data.append(value)
+            elif name == "event":
+                self._event = value
+            elif name == "id":
+                self._id = value
+        return events
+
+    def close(self) -> list[SSEEvent]:
+        """Flush what a stream that ended without a final blank line still held."""
+        events = self.feed(b"\n\n") if (self._buffer or self._data) else []
+        self._buffer = b""
+        return events
+
+
+def encode_event(data: bytes, event: str | None = None) -> bytes:
+    """One SSE frame; `data` must already be a single line (JSON is)."""
+    if event is None:
+        return b"data: " + data + b"\n\n"
+    return b"event: " + event.encode() + b"\ndata: " + data + b"\n\n"
+
+
+DONE_FRAME = b"data: [DONE]\n\n"
