@@ -78,6 +78,18 @@ class RecordedRequest:
     body: Any
 
 
+class _SignallingServer(uvicorn.Server):
+    """A uvicorn server that says when it is listening, so `start()` returns a usable URL."""
+
+    def __init__(self, config: uvicorn.Config, ready: threading.Event) -> None:
+        super().__init__(config)
+        self._ready = ready
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets=sockets)
+        self._ready.set()
+
+
 class _Disconnect(Exception):
     """Raised inside the app to make the server drop the connection mid-response."""
 
@@ -128,19 +140,14 @@ class ScriptedUpstream:
         config = uvicorn.Config(
             self, log_level="critical", lifespan="off", access_log=False, timeout_keep_alive=30
         )
-        self._server = server = uvicorn.Server(config)
         ready = threading.Event()
+        self._server = server = _SignallingServer(config, ready)
 
         def run() -> None:
-            async def serve() -> None:
-                task = asyncio.create_task(server.serve(sockets=[sock]))
-                while not server.started and not task.done():
-                    await asyncio.sleep(0.005)
+            try:
+                asyncio.run(server.serve(sockets=[sock]))
+            finally:
                 ready.set()
-                await task
-
-            asyncio.run(serve())
-            ready.set()
 
         self._thread = threading.Thread(target=run, name="scripted-upstream", daemon=True)
         self._thread.start()
@@ -151,7 +158,9 @@ class ScriptedUpstream:
 
     def stop(self) -> None:
         if self._server is not None:
+            # Do not wait for scripted delays still sleeping in open connections.
             self._server.should_exit = True
+            self._server.force_exit = True
         if self._thread is not None:
             self._thread.join(10)
         self._server = None
@@ -194,15 +203,27 @@ class ScriptedUpstream:
         headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
         self.requests.append(RecordedRequest(scope["method"], path, headers, body))
         if path.endswith("/models") and scope["method"] == "GET":
-            data = [{"id": m, "object": "model", "created": 0, "owned_by": "scripted"} for m in self.models]
+            data = [
+                {"id": m, "object": "model", "created": 0, "owned_by": "scripted"}
+                for m in self.models
+            ]
             await _send_json(send, 200, {"object": "list", "data": data})
             return
         if not path.endswith("/chat/completions") or scope["method"] != "POST":
-            await _send_json(send, 404, {"error": {"message": f"no route {path}", "type": "not_found"}})
+            await _send_json(
+                send, 404, {"error": {"message": f"no route {path}", "type": "not_found"}}
+            )
             return
         if not self._turns:
             await _send_json(
-                send, 500, {"error": {"message": "ScriptedUpstream: no scripted turn left", "type": "scripted"}}
+                send,
+                500,
+                {
+                    "error": {
+                        "message": "ScriptedUpstream: no scripted turn left",
+                        "type": "scripted",
+                    }
+                },
             )
             return
         turn = self._turns.popleft()
@@ -233,7 +254,10 @@ class ScriptedUpstream:
             {
                 "type": "http.response.start",
                 "status": turn.status,
-                "headers": [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")],
+                "headers": [
+                    (b"content-type", b"text/event-stream"),
+                    (b"cache-control", b"no-cache"),
+                ],
             }
         )
         for position, chunk in enumerate(turn.chunks):
@@ -272,7 +296,12 @@ def _arguments_text(arguments: dict[str, Any] | str) -> str:
 
 def reply_chunks(reply: Reply, model: str = "scripted-model") -> list[dict[str, Any]]:
     """A `Reply` as the chunk sequence a well-behaved server streams."""
-    base = {"id": "chatcmpl-scripted", "object": "chat.completion.chunk", "created": 0, "model": model}
+    base = {
+        "id": "chatcmpl-scripted",
+        "object": "chat.completion.chunk",
+        "created": 0,
+        "model": model,
+    }
 
     def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
         return {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
@@ -287,11 +316,15 @@ def reply_chunks(reply: Reply, model: str = "scripted-model") -> list[dict[str, 
     for index, (name, arguments) in enumerate(reply.tool_calls):
         args = _arguments_text(arguments)
         head = {"index": index, "id": f"call_{index}_{name}", "type": "function"}
-        chunks.append(chunk({"tool_calls": [{**head, "function": {"name": name, "arguments": ""}}]}))
+        chunks.append(
+            chunk({"tool_calls": [{**head, "function": {"name": name, "arguments": ""}}]})
+        )
         half = len(args) // 2
         for piece in (args[:half], args[half:]):
             if piece:
-                chunks.append(chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]}))
+                chunks.append(
+                    chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
+                )
     finish = reply.finish_reason or ("tool_calls" if reply.tool_calls else "stop")
     chunks.append(chunk({}, finish))
     usage = reply.usage or {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}

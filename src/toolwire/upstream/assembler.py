@@ -251,7 +251,11 @@ class StreamAssembler:
     def _append(self, call: _PendingCall, fragment: str, events: list[ModelEvent]) -> None:
         if call.obj is not None or call.parts:
             head = fragment.lstrip()[:1]
-            if head and head in '{"[' and (call.obj is not None or is_complete_object("".join(call.parts))):
+            if (
+                head
+                and head in '{"['
+                and (call.obj is not None or is_complete_object("".join(call.parts)))
+            ):
                 # A whole object already, and a new one begins: a repeat or a correction
                 # (summary chunks, seeded "{}"). Replace; concatenating would be `{}{...}`.
                 call.obj = None
@@ -337,7 +341,9 @@ class StreamAssembler:
         if kind == "response.function_call_arguments.delta":
             call = self._by_any_id(event.get("call_id"), event.get("item_id"), event.get("id"))
             delta = event.get("delta")
-            self._apply(call, None, event.get("name"), delta if isinstance(delta, str) else None, events)
+            self._apply(
+                call, None, event.get("name"), delta if isinstance(delta, str) else None, events
+            )
             return
         if kind == "response.function_call_arguments.done":
             call = self._by_any_id(event.get("call_id"), event.get("item_id"), event.get("id"))

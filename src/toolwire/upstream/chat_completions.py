@@ -144,7 +144,9 @@ class ChatCompletionsUpstream:
             yield event
 
     async def _whole(self, request: TurnRequest, declared: list[str] | None) -> list[ModelEvent]:
-        response = await self._send("POST", "/chat/completions", self.request_body(request, stream=False))
+        response = await self._send(
+            "POST", "/chat/completions", self.request_body(request, stream=False)
+        )
         try:
             body = orjson.loads(response.content)
             choice = body["choices"][0]
@@ -198,7 +200,9 @@ class ChatCompletionsUpstream:
                     if sse.data == "[DONE]":
                         done = True
         except httpx.TimeoutException as exc:
-            raise UpstreamTimeoutError("the upstream stopped sending mid-stream (read timeout)") from exc
+            raise UpstreamTimeoutError(
+                "the upstream stopped sending mid-stream (read timeout)"
+            ) from exc
         except httpx.TransportError as exc:
             raise UpstreamStreamError(
                 f"the upstream stream broke mid-turn: {exc.__class__.__name__}: {exc}"
@@ -264,7 +268,9 @@ class ChatCompletionsUpstream:
 
 def _refuses_streamed_tools(error: UpstreamError) -> bool:
     text = (error.upstream_body or "").lower()
-    return error.upstream_status in (400, 422, 500, 501) and any(s in text for s in _STREAM_REFUSALS)
+    return error.upstream_status in (400, 422, 500, 501) and any(
+        s in text for s in _STREAM_REFUSALS
+    )
 
 
 def _http_error(response: httpx.Response) -> UpstreamHTTPError:
@@ -286,7 +292,8 @@ def _http_error(response: httpx.Response) -> UpstreamHTTPError:
 
 def _connection_error(exc: Exception) -> UpstreamConnectionError:
     return UpstreamConnectionError(
-        f"could not reach the upstream: {exc.__class__.__name__}: {exc}", code="upstream_unreachable"
+        f"could not reach the upstream: {exc.__class__.__name__}: {exc}",
+        code="upstream_unreachable",
     )
 
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from email.utils import parsedate_to_datetime
 from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
 
 RETRYABLE_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504})
 

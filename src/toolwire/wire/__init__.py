@@ -1,1 +1,1 @@
-"""The outside world's shapes: pure data and codecs, no I/O, no imports from the rest of toolwire."""
+"""The outside world's shapes: pure data and codecs; no I/O, no imports from toolwire."""

@@ -1,0 +1,171 @@
+"""Property: any set of tool calls, rendered in any delta shape real servers use and split at
+arbitrary byte boundaries of the SSE stream, assembles to exactly the original calls."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import orjson
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from toolwire.upstream.assembler import StreamAssembler
+from toolwire.upstream.events import ToolCallDone
+from toolwire.wire.sse import SSEDecoder
+
+NAMES = ["get_weather", "terminal", "read_file", "search"]
+
+json_scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(10**9), 10**9),
+    st.floats(allow_nan=False, allow_infinity=False, width=32),
+    st.text(alphabet=st.characters(blacklist_categories=["Cs"]), max_size=30),
+)
+json_values = st.recursive(
+    json_scalars,
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+arguments = st.dictionaries(st.text(min_size=1, max_size=10), json_values, max_size=4)
+calls_strategy = st.lists(st.tuples(st.sampled_from(NAMES), arguments), min_size=1, max_size=4)
+
+
+def split(text: str, cuts: list[int]) -> list[str]:
+    points = sorted({c % (len(text) + 1) for c in cuts} | {0, len(text)})
+    return [text[a:b] for a, b in itertools.pairwise(points) if b > a]
+
+
+def delta(tool_calls: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"choices": [{"index": 0, "delta": {"tool_calls": tool_calls}, "finish_reason": None}]}
+
+
+def render(
+    shape: str, calls: list[tuple[str, dict[str, Any]]], cuts: list[int]
+) -> list[dict[str, Any]]:
+    chunks: list[dict[str, Any]] = []
+    for i, (name, args) in enumerate(calls):
+        raw = orjson.dumps(args).decode()
+        cid = f"call_{i}"
+        pieces = split(raw, cuts)
+        if shape == "spec":
+            chunks.append(
+                delta(
+                    [
+                        {
+                            "index": i,
+                            "id": cid,
+                            "type": "function",
+                            "function": {"name": name, "arguments": ""},
+                        }
+                    ]
+                )
+            )
+            chunks += [delta([{"index": i, "function": {"arguments": p}}]) for p in pieces]
+        elif shape == "whole":
+            chunks.append(
+                delta([{"index": i, "id": cid, "function": {"name": name, "arguments": raw}}])
+            )
+        elif shape == "id_repeated":
+            chunks += [
+                delta([{"index": i, "id": cid, "function": {"name": name, "arguments": p}}])
+                for p in pieces
+            ]
+        elif shape == "no_index":
+            chunks.append(delta([{"id": cid, "function": {"name": name}}]))
+            chunks += [delta([{"id": cid, "function": {"arguments": p}}]) for p in pieces]
+        elif shape == "index_zero":
+            chunks.append(
+                delta([{"index": 0, "id": cid, "function": {"name": name, "arguments": ""}}])
+            )
+            chunks += [delta([{"index": 0, "function": {"arguments": p}}]) for p in pieces]
+        elif shape == "id_churn":
+            chunks.append(delta([{"index": i, "id": cid, "function": {"name": name}}]))
+            chunks += [
+                delta([{"index": i, "id": f"{cid}_{n}", "function": {"arguments": p}}])
+                for n, p in enumerate(pieces)
+            ]
+        elif shape == "object":
+            chunks.append(
+                delta([{"index": i, "id": cid, "function": {"name": name, "arguments": args}}])
+            )
+        elif shape == "responses_events":
+            chunks.append(
+                {
+                    "type": "response.output_item.added",
+                    "item": {
+                        "type": "function_call",
+                        "id": f"fc_{i}",
+                        "call_id": cid,
+                        "name": name,
+                        "arguments": "",
+                    },
+                }
+            )
+            chunks += [
+                {"type": "response.function_call_arguments.delta", "item_id": f"fc_{i}", "delta": p}
+                for p in pieces
+            ]
+            chunks.append(
+                {
+                    "type": "response.function_call_arguments.done",
+                    "item_id": f"fc_{i}",
+                    "arguments": "",
+                }
+            )
+    chunks.append({"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]})
+    return chunks
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    calls=calls_strategy,
+    shape=st.sampled_from(
+        [
+            "spec",
+            "whole",
+            "id_repeated",
+            "no_index",
+            "index_zero",
+            "id_churn",
+            "object",
+            "responses_events",
+        ]
+    ),
+    arg_cuts=st.lists(st.integers(0, 10_000), max_size=6),
+    byte_cuts=st.lists(st.integers(0, 100_000), max_size=12),
+)
+def test_any_calls_in_any_shape_split_anywhere_assemble_exactly(
+    calls: list[tuple[str, dict[str, Any]]], shape: str, arg_cuts: list[int], byte_cuts: list[int]
+) -> None:
+    stream = b"".join(b"data: " + orjson.dumps(c) + b"\n\n" for c in render(shape, calls, arg_cuts))
+    stream += b"data: [DONE]\n\n"
+    points = sorted({c % (len(stream) + 1) for c in byte_cuts} | {0, len(stream)})
+    decoder = SSEDecoder()
+    assembler = StreamAssembler(NAMES)
+    events = []
+    for a, b in itertools.pairwise(points):
+        for sse in decoder.feed(stream[a:b]):
+            if sse.data != "[DONE]":
+                events += assembler.feed(orjson.loads(sse.data))
+    events += assembler.finish()
+    done = [e.call for e in events if isinstance(e, ToolCallDone)]
+    assert [(c.name, c.arguments, c.parse_error) for c in done] == [(n, a, None) for n, a in calls]
+
+
+@given(
+    text=st.text(alphabet=st.characters(blacklist_categories=["Cs"])),
+    cuts=st.lists(st.integers(0, 10_000), max_size=10),
+)
+def test_sse_decoder_reassembles_text_split_anywhere(text: str, cuts: list[int]) -> None:
+    payload = orjson.dumps({"t": text})
+    stream = b"data: " + payload + b"\r\n\r\n"
+    points = sorted({c % (len(stream) + 1) for c in cuts} | {0, len(stream)})
+    decoder = SSEDecoder()
+    got = []
+    for a, b in itertools.pairwise(points):
+        got += decoder.feed(stream[a:b])
+    assert [orjson.loads(e.data)["t"] for e in got] == [text]
