@@ -53,6 +53,8 @@ class UserMessage:
     """A user turn: plain text, or OpenAI-style content parts (text, images) kept verbatim."""
 
     content: str | list[JSONObject]
+    #: A message toolwire added for the model only (a leak correction); never shown as output.
+    hidden: bool = False
 
 
 @dataclass(slots=True)

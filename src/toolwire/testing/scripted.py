@@ -104,6 +104,7 @@ class ScriptedUpstream:
         *,
         models: Sequence[str] = ("scripted-model",),
         host: str = "127.0.0.1",
+        port: int = 0,
     ) -> None:
         self._turns: collections.deque[Turn] = collections.deque(turns)
         self.models = list(models)
@@ -111,7 +112,7 @@ class ScriptedUpstream:
         self._host = host
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
-        self.port = 0
+        self.port = port
 
     # -- scripting ----------------------------------------------------------------------
 
@@ -135,7 +136,7 @@ class ScriptedUpstream:
     def start(self) -> ScriptedUpstream:
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((self._host, 0))
+        sock.bind((self._host, self.port))
         self.port = sock.getsockname()[1]
         config = uvicorn.Config(
             self, log_level="critical", lifespan="off", access_log=False, timeout_keep_alive=30

@@ -98,6 +98,7 @@ class StreamAssembler:
         self.finish_reason: str | None = None
         self.saw_chunk = False
         self.saw_text = False
+        self.saw_reasoning = False
 
     # -- feeding --------------------------------------------------------------------------
 
@@ -146,6 +147,7 @@ class StreamAssembler:
         if reasoning:
             text = _text_of(reasoning)
             if text:
+                self.saw_reasoning = True
                 events.append(ReasoningDelta(text))
         tool_calls = delta.get("tool_calls")
         if tool_calls:
@@ -163,6 +165,7 @@ class StreamAssembler:
             text = _text_of(content) if content else ""
             if text:
                 events.append(TextDelta(text))
+        if not self.saw_reasoning:
             reasoning = message.get("reasoning_content") or message.get("reasoning")
             rtext = _text_of(reasoning) if reasoning else ""
             if rtext:
@@ -254,7 +257,7 @@ class StreamAssembler:
             if (
                 head
                 and head in '{"['
-                and (call.obj is not None or is_complete_object("".join(call.parts)))
+                and self._restarts(call, fragment)
             ):
                 # A whole object already, and a new one begins: a repeat or a correction
                 # (summary chunks, seeded "{}"). Replace; concatenating would be `{}{...}`.
@@ -264,6 +267,22 @@ class StreamAssembler:
         call.parts.append(fragment)
         if call.started:
             events.append(ToolCallArgumentsDelta(call.key, fragment))
+
+    @staticmethod
+    def _restarts(call: _PendingCall, fragment: str) -> bool:
+        """Does `fragment` begin the arguments anew rather than continue them?
+
+        Yes when what was built is already a whole object (a repeat, or a seeded `{}`), or when
+        the fragment is itself a whole object beginning with the text built so far (a final
+        chunk re-sending everything after a partial stream). A nested value (`{"a": ` then
+        `{"b": 1}}`) is neither, and appends.
+        """
+        if call.obj is not None:
+            return True
+        built = "".join(call.parts)
+        if is_complete_object(built):
+            return True
+        return fragment.lstrip().startswith(built.strip()) and is_complete_object(fragment)
 
     def _start(self, call: _PendingCall, events: list[ModelEvent]) -> None:
         call.started = True
@@ -439,12 +458,17 @@ class StreamAssembler:
 
 def _arguments_of(function: dict[str, Any], entry: dict[str, Any]) -> Any:
     """The arguments under whichever field this server uses; None when absent."""
+    empty = None
     for source in (function, entry):
         for field_name in _ARGUMENT_FIELDS:
             value = source.get(field_name)
-            if value is not None:
-                return value
-    return None
+            if value is None:
+                continue
+            if value == "":
+                empty = value  # an empty `arguments` must not hide `args` beside it
+                continue
+            return value
+    return empty
 
 
 def _dump(value: Any) -> str:

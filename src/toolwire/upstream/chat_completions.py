@@ -37,6 +37,7 @@ _STREAM_REFUSALS = (
     "streaming is not supported with tools",
     "tool calls are not supported in streaming",
     "stream is not supported",
+    "cannot use tools with stream",
 )
 
 

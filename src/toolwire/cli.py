@@ -1,0 +1,123 @@
+"""`toolwire run | scripted-upstream | demo`: the command line, a thin door onto the loop."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import json
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from toolwire.agent import Agent
+from toolwire.console import TracePrinter
+from toolwire.errors import ToolwireError
+from toolwire.loop.state import LoopSettings
+from toolwire.tools.base import Tool, tool
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
+
+
+def load_tools(specs: list[str]) -> list[Tool]:
+    """`module:attr` -> tools; attr may be a Tool, a function, or a list of either."""
+    tools: list[Tool] = []
+    for spec in specs:
+        module_name, _, attr = spec.partition(":")
+        if not attr:
+            raise typer.BadParameter(f"--tool wants module:object, got {spec!r}")
+        try:
+            obj: Any = getattr(importlib.import_module(module_name), attr)
+        except (ImportError, AttributeError) as exc:
+            raise typer.BadParameter(f"cannot load tool {spec!r}: {exc}") from exc
+        for item in obj if isinstance(obj, list | tuple) else [obj]:
+            tools.append(item if isinstance(item, Tool) else tool(item))
+    return tools
+
+
+@app.command()
+def run(
+    prompt: Annotated[str, typer.Argument(help="what to ask the agent")],
+    upstream: Annotated[str, typer.Option(help="chat-completions base URL, e.g. http://127.0.0.1:8000/v1", envvar="TOOLWIRE_UPSTREAM")],
+    model: Annotated[str, typer.Option(help="model name to send upstream", envvar="TOOLWIRE_MODEL")],
+    tool_spec: Annotated[list[str], typer.Option("--tool", help="module:object, repeatable")] = [],  # noqa: B006
+    instructions: Annotated[str | None, typer.Option(help="system instructions")] = None,
+    api_key_env: Annotated[str | None, typer.Option(help="read the upstream API key from this env var")] = None,
+    max_tool_calls: Annotated[int | None, typer.Option(help="soft stop on tool calls")] = None,
+    max_iterations: Annotated[int, typer.Option(help="hard cap on model calls")] = 20,
+    leaked_calls: Annotated[str, typer.Option(help="retry | salvage | off")] = "retry",
+    no_stream: Annotated[bool, typer.Option("--no-stream", help="ask the upstream not to stream")] = False,
+) -> None:
+    """Run one agent task and print every step live."""
+    from toolwire.upstream.chat_completions import ChatCompletionsUpstream
+
+    if leaked_calls not in ("retry", "salvage", "off"):
+        raise typer.BadParameter("--leaked-calls must be retry, salvage or off")
+    settings = LoopSettings(
+        max_tool_calls=max_tool_calls,
+        max_iterations=max_iterations,
+        leak_mode=leaked_calls,  # type: ignore[arg-type]
+        stream=not no_stream,
+    )
+    try:
+        client = ChatCompletionsUpstream(upstream, api_key_env=api_key_env)
+    except ToolwireError as exc:
+        raise typer.BadParameter(exc.message) from exc
+    status = asyncio.run(_run(client, model, load_tools(tool_spec), instructions, settings, prompt))
+    raise typer.Exit(0 if status == "completed" else 1)
+
+
+async def _run(
+    upstream: Any, model: str, tools: list[Tool], instructions: str | None, settings: LoopSettings, prompt: str
+) -> str:
+    printer = TracePrinter()
+    async with Agent(upstream, model, tools, instructions, settings=settings) as agent:
+        status = "failed"
+        async for event in agent.stream(prompt):
+            printer(event)
+            status = getattr(event, "status", status)
+        return status
+
+
+@app.command("scripted-upstream")
+def scripted_upstream(
+    script: Annotated[Path, typer.Argument(help="JSON file: a list of turns (see docs/testing.md)")],
+    port: Annotated[int, typer.Option(help="0 picks a free port")] = 0,
+) -> None:
+    """Serve scripted chat-completions turns on loopback (for testing agents)."""
+    from toolwire.testing.script import load_script
+    from toolwire.testing.scripted import ScriptedUpstream
+
+    server = ScriptedUpstream(load_script(json.loads(script.read_text(encoding="utf-8"))), port=port)
+    with server:
+        typer.echo(f"ScriptedUpstream serving {server.remaining} turns at {server.base_url}", err=True)
+        try:
+            while True:
+                time.sleep(3600)
+        except KeyboardInterrupt:
+            pass
+
+
+@app.command()
+def demo(
+    scripted: Annotated[bool, typer.Option("--scripted", help="use a scripted model (no model server needed)")] = True,
+) -> None:
+    """A short multi-tool task, traced live: the agent checks the weather in two cities."""
+    from toolwire.demo_tools import ALL
+    from toolwire.testing.script import WEATHER_DEMO
+    from toolwire.testing.scripted import ScriptedUpstream
+
+    prompt = "Is it warmer in Paris or in Oslo right now? Answer in Fahrenheit."
+    with ScriptedUpstream(WEATHER_DEMO()) as server:
+        typer.echo(f"toolwire demo: a scripted model at {server.base_url}\nprompt: {prompt}")
+        status = asyncio.run(_run(server.base_url, "scripted-model", list(ALL), None, LoopSettings(), prompt))
+    raise typer.Exit(0 if status == "completed" else 1)
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()
