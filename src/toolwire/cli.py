@@ -80,6 +80,32 @@ async def _run(
         return status
 
 
+@app.command()
+def serve(
+    upstream: Annotated[str | None, typer.Option(help="chat-completions base URL [env TOOLWIRE_UPSTREAM]")] = None,
+    model: Annotated[str | None, typer.Option(help="default model [env TOOLWIRE_MODEL]")] = None,
+    api_key_env: Annotated[str | None, typer.Option(help="env var holding the upstream API key")] = None,
+    db: Annotated[str | None, typer.Option(help="database URL, e.g. sqlite:///toolwire.db")] = None,
+    host: Annotated[str | None, typer.Option(help="bind address (default 127.0.0.1)")] = None,
+    port: Annotated[int | None, typer.Option(help="port (default 8080)")] = None,
+    config: Annotated[Path | None, typer.Option(help="YAML or TOML config file")] = None,
+    tool_spec: Annotated[list[str], typer.Option("--tool", help="server-side tool module:object, repeatable")] = [],  # noqa: B006
+) -> None:
+    """Serve the OpenAI-compatible API (/v1/responses, /v1/conversations, /v1/models)."""
+    from toolwire.config import load_config
+    from toolwire.server.main import serve as run_server
+
+    flags = {"upstream": upstream, "model": model, "api_key_env": api_key_env, "db": db, "host": host, "port": port, "tools": tool_spec}
+    try:
+        settings = load_config(config, flags)
+        asyncio.run(run_server(settings))
+    except ToolwireError as exc:
+        typer.echo(f"toolwire serve: {exc.message}", err=True)
+        raise typer.Exit(2) from None
+    except KeyboardInterrupt:
+        pass
+
+
 @app.command("scripted-upstream")
 def scripted_upstream(
     script: Annotated[Path, typer.Argument(help="JSON file: a list of turns (see docs/testing.md)")],

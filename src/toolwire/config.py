@@ -1,0 +1,69 @@
+"""Settings for `toolwire serve`: defaults < config file (YAML or TOML) < environment < flags.
+
+Every setting has an environment variable `TOOLWIRE_<NAME>` (e.g. `TOOLWIRE_UPSTREAM`,
+`TOOLWIRE_PORT`). Secrets never live here in clear: the API key is read from the variable named
+by `api_key_env`.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from toolwire.errors import ConfigError
+
+
+class ServerConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    upstream: str | None = Field(default=None, description="chat-completions base URL")
+    model: str | None = Field(default=None, description="default model when a request names none")
+    api_key_env: str | None = None
+    upstream_headers: dict[str, str] = Field(default_factory=dict)
+    connect_timeout: float = 10.0
+    read_timeout: float = 300.0
+    max_retries: int = 3
+    db: str | None = Field(default=None, description="database URL; default: SQLite in the user data dir")
+    host: str = "127.0.0.1"
+    port: int = 8080
+    tools: list[str] = Field(default_factory=list, description="server-side tools, module:object")
+    leaked_calls: Literal["retry", "salvage", "off"] = "retry"
+    leak_retries: int = 2
+    max_iterations: int = 20
+    log_level: str = "info"
+
+
+def load_config(path: Path | None, flags: dict[str, Any]) -> ServerConfig:
+    data: dict[str, Any] = {}
+    if path is not None:
+        data.update(_read_file(path))
+    for name in ServerConfig.model_fields:
+        value = os.environ.get(f"TOOLWIRE_{name.upper()}")
+        if value is not None:
+            data[name] = value.split(",") if name == "tools" else value
+    data.update({k: v for k, v in flags.items() if v is not None and v != []})
+    try:
+        return ServerConfig.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors(include_url=False)[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise ConfigError(f"invalid setting {where}: {first['msg']}") from None
+
+
+def _read_file(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc}") from None
+    try:
+        data = tomllib.loads(text) if path.suffix == ".toml" else yaml.safe_load(text)
+    except (tomllib.TOMLDecodeError, yaml.YAMLError) as exc:
+        raise ConfigError(f"config file {path} is not valid: {exc}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"config file {path} must hold a mapping")
+    return data

@@ -1,0 +1,139 @@
+"""The ASGI app: routes only translate HTTP to services and back; they parse no model output."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import orjson
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from toolwire.errors import InvalidRequestError, NotFoundError, ToolwireError
+from toolwire.server.conversations import ConversationsService
+from toolwire.server.errors import toolwire_error_handler, unexpected_error_handler
+from toolwire.server.responses_service import ResponsesService
+from toolwire.store.database import Store
+from toolwire.upstream.base import Upstream
+
+
+class ORJSONResponse(JSONResponse):
+    def render(self, content: Any) -> bytes:
+        return orjson.dumps(content)
+
+
+async def read_json(request: Request) -> Any:
+    raw = await request.body()
+    if not raw:
+        raise InvalidRequestError("the request body is empty; expected a JSON object")
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise InvalidRequestError(f"the request body is not valid JSON: {exc}") from None
+
+
+def create_app(
+    *,
+    upstream: Upstream,
+    store: Store,
+    responses: ResponsesService,
+    on_shutdown: list[Any] | None = None,
+) -> Starlette:
+    conversations = ConversationsService(store)
+
+    async def create_response(request: Request) -> Response:
+        prepared = await responses.prepare(await read_json(request))
+        if prepared.request.background:
+            return ORJSONResponse(await responses.start_background(prepared))
+        if prepared.request.stream:
+            return StreamingResponse(
+                responses.stream(prepared),
+                media_type="text/event-stream",
+                headers={"cache-control": "no-cache", "x-accel-buffering": "no"},
+            )
+        return ORJSONResponse(await responses.create(prepared))
+
+    async def get_response(request: Request) -> Response:
+        response_id = request.path_params["response_id"]
+        body = await store.get_response(response_id)
+        if body is None:
+            raise NotFoundError(f"Response with id '{response_id}' not found.", param="response_id")
+        return ORJSONResponse(body)
+
+    async def delete_response(request: Request) -> Response:
+        response_id = request.path_params["response_id"]
+        if not await store.delete_response(response_id):
+            raise NotFoundError(f"Response with id '{response_id}' not found.", param="response_id")
+        return ORJSONResponse({"id": response_id, "object": "response.deleted", "deleted": True})
+
+    async def input_items(request: Request) -> Response:
+        response_id = request.path_params["response_id"]
+        record = await store.get_response_record(response_id)
+        if record is None:
+            raise NotFoundError(f"Response with id '{response_id}' not found.", param="response_id")
+        return ORJSONResponse(paginate(list(record["input_items"]), request))
+
+    async def cancel_response(request: Request) -> Response:
+        return ORJSONResponse(await responses.cancel(request.path_params["response_id"]))
+
+    async def models(request: Request) -> Response:
+        data = await upstream.list_models()
+        return ORJSONResponse({"object": "list", "data": data})
+
+    async def health(request: Request) -> Response:
+        return ORJSONResponse({"status": "ok"})
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        yield
+        for task in list(responses.background.values()):
+            task.cancel()
+        for hook in on_shutdown or []:
+            await hook()
+
+    routes = [
+        Route("/v1/responses", create_response, methods=["POST"]),
+        Route("/v1/responses/{response_id}", get_response, methods=["GET"]),
+        Route("/v1/responses/{response_id}", delete_response, methods=["DELETE"]),
+        Route("/v1/responses/{response_id}/input_items", input_items, methods=["GET"]),
+        Route("/v1/responses/{response_id}/cancel", cancel_response, methods=["POST"]),
+        *conversations.routes(read_json, ORJSONResponse),
+        Route("/v1/models", models, methods=["GET"]),
+        Route("/health", health, methods=["GET"]),
+    ]
+    return Starlette(
+        routes=routes,
+        exception_handlers={ToolwireError: toolwire_error_handler, Exception: unexpected_error_handler},
+        lifespan=lifespan,
+    )
+
+
+def paginate(items: list[dict[str, Any]], request: Request) -> dict[str, Any]:
+    """OpenAI list pagination: `order` (asc|desc), `after`, `limit` (1-100, default 20)."""
+    order = request.query_params.get("order", "desc")
+    if order not in ("asc", "desc"):
+        raise InvalidRequestError("order must be asc or desc", param="order")
+    try:
+        limit = int(request.query_params.get("limit", "20"))
+    except ValueError:
+        raise InvalidRequestError("limit must be an integer", param="limit") from None
+    if not 1 <= limit <= 100:
+        raise InvalidRequestError("limit must be between 1 and 100", param="limit")
+    ordered = items if order == "asc" else list(reversed(items))
+    after = request.query_params.get("after")
+    if after:
+        ids = [item.get("id") for item in ordered]
+        if after not in ids:
+            raise InvalidRequestError(f"after: no item with id '{after}'", param="after")
+        ordered = ordered[ids.index(after) + 1 :]
+    page = ordered[:limit]
+    return {
+        "object": "list",
+        "data": page,
+        "first_id": page[0]["id"] if page else None,
+        "last_id": page[-1]["id"] if page else None,
+        "has_more": len(ordered) > limit,
+    }

@@ -1,0 +1,144 @@
+"""The Conversations API: create, retrieve, update metadata, delete; list, add, get, delete items.
+
+Items are stored in the shape clients see; `/v1/responses` with `conversation` reads them as
+history and appends its input and output.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from toolwire.errors import InvalidRequestError, NotFoundError
+from toolwire.loop.items import normalize_input
+from toolwire.store.database import Store
+from toolwire.wire import responses as wire
+
+JSONReader = Callable[[Request], Awaitable[Any]]
+
+
+def _metadata(body: dict[str, Any]) -> dict[str, str]:
+    meta = body.get("metadata") or {}
+    if not isinstance(meta, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in meta.items()
+    ):
+        raise InvalidRequestError("metadata must map strings to strings", param="metadata")
+    if len(meta) > 16:
+        raise InvalidRequestError("metadata may have at most 16 keys", param="metadata")
+    return meta
+
+
+class ConversationsService:
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def _object(self, row: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "id": row["id"],
+            "object": "conversation",
+            "created_at": row["created_at"],
+            "metadata": row["metadata"] or {},
+        }
+
+    async def _require(self, conversation_id: str) -> dict[str, Any]:
+        row = await self.store.get_conversation(conversation_id)
+        if row is None:
+            raise NotFoundError(f"Conversation with id '{conversation_id}' not found.", param="conversation_id")
+        return row
+
+    def routes(self, read_json: JSONReader, respond: type[Response]) -> list[Route]:
+        store = self.store
+
+        async def body_of(request: Request) -> dict[str, Any]:
+            raw = await request.body()
+            if not raw:
+                return {}
+            body = await read_json(request)
+            if not isinstance(body, dict):
+                raise InvalidRequestError("the request body must be a JSON object")
+            return body
+
+        async def create(request: Request) -> Response:
+            body = await body_of(request)
+            meta = _metadata(body)
+            items = normalize_input(body.get("items") or [], "items")
+            conversation_id = wire.new_id("conv")
+            created = wire.now()
+            await store.create_conversation(conversation_id, created, meta)
+            await store.add_items(conversation_id, items, created)
+            return respond({"id": conversation_id, "object": "conversation", "created_at": created, "metadata": meta})
+
+        async def retrieve(request: Request) -> Response:
+            return respond(self._object(await self._require(request.path_params["conversation_id"])))
+
+        async def update(request: Request) -> Response:
+            conversation_id = request.path_params["conversation_id"]
+            await self._require(conversation_id)
+            body = await body_of(request)
+            if "metadata" not in body:
+                raise InvalidRequestError("Missing required parameter: 'metadata'.", param="metadata")
+            await store.update_conversation(conversation_id, _metadata(body))
+            return respond(self._object(await self._require(conversation_id)))
+
+        async def delete(request: Request) -> Response:
+            conversation_id = request.path_params["conversation_id"]
+            if not await store.delete_conversation(conversation_id):
+                raise NotFoundError(f"Conversation with id '{conversation_id}' not found.", param="conversation_id")
+            return respond({"id": conversation_id, "object": "conversation.deleted", "deleted": True})
+
+        async def list_items(request: Request) -> Response:
+            from toolwire.server.app import paginate
+
+            conversation_id = request.path_params["conversation_id"]
+            await self._require(conversation_id)
+            items = await store.list_items(conversation_id)
+            return respond(paginate(items, request))
+
+        async def add_items(request: Request) -> Response:
+            conversation_id = request.path_params["conversation_id"]
+            await self._require(conversation_id)
+            body = await body_of(request)
+            if not isinstance(body.get("items"), list):
+                raise InvalidRequestError("Missing required parameter: 'items'.", param="items")
+            items = normalize_input(body["items"], "items")
+            await store.add_items(conversation_id, items, wire.now())
+            return respond(
+                {
+                    "object": "list",
+                    "data": items,
+                    "first_id": items[0]["id"] if items else None,
+                    "last_id": items[-1]["id"] if items else None,
+                    "has_more": False,
+                }
+            )
+
+        async def get_item(request: Request) -> Response:
+            conversation_id = request.path_params["conversation_id"]
+            await self._require(conversation_id)
+            item = await store.get_item(conversation_id, request.path_params["item_id"])
+            if item is None:
+                raise NotFoundError(f"Item with id '{request.path_params['item_id']}' not found.", param="item_id")
+            return respond(item)
+
+        async def delete_item(request: Request) -> Response:
+            conversation_id = request.path_params["conversation_id"]
+            row = await self._require(conversation_id)
+            if not await store.delete_item(conversation_id, request.path_params["item_id"]):
+                raise NotFoundError(f"Item with id '{request.path_params['item_id']}' not found.", param="item_id")
+            return respond(self._object(row))
+
+        base = "/v1/conversations"
+        return [
+            Route(base, create, methods=["POST"]),
+            Route(base + "/{conversation_id}", retrieve, methods=["GET"]),
+            Route(base + "/{conversation_id}", update, methods=["POST"]),
+            Route(base + "/{conversation_id}", delete, methods=["DELETE"]),
+            Route(base + "/{conversation_id}/items", list_items, methods=["GET"]),
+            Route(base + "/{conversation_id}/items", add_items, methods=["POST"]),
+            Route(base + "/{conversation_id}/items/{item_id}", get_item, methods=["GET"]),
+            Route(base + "/{conversation_id}/items/{item_id}", delete_item, methods=["DELETE"]),
+        ]

@@ -1,0 +1,74 @@
+"""Building and running the server from a `ServerConfig`."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+import uvicorn
+from starlette.applications import Starlette
+
+from toolwire.config import ServerConfig
+from toolwire.errors import ConfigError
+from toolwire.loop.state import LoopSettings
+from toolwire.server.app import create_app
+from toolwire.server.responses_service import ResponsesService
+from toolwire.store.database import Store
+from toolwire.tools.base import Tool, tool
+from toolwire.upstream.chat_completions import ChatCompletionsConfig, ChatCompletionsUpstream
+
+
+def load_tool_objects(specs: list[str]) -> list[Tool]:
+    """`module:attr` -> tools; attr may be a Tool, a function, or a list of either."""
+    tools: list[Tool] = []
+    for spec in specs:
+        module_name, _, attr = spec.partition(":")
+        if not attr:
+            raise ConfigError(f"a tool is named module:object, got {spec!r}")
+        try:
+            obj: Any = getattr(importlib.import_module(module_name), attr)
+        except (ImportError, AttributeError) as exc:
+            raise ConfigError(f"cannot load tool {spec!r}: {exc}") from exc
+        for item in obj if isinstance(obj, list | tuple) else [obj]:
+            tools.append(item if isinstance(item, Tool) else tool(item))
+    return tools
+
+
+async def build_app(config: ServerConfig) -> Starlette:
+    if not config.upstream:
+        raise ConfigError(
+            "no upstream configured: pass --upstream http://host:port/v1 (or set TOOLWIRE_UPSTREAM)"
+        )
+    upstream = ChatCompletionsUpstream(
+        ChatCompletionsConfig(
+            base_url=config.upstream,
+            api_key_env=config.api_key_env,
+            headers=config.upstream_headers,
+            connect_timeout=config.connect_timeout,
+            read_timeout=config.read_timeout,
+            max_retries=config.max_retries,
+        )
+    )
+    store = await Store.open(config.db)
+    service = ResponsesService(
+        upstream=upstream,
+        store=store,
+        default_model=config.model,
+        server_tools=load_tool_objects(config.tools),
+        loop_settings=LoopSettings(
+            leak_mode=config.leaked_calls,
+            leak_retries=config.leak_retries,
+            max_iterations=config.max_iterations,
+        ),
+    )
+    return create_app(
+        upstream=upstream, store=store, responses=service, on_shutdown=[upstream.aclose, store.close]
+    )
+
+
+async def serve(config: ServerConfig) -> None:
+    app = await build_app(config)
+    server = uvicorn.Server(
+        uvicorn.Config(app, host=config.host, port=config.port, log_level=config.log_level)
+    )
+    await server.serve()

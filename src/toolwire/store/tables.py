@@ -1,0 +1,45 @@
+"""The schema: one SQLAlchemy Core metadata for SQLite (default) and PostgreSQL."""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+metadata = sa.MetaData()
+
+responses = sa.Table(
+    "responses",
+    metadata,
+    sa.Column("id", sa.String(80), primary_key=True),
+    sa.Column("created_at", sa.Integer, nullable=False),
+    sa.Column("status", sa.String(20), nullable=False),
+    sa.Column("previous_response_id", sa.String(80), nullable=True),
+    sa.Column("conversation_id", sa.String(80), nullable=True),
+    sa.Column("body", sa.JSON, nullable=False),  # the response object as clients see it
+    sa.Column("input_items", sa.JSON, nullable=False),
+    # every item the model had seen when the response ended: what a continuation starts from
+    sa.Column("history", sa.JSON, nullable=False),
+)
+
+conversations = sa.Table(
+    "conversations",
+    metadata,
+    sa.Column("id", sa.String(80), primary_key=True),
+    sa.Column("created_at", sa.Integer, nullable=False),
+    sa.Column("metadata", sa.JSON, nullable=False),
+)
+
+conversation_items = sa.Table(
+    "conversation_items",
+    metadata,
+    sa.Column("seq", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("id", sa.String(80), nullable=False, unique=True),
+    sa.Column(
+        "conversation_id",
+        sa.String(80),
+        sa.ForeignKey("conversations.id", ondelete="CASCADE"),
+        nullable=False,
+        index=True,
+    ),
+    sa.Column("created_at", sa.Integer, nullable=False),
+    sa.Column("item", sa.JSON, nullable=False),
+)

@@ -1,0 +1,158 @@
+"""OpenAI Responses API shapes: ids, output items, the response object, usage, stream events.
+
+Pure data: dicts exactly as OpenAI sends them, so the official SDK and strict clients accept
+them. The server fills them; nothing here does I/O.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from typing import Any
+
+
+def new_id(prefix: str) -> str:
+    """OpenAI-looking ids: `resp_…`, `msg_…`, `fc_…`, `call_…`, `rs_…`, `conv_…`."""
+    return f"{prefix}_{secrets.token_hex(24)}"
+
+
+def now() -> int:
+    return int(time.time())
+
+
+def message_item(item_id: str, text: str, status: str = "completed") -> dict[str, Any]:
+    return {
+        "id": item_id,
+        "type": "message",
+        "status": status,
+        "role": "assistant",
+        "content": [output_text_part(text)],
+    }
+
+
+def output_text_part(text: str) -> dict[str, Any]:
+    return {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
+
+
+def function_call_item(
+    item_id: str, call_id: str, name: str, arguments: str, status: str = "completed"
+) -> dict[str, Any]:
+    return {
+        "id": item_id,
+        "type": "function_call",
+        "status": status,
+        "call_id": call_id,
+        "name": name,
+        "arguments": arguments,
+    }
+
+
+def reasoning_item(item_id: str, text: str) -> dict[str, Any]:
+    return {
+        "id": item_id,
+        "type": "reasoning",
+        "summary": [],
+        "content": [{"type": "reasoning_text", "text": text}],
+        "encrypted_content": None,
+        "status": "completed",
+    }
+
+
+def mcp_call_item(
+    item_id: str,
+    server_label: str,
+    name: str,
+    arguments: str,
+    *,
+    output: str | None,
+    error: str | None,
+    status: str = "completed",
+    approval_request_id: str | None = None,
+) -> dict[str, Any]:
+    return {
+        "id": item_id,
+        "type": "mcp_call",
+        "status": status,
+        "server_label": server_label,
+        "name": name,
+        "arguments": arguments,
+        "output": output,
+        "error": error,
+        "approval_request_id": approval_request_id,
+    }
+
+
+def usage_object(
+    input_tokens: int, output_tokens: int, reasoning_tokens: int = 0, cached_tokens: int = 0
+) -> dict[str, Any]:
+    return {
+        "input_tokens": input_tokens,
+        "input_tokens_details": {"cached_tokens": cached_tokens},
+        "output_tokens": output_tokens,
+        "output_tokens_details": {"reasoning_tokens": reasoning_tokens},
+        "total_tokens": input_tokens + output_tokens,
+    }
+
+
+def error_object(code: str, message: str) -> dict[str, Any]:
+    return {"code": code, "message": message}
+
+
+def response_object(
+    *,
+    response_id: str,
+    created_at: int,
+    status: str,
+    model: str,
+    output: list[dict[str, Any]],
+    settings: dict[str, Any],
+    usage: dict[str, Any] | None,
+    error: dict[str, Any] | None = None,
+    incomplete_reason: str | None = None,
+    completed_at: int | None = None,
+) -> dict[str, Any]:
+    """The full response object; `settings` echoes the request's settings and defaults."""
+    return {
+        "id": response_id,
+        "object": "response",
+        "created_at": created_at,
+        "status": status,
+        "background": settings.get("background", False),
+        "completed_at": completed_at,
+        "conversation": settings.get("conversation"),
+        "error": error,
+        "incomplete_details": {"reason": incomplete_reason} if incomplete_reason else None,
+        "instructions": settings.get("instructions"),
+        "max_output_tokens": settings.get("max_output_tokens"),
+        "max_tool_calls": settings.get("max_tool_calls"),
+        "metadata": settings.get("metadata") or {},
+        "model": model,
+        "output": output,
+        "parallel_tool_calls": settings.get("parallel_tool_calls", True),
+        "previous_response_id": settings.get("previous_response_id"),
+        "prompt": None,
+        "prompt_cache_key": settings.get("prompt_cache_key"),
+        "reasoning": settings.get("reasoning") or {"effort": None, "summary": None},
+        "safety_identifier": settings.get("safety_identifier"),
+        "service_tier": settings.get("service_tier") or "default",
+        "store": settings.get("store", True),
+        "temperature": settings.get("temperature", 1.0),
+        "text": settings.get("text") or {"format": {"type": "text"}, "verbosity": "medium"},
+        "tool_choice": settings.get("tool_choice", "auto"),
+        "tools": settings.get("tools") or [],
+        "top_logprobs": settings.get("top_logprobs", 0),
+        "top_p": settings.get("top_p", 1.0),
+        "truncation": settings.get("truncation", "disabled"),
+        "usage": usage,
+        "user": settings.get("user"),
+    }
+
+
+def output_text_of(output: list[dict[str, Any]]) -> str:
+    parts = []
+    for item in output:
+        if item.get("type") == "message":
+            for part in item.get("content", []):
+                if part.get("type") == "output_text":
+                    parts.append(part.get("text", ""))
+    return "".join(parts)
