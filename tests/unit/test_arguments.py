@@ -63,3 +63,16 @@ def test_names_match_declared_tools() -> None:
     assert matcher.match("terminal") == "Terminal"
     assert matcher.match("search") is None
     assert ToolNameMatcher(None).match("anything.") == "anything"
+
+
+def test_partial_arguments_while_streaming() -> None:
+    from toolwire.upstream.assembler import StreamAssembler
+
+    assembler = StreamAssembler(["get_weather"])
+    head = {"index": 0, "id": "c1", "function": {"name": "get_weather", "arguments": '{"city": "Par'}}
+    assembler.feed({"choices": [{"index": 0, "delta": {"tool_calls": [head]}}]})
+    assert assembler.partial_arguments(0) == {"city": "Par"}
+    more = {"index": 0, "function": {"arguments": 'is", "days": 3'}}
+    assembler.feed({"choices": [{"index": 0, "delta": {"tool_calls": [more]}}]})
+    assert assembler.partial_arguments(0) == {"city": "Paris", "days": 3}
+    assert assembler.partial_arguments(5) is None

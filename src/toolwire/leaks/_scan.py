@@ -83,9 +83,8 @@ class Ctx:
 
     def in_fence(self, pos: int) -> bool:
         """True when `pos` sits inside an open ``` fence."""
-        if self.s.find("```", self.vs, pos) < 0:
-            return False
-        return bisect.bisect_left(self.fences(), pos) % 2 == 1
+        fences = self.fences()
+        return bool(fences) and bisect.bisect_left(fences, pos) % 2 == 1
 
 
 # -- trailers and separators -----------------------------------------------------------------------
@@ -1020,6 +1019,16 @@ def _scanner_for(marker: str) -> Scanner:
         if marker.startswith(prefix):
             return scanner
     return _scan_wrapper
+
+
+def is_opener(ctx: Ctx, pos: int) -> bool:
+    """True when a call's opening marker starts at `pos` (cheap; nothing is parsed)."""
+    s = ctx.s
+    return (
+        OPENER.match(s, pos, ctx.limit) is not None
+        or s.startswith(F.PHI4_FUNCTOOLS, pos, ctx.limit)
+        or _HARMONY_HEAD.match(s, pos, ctx.limit) is not None
+    )
 
 
 def scan_block(ctx: Ctx, pos: int, *, first: bool) -> Block | None:

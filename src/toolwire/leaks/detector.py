@@ -11,6 +11,7 @@ few places a call could begin, and only those are parsed.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from toolwire.leaks import _scan
@@ -33,14 +34,14 @@ class LeakMatch:
 
 # -- reasoning --------------------------------------------------------------------------------------
 
-_REASONING_TAG = re.compile(
-    r"<(?:/?(?:seed:)?think(?:ing)?>|\|channel\|>)|\[/?THINK\]|◁/?think▷", re.IGNORECASE
-)
+_REASONING_TAG = re.compile(r"<(?:/?(?:seed:)?think(?:ing)?>|\|channel\|>)|\[/?THINK\]|◁/?think▷")
+# (a character, then the markers that contain it): single characters are found at memchr speed.
+_REASONING_HINTS = ((">", ("think>", "<|channel|>")), ("]", ("THINK]",)), ("▷", ("think▷",)))
 _CLOSER_OF = {
     "<think>": "</think>",
     "<thinking>": "</thinking>",
     "<seed:think>": "</seed:think>",
-    "[think]": "[/think]",
+    "[THINK]": "[/THINK]",
     "◁think▷": "◁/think▷",
 }
 _HARMONY_ANALYSIS = re.compile(r"\s*analysis\s*(?:<\|message\|>)?")
@@ -48,11 +49,6 @@ _HARMONY_FINAL = re.compile(r"\s*final\s*(?:<\|message\|>)")
 _HARMONY_START_BEFORE = re.compile(r"<\|start\|>\s*(?:assistant)?\s*\Z")
 _HARMONY_STRIPPED = re.compile(r"\s*(?:assistant)?analysis")
 _HARMONY_STRIPPED_NEXT = ("assistantfinal", "assistantcommentary")
-
-
-def _find_ci(text: str, needle: str, start: int) -> int:
-    m = re.compile(re.escape(needle), re.IGNORECASE).search(text, start)
-    return -1 if m is None else m.start()
 
 
 def _harmony_header_start(text: str, pos: int) -> int:
@@ -77,11 +73,13 @@ def _reasoning_spans(text: str) -> list[tuple[int, int]]:
             end = best + len(word) if word == "assistantfinal" else best
             spans.append((0, end))
             pos = end
+    if not any(c in text and any(h in text for h in hints) for c, hints in _REASONING_HINTS):
+        return spans
     while pos < n:
         m = _REASONING_TAG.search(text, pos)
         if m is None:
             break
-        tag = m.group().lower()
+        tag = m.group()
         if tag == "<|channel|>":
             am = _HARMONY_ANALYSIS.match(text, m.end())
             if am is not None:
@@ -102,7 +100,7 @@ def _reasoning_spans(text: str) -> list[tuple[int, int]]:
             spans.append((spans[-1][1] if spans else 0, m.end()))
             pos = m.end()
             continue
-        close = _find_ci(text, _CLOSER_OF[tag], m.end())
+        close = text.find(_CLOSER_OF[tag], m.end())
         if close < 0:
             spans.append((m.start(), n))
             break
@@ -153,23 +151,83 @@ def _visible_bounds(text: str) -> tuple[int, int, bool]:
 # -- detection --------------------------------------------------------------------------------------
 
 
+def _at(s: str, pos: int, vs: int) -> int | None:
+    return pos
+
+
+def _json_start(s: str, pos: int, vs: int) -> int | None:
+    """From a `"name"` key back to the `{` that opens its object, if it is the first key."""
+    i = pos
+    while i > vs and s[i - 1] in " \t\r\n":
+        i -= 1
+    return i - 1 if i > vs and s[i - 1] == "{" else None
+
+
+def _dsml_start(s: str, pos: int, vs: int) -> int | None:
+    """From `DSML` back over `<｜` (or the ASCII `< | `) that opens the token."""
+    i = pos
+    while i > vs and s[i - 1] == " ":
+        i -= 1
+    if i <= vs or s[i - 1] not in "|｜":
+        return None
+    i -= 1
+    j = i
+    while j > vs and s[j - 1] == " ":
+        j -= 1
+    if j > vs and s[j - 1] == "<":
+        return j - 1
+    return None if j > vs and s[j - 1] == "/" else i
+
+
+def _harmony_start(s: str, pos: int, vs: int) -> int | None:
+    """From `to=functions.` back to the start of the gpt-oss message header."""
+    back = _scan.HARMONY_BACK.search(s, max(vs, pos - 48), pos)
+    return pos if back is None else back.start()
+
+
+_Adjust = Callable[[str, int, int], "int | None"]
+# Literal anchors grouped under a character they all contain: `str.find` of one character and
+# `str.rfind` of a literal skip through long answers far faster than any regex alternation.
+# Anchors are prefixes shared by several markers; `is_opener` then says which one it is.
+_ANCHORS: tuple[tuple[str, tuple[tuple[str, _Adjust], ...]], ...] = (  # (gate characters, anchors)
+    (
+        "<",
+        (
+            ("<tool", _at),
+            ("<function", _at),
+            ("<|", _at),
+            ("<｜", _at),
+            ("<invoke", _at),
+            ("<seed:", _at),
+            ("<minimax:", _at),
+            ("<steptml:", _at),
+            (F.GEMMA_CALL_OPEN, _at),
+            ("<json>", _at),
+        ),
+    ),
+    ("[", ((F.MISTRAL_TOOL_CALLS, _at), (F.PHI4_FUNCTOOLS, _at))),
+    ("{", (('"name"', _json_start), ('"type"', _json_start))),
+    ("=", ((F.HARMONY_RECIPIENT, _harmony_start),)),
+    ("|｜", (("DSML", _dsml_start),)),
+)
+
+
 def _candidates(ctx: _scan.Ctx) -> list[int]:
-    """Positions where a call could begin, latest first."""
+    """Positions where a call could begin, latest first (at most a few dozen)."""
     s, vs, limit = ctx.s, ctx.vs, ctx.limit
-    found = {m.start() for m in _scan.OPENER.finditer(s, vs, limit)}
-    i = s.rfind(F.PHI4_FUNCTOOLS, vs, limit)
-    for _ in range(8):
-        if i < 0:
-            break
-        found.add(i)
-        i = s.rfind(F.PHI4_FUNCTOOLS, vs, i)
-    i = s.rfind(F.HARMONY_RECIPIENT, vs, limit)
-    for _ in range(8):
-        if i < 0:
-            break
-        back = _scan.HARMONY_BACK.search(s, max(vs, i - 48), i)
-        found.add(i if back is None else back.start())
-        i = s.rfind(F.HARMONY_RECIPIENT, vs, i)
+    found: set[int] = set()
+    for gates, anchors in _ANCHORS:
+        if all(s.find(gate, vs, limit) < 0 for gate in gates):
+            continue
+        for anchor, adjust in anchors:
+            i = s.rfind(anchor, vs, limit)
+            for _ in range(_MAX_CANDIDATES):
+                if i < 0:
+                    break
+                start = adjust(s, i, vs)
+                if start is not None and _scan.is_opener(ctx, start):
+                    found.add(start)
+                i = s.rfind(anchor, vs, i)
     return sorted(found, reverse=True)[:_MAX_CANDIDATES]
 
 

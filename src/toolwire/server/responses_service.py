@@ -241,6 +241,8 @@ class ResponsesService:
 
         async def produce() -> None:
             try:
+                if prepared.request.store:  # retrievable (as in_progress) while it streams
+                    await self.persist(prepared, initial)
                 body, _ = await self.run(prepared, builder)
             except ToolwireError as exc:  # pragma: no cover - run() turns these into state
                 builder.event("error", code=exc.code, message=exc.message, param=exc.param)

@@ -17,6 +17,8 @@ import secrets
 from collections.abc import Iterable
 from typing import Any
 
+import jiter
+
 from toolwire.transcript import ToolCall
 from toolwire.upstream.arguments import ArgumentsError, is_complete_object, parse_arguments
 from toolwire.upstream.events import (
@@ -388,6 +390,24 @@ class StreamAssembler:
         for alias in present:
             self._by_id.setdefault(alias, call)
         return call
+
+    def partial_arguments(self, key: int) -> dict[str, Any] | None:
+        """The arguments of a call still streaming, parsed as far as they go (jiter's partial
+        mode), e.g. to show progress. Computed on demand, never per delta: re-parsing a growing
+        string on every fragment would make assembly quadratic."""
+        if not 0 <= key < len(self._calls):
+            return None
+        call = self._calls[key]
+        if call.obj is not None:
+            return call.obj if isinstance(call.obj, dict) else None
+        text = "".join(call.parts).strip()
+        if not text:
+            return None
+        try:
+            value = jiter.from_json(text.encode(), partial_mode="trailing-strings")
+        except ValueError:
+            return None
+        return value if isinstance(value, dict) else None
 
     # -- finishing ------------------------------------------------------------------------
 

@@ -1,0 +1,383 @@
+"""The Responses API through the official `openai` client against `toolwire serve`."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import httpx
+import openai
+import pytest
+
+from tests.integration.conftest import Gateway
+from toolwire.testing import Body, Chunks, Reply
+
+WEATHER_TOOL = {
+    "type": "function",
+    "name": "lookup_stock",
+    "description": "Stock level of a product.",
+    "parameters": {"type": "object", "properties": {"sku": {"type": "string"}}, "required": ["sku"]},
+}
+
+
+def test_plain_text_is_answered_stored_and_retrievable(gw: Gateway) -> None:
+    gw.upstream.add(Reply(text="Hello! How can I help?"))
+    response = gw.client.responses.create(
+        model="scripted-model", input="hi", instructions="Be kind.", metadata={"team": "blue"}
+    )
+    assert response.status == "completed"
+    assert response.output_text == "Hello! How can I help?"
+    assert response.model == "scripted-model"
+    assert response.metadata == {"team": "blue"}
+    assert response.instructions == "Be kind."
+    assert response.usage is not None and response.usage.total_tokens == 15
+    sent = gw.upstream.chat_requests[0].body["messages"]
+    assert sent == [{"role": "system", "content": "Be kind."}, {"role": "user", "content": "hi"}]
+    again = gw.client.responses.retrieve(response.id)
+    assert again.output_text == response.output_text and again.status == "completed"
+    items = gw.client.responses.input_items.list(response.id)
+    assert [i.type for i in items.data] == ["message"]
+
+
+def test_previous_response_id_continues_the_conversation(gw: Gateway) -> None:
+    gw.upstream.add(Reply(text="Nice to meet you, Ada."), Reply(text="Your name is Ada."))
+    first = gw.client.responses.create(model="m", input="My name is Ada.")
+    second = gw.client.responses.create(model="m", input="What is my name?", previous_response_id=first.id)
+    assert second.output_text == "Your name is Ada."
+    assert second.previous_response_id == first.id
+    messages = gw.upstream.chat_requests[1].body["messages"]
+    assert [(m["role"], m["content"]) for m in messages] == [
+        ("user", "My name is Ada."),
+        ("assistant", "Nice to meet you, Ada."),
+        ("user", "What is my name?"),
+    ]
+
+
+def test_conversations_carry_history_and_items(gw: Gateway) -> None:
+    conversation = gw.client.conversations.create(
+        metadata={"topic": "pets"}, items=[{"type": "message", "role": "user", "content": "I have a cat."}]
+    )
+    assert conversation.metadata == {"topic": "pets"}
+    gw.upstream.add(Reply(text="Cats are great."), Reply(text="You have a cat."))
+    gw.client.responses.create(model="m", input="Remember that.", conversation=conversation.id)
+    answer = gw.client.responses.create(model="m", input="What pet do I have?", conversation=conversation.id)
+    assert answer.output_text == "You have a cat."
+    contents = [m["content"] for m in gw.upstream.chat_requests[1].body["messages"]]
+    assert contents == ["I have a cat.", "Remember that.", "Cats are great.", "What pet do I have?"]
+    items = gw.client.conversations.items.list(conversation.id, order="asc")
+    assert [i.type for i in items.data] == ["message"] * 5
+    added = gw.client.conversations.items.create(
+        conversation.id, items=[{"type": "message", "role": "user", "content": "And a dog."}]
+    )
+    item_id = added.data[0].id
+    assert gw.client.conversations.items.retrieve(item_id, conversation_id=conversation.id).id == item_id
+    gw.client.conversations.items.delete(item_id, conversation_id=conversation.id)
+    with pytest.raises(openai.NotFoundError):
+        gw.client.conversations.items.retrieve(item_id, conversation_id=conversation.id)
+    updated = gw.client.conversations.update(conversation.id, metadata={"topic": "animals"})
+    assert updated.metadata == {"topic": "animals"}
+    assert gw.client.conversations.retrieve(conversation.id).metadata == {"topic": "animals"}
+    assert gw.client.conversations.delete(conversation.id).deleted
+    with pytest.raises(openai.NotFoundError):
+        gw.client.conversations.retrieve(conversation.id)
+
+
+def test_function_tool_round_trip(gw: Gateway) -> None:
+    gw.upstream.add(Reply(tool_calls=[("lookup_stock", {"sku": "A-1"})]), Reply(text="12 in stock."))
+    first = gw.client.responses.create(model="m", input="Stock of A-1?", tools=[WEATHER_TOOL])
+    assert first.status == "completed"
+    calls = [item for item in first.output if item.type == "function_call"]
+    assert len(calls) == 1 and calls[0].name == "lookup_stock"
+    assert calls[0].arguments == '{"sku":"A-1"}'
+    second = gw.client.responses.create(
+        model="m",
+        previous_response_id=first.id,
+        tools=[WEATHER_TOOL],
+        input=[{"type": "function_call_output", "call_id": calls[0].call_id, "output": "12 units\nwarehouse \\.ts$"}],
+    )
+    assert second.output_text == "12 in stock."
+    tool_message = gw.upstream.chat_requests[1].body["messages"][-1]
+    assert tool_message == {
+        "role": "tool",
+        "tool_call_id": calls[0].call_id,
+        "content": "status:\nsuccess\n\ntoolName:\nlookup_stock\n\nerror:\n\n\noutput:\n12 units\nwarehouse \\.ts$",
+    }
+
+
+def test_server_side_tools_run_inside_the_loop_and_usage_is_summed(gw: Gateway) -> None:
+    gw.upstream.add(Reply(tool_calls=[("get_weather", {"city": "Paris"})]), Reply(text="18 °C in Paris."))
+    response = gw.client.responses.create(model="m", input="Weather in Paris?")
+    assert response.status == "completed"
+    assert [item.type for item in response.output] == ["mcp_call", "message"]
+    call = response.output[0]
+    assert call.name == "get_weather" and call.server_label == "toolwire"
+    assert call.output == "city: Paris\ntemperature_c: 18\nsky: light rain"
+    assert response.usage is not None and response.usage.input_tokens == 20  # two model calls
+    offered = [t["function"]["name"] for t in gw.upstream.chat_requests[0].body["tools"]]
+    assert offered == ["get_weather", "convert_temperature"]
+
+
+def test_settings_are_passed_upstream_and_echoed(gw: Gateway) -> None:
+    gw.upstream.add(Reply(text='{"answer": 42}'))
+    schema = {"type": "object", "properties": {"answer": {"type": "integer"}}, "required": ["answer"]}
+    response = gw.client.responses.create(
+        model="m",
+        input="answer",
+        temperature=0.2,
+        top_p=0.9,
+        max_output_tokens=64,
+        tool_choice="none",
+        parallel_tool_calls=False,
+        text={"format": {"type": "json_schema", "name": "answer", "schema": schema, "strict": True}},
+    )
+    body = gw.upstream.chat_requests[0].body
+    assert body["temperature"] == 0.2 and body["top_p"] == 0.9 and body["max_tokens"] == 64
+    assert body["response_format"] == {
+        "type": "json_schema",
+        "json_schema": {"name": "answer", "schema": schema, "strict": True},
+    }
+    assert body["tool_choice"] == "none" and body["parallel_tool_calls"] is False
+    assert response.temperature == 0.2 and response.top_p == 0.9
+    assert response.max_output_tokens == 64 and response.tool_choice == "none"
+    assert response.text.format.type == "json_schema"
+
+
+def test_reasoning_becomes_a_reasoning_item(gw: Gateway) -> None:
+    gw.upstream.add(Reply(text="4", reasoning="2 + 2 is 4."))
+    response = gw.client.responses.create(model="m", input="2+2?")
+    assert [item.type for item in response.output] == ["reasoning", "message"]
+    reasoning = response.output[0]
+    assert reasoning.content is not None and reasoning.content[0].text == "2 + 2 is 4."
+
+
+def test_store_false_is_not_retrievable(gw: Gateway) -> None:
+    gw.upstream.add(Reply(text="ephemeral"))
+    response = gw.client.responses.create(model="m", input="hi", store=False)
+    assert response.output_text == "ephemeral" and response.store is False
+    with pytest.raises(openai.NotFoundError):
+        gw.client.responses.retrieve(response.id)
+
+
+def test_delete_response(gw: Gateway) -> None:
+    gw.upstream.add(Reply(text="bye"))
+    response = gw.client.responses.create(model="m", input="hi")
+    gw.client.responses.delete(response.id)
+    with pytest.raises(openai.NotFoundError):
+        gw.client.responses.retrieve(response.id)
+
+
+def test_models_and_health(gw: Gateway) -> None:
+    assert [m.id for m in gw.client.models.list()] == ["scripted-model"]
+    assert httpx.get(gw.base_url.removesuffix("/v1") + "/health").json() == {"status": "ok"}
+
+
+# -- streaming -------------------------------------------------------------------------------
+
+
+def check_lifecycle(events: list[Any]) -> None:
+    numbers = [e.sequence_number for e in events]
+    assert numbers == sorted(numbers) and len(set(numbers)) == len(numbers)
+    assert [e.type for e in events[:2]] == ["response.created", "response.in_progress"]
+    assert events[-1].type in ("response.completed", "response.incomplete", "response.failed")
+    opened: dict[int, str] = {}
+    texts: dict[str, list[str]] = {}
+    for event in events:
+        if event.type == "response.output_item.added":
+            opened[event.output_index] = event.item.id
+        elif event.type == "response.output_item.done":
+            assert opened.pop(event.output_index) == event.item.id
+        elif event.type == "response.output_text.delta":
+            assert opened[event.output_index] == event.item_id
+            texts.setdefault(event.item_id, []).append(event.delta)
+        elif event.type == "response.output_text.done":
+            assert "".join(texts[event.item_id]) == event.text
+    assert not opened
+
+
+def test_streaming_event_lifecycle_parses_with_the_sdk(gw: Gateway) -> None:
+    gw.upstream.add(Reply(text="Streaming works, token by token.", reasoning="think"))
+    events = list(gw.client.responses.create(model="m", input="stream", stream=True))
+    check_lifecycle(events)
+    kinds = [e.type for e in events]
+    assert kinds == [
+        "response.created", "response.in_progress",
+        "response.output_item.added", "response.reasoning_text.delta", "response.reasoning_text.done",
+        "response.output_item.done",
+        "response.output_item.added", "response.content_part.added",
+        *["response.output_text.delta"] * kinds.count("response.output_text.delta"),
+        "response.output_text.done", "response.content_part.done", "response.output_item.done",
+        "response.completed",
+    ]
+    final = events[-1].response
+    assert final.output_text == "Streaming works, token by token."
+    assert gw.client.responses.retrieve(final.id).output_text == final.output_text
+
+
+def test_stream_helper_and_function_call_events(gw: Gateway) -> None:
+    gw.upstream.add(Reply(text="Checking.", tool_calls=[("lookup_stock", {"sku": "B-2"})]))
+    with gw.client.responses.stream(model="m", input="stock?", tools=[WEATHER_TOOL]) as stream:
+        events = list(stream)
+        final = stream.get_final_response()
+    check_lifecycle(events)
+    kinds = [e.type for e in events]
+    assert "response.function_call_arguments.delta" in kinds
+    assert "response.function_call_arguments.done" in kinds
+    assert [item.type for item in final.output] == ["message", "function_call"]
+    assert final.output[1].arguments == '{"sku":"B-2"}'
+
+
+def test_streamed_server_tool_calls_emit_mcp_call_events(gw: Gateway) -> None:
+    gw.upstream.add(Reply(tool_calls=[("get_weather", {"city": "Oslo"})]), Reply(text="4 °C."))
+    events = list(gw.client.responses.create(model="m", input="Oslo?", stream=True))
+    check_lifecycle(events)
+    kinds = [e.type for e in events]
+    for kind in ("response.mcp_call.in_progress", "response.mcp_call_arguments.done", "response.mcp_call.completed"):
+        assert kind in kinds
+    assert events[-1].response.output[0].output == "city: Oslo\ntemperature_c: 4\nsky: clear"
+
+
+def test_response_created_is_sent_before_the_upstream_answers(gw: Gateway) -> None:
+    gw.upstream.add(Reply(text="late", delay=4))
+    body = {"model": "m", "input": "hi", "stream": True}
+    with httpx.stream("POST", gw.base_url + "/responses", json=body, timeout=10) as response:
+        lines = response.iter_lines()
+        started = time.monotonic()
+        first = next(lines)
+        waited = time.monotonic() - started
+        rest = list(lines)
+    assert first == "event: response.created"
+    assert waited < 3  # the upstream holds its answer for 4 s (beyond the 2 s read timeout)
+    assert any(line.startswith("event: response.") for line in rest)
+
+
+# -- errors ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("body", "param"),
+    [
+        ({"model": "m", "input": 5}, "input"),
+        ({"model": "m", "input": "x", "temperature": 3}, "temperature"),
+        ({"model": "m", "input": "x", "max_output_tokens": 0}, "max_output_tokens"),
+        ({"model": "m", "input": "x", "tools": [{"type": "web_search_preview"}]}, "tools[0].type"),
+        ({"model": "m", "input": "x", "made_up": 1}, "made_up"),
+        ({"model": "m"}, "input"),
+        ({"model": "m", "input": [{"type": "message", "role": "wizard", "content": "x"}]}, "input[0].role"),
+        ({"model": "m", "input": "x", "previous_response_id": "resp_1", "conversation": "conv_1"}, "previous_response_id"),
+        ({"model": "m", "input": "x", "tool_choice": {"type": "function", "name": "nope"}}, "tool_choice"),
+    ],
+)
+def test_invalid_bodies_are_400_naming_the_field(gw: Gateway, body: dict[str, Any], param: str) -> None:
+    response = httpx.post(gw.base_url + "/responses", json=body)
+    assert response.status_code == 400, response.text
+    error = response.json()["error"]
+    assert error["type"] == "invalid_request_error" and error["param"] == param
+    assert error["message"]
+    assert not gw.upstream.chat_requests  # nothing was sent upstream
+
+
+def test_malformed_json_is_400(gw: Gateway) -> None:
+    response = httpx.post(gw.base_url + "/responses", content=b"{not json", headers={"content-type": "application/json"})
+    assert response.status_code == 400
+    assert "not valid JSON" in response.json()["error"]["message"]
+
+
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [
+        ("GET", "/responses/resp_missing"),
+        ("DELETE", "/responses/resp_missing"),
+        ("GET", "/responses/resp_missing/input_items"),
+        ("POST", "/responses/resp_missing/cancel"),
+        ("GET", "/conversations/conv_missing"),
+        ("GET", "/conversations/conv_missing/items"),
+    ],
+)
+def test_unknown_ids_are_404(gw: Gateway, method: str, path: str) -> None:
+    response = httpx.request(method, gw.base_url + path)
+    assert response.status_code == 404
+    assert set(response.json()["error"]) == {"message", "type", "param", "code"}
+
+
+def test_unknown_previous_response_is_404(gw: Gateway) -> None:
+    with pytest.raises(openai.NotFoundError):
+        gw.client.responses.create(model="m", input="x", previous_response_id="resp_nope")
+
+
+def test_upstream_failure_before_streaming_is_502_and_stored_failed(gw: Gateway) -> None:
+    gw.upstream.add(Body({"error": {"message": "model not loaded"}}, status=400))
+    with pytest.raises(openai.APIStatusError) as info:
+        gw.client.responses.create(model="m", input="x")
+    assert info.value.status_code == 502
+    assert "model not loaded" in info.value.message
+
+
+def test_upstream_timeout_before_streaming_is_504(gw: Gateway) -> None:
+    gw.upstream.add(Body({"choices": []}, delay=4))
+    with pytest.raises(openai.APIStatusError) as info:
+        gw.client.responses.create(model="m", input="x")
+    assert info.value.status_code == 504
+
+
+def test_upstream_failure_mid_stream_is_response_failed_and_stored(gw: Gateway) -> None:
+    chunk = {"choices": [{"index": 0, "delta": {"content": "partial "}, "finish_reason": None}]}
+    gw.upstream.add(Chunks([chunk, chunk], disconnect_after=1))
+    events = list(gw.client.responses.create(model="m", input="x", stream=True))
+    assert events[-1].type == "response.failed"
+    assert "error" in [e.type for e in events]
+    failed = events[-1].response
+    assert failed.error is not None and "broke" in failed.error.message
+    assert gw.client.responses.retrieve(failed.id).status == "failed"
+
+
+def wait_for_status(gw: Gateway, response_id: str, wanted: set[str], timeout: float = 10) -> str:
+    deadline = time.monotonic() + timeout
+    status = ""
+    while time.monotonic() < deadline:
+        status = gw.client.responses.retrieve(response_id).status or ""
+        if status in wanted:
+            return status
+        time.sleep(0.05)
+    return status
+
+
+def test_client_disconnect_cancels_upstream_and_stores_incomplete(gw: Gateway) -> None:
+    chunk = {"choices": [{"index": 0, "delta": {"content": "slow "}, "finish_reason": None}]}
+    gw.upstream.add(Chunks([chunk] * 50, delay=0.2))
+    response_id = None
+    with httpx.stream("POST", gw.base_url + "/responses", json={"model": "m", "input": "x", "stream": True}, timeout=10) as stream:
+        for line in stream.iter_lines():
+            if line.startswith("data:") and response_id is None:
+                import json
+
+                response_id = json.loads(line[5:])["response"]["id"]
+            if "output_text.delta" in line:
+                break
+    assert response_id is not None
+    assert wait_for_status(gw, response_id, {"incomplete"}) == "incomplete"
+    stored = gw.client.responses.retrieve(response_id)
+    assert stored.incomplete_details is not None and stored.incomplete_details.reason == "cancelled"
+
+
+def test_background_response_completes(gw: Gateway) -> None:
+    gw.upstream.add(Reply(text="done in the background", delay=0.3))
+    queued = gw.client.responses.create(model="m", input="x", background=True)
+    assert queued.status == "queued" and queued.background is True
+    assert wait_for_status(gw, queued.id, {"completed"}) == "completed"
+    assert gw.client.responses.retrieve(queued.id).output_text == "done in the background"
+
+
+def test_background_response_can_be_cancelled_idempotently(gw: Gateway) -> None:
+    gw.upstream.add(Reply(text="never", delay=5))
+    queued = gw.client.responses.create(model="m", input="x", background=True)
+    assert wait_for_status(gw, queued.id, {"in_progress"}) == "in_progress"
+    assert gw.client.responses.cancel(queued.id).status == "cancelled"
+    assert gw.client.responses.cancel(queued.id).status == "cancelled"
+    assert gw.client.responses.retrieve(queued.id).status == "cancelled"
+
+
+def test_cancel_of_a_foreground_response_is_400(gw: Gateway) -> None:
+    gw.upstream.add(Reply(text="hi"))
+    response = gw.client.responses.create(model="m", input="x")
+    with pytest.raises(openai.BadRequestError):
+        gw.client.responses.cancel(response.id)

@@ -1,0 +1,58 @@
+"""Starting real toolwire processes for tests, and waiting until they answer."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import httpx
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_until_up(url: str, process: subprocess.Popen[bytes], timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            out = process.stdout.read().decode() if process.stdout else ""
+            raise RuntimeError(f"process exited with {process.returncode}: {out}")
+        try:
+            if httpx.get(url, timeout=1).status_code < 500:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.05)
+    raise TimeoutError(f"{url} did not come up in {timeout} s")
+
+
+@contextmanager
+def toolwire_process(*args: str, health: str | None = None) -> Iterator[subprocess.Popen[bytes]]:
+    """`python -m toolwire ARGS` as a child process, stopped (killed if need be) on exit."""
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "toolwire", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        env=env,
+    )
+    try:
+        if health:
+            wait_until_up(health, process)
+        yield process
+    finally:
+        if process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
