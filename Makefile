@@ -12,8 +12,11 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
+UPSTREAM ?= $(TOOLWIRE_UPSTREAM)
+MODEL ?= $(TOOLWIRE_MODEL)
+
 run: $(STAMP)
-	$(BIN)/toolwire demo-scripted
+	$(BIN)/toolwire serve $(if $(UPSTREAM),--upstream $(UPSTREAM)) $(if $(MODEL),--model $(MODEL))
 
 test: $(STAMP)
 	$(BIN)/pytest

@@ -76,7 +76,9 @@ class Agent:
         state = await self.driver.run(self._request(user_input), events.append)
         return self._result(state, events)
 
-    async def stream(self, user_input: str | Sequence[TranscriptMessage]) -> AsyncIterator[LoopEvent]:
+    async def stream(
+        self, user_input: str | Sequence[TranscriptMessage]
+    ) -> AsyncIterator[LoopEvent]:
         """The loop's events as they happen; the last is always `LoopFinished`."""
         queue: asyncio.Queue[LoopEvent] = asyncio.Queue()
         task = asyncio.create_task(self.driver.run(self._request(user_input), queue.put_nowait))

@@ -39,15 +39,27 @@ def load_tools(specs: list[str]) -> list[Tool]:
 @app.command()
 def run(
     prompt: Annotated[str, typer.Argument(help="what to ask the agent")],
-    upstream: Annotated[str, typer.Option(help="chat-completions base URL, e.g. http://127.0.0.1:8000/v1", envvar="TOOLWIRE_UPSTREAM")],
-    model: Annotated[str, typer.Option(help="model name to send upstream", envvar="TOOLWIRE_MODEL")],
+    upstream: Annotated[
+        str,
+        typer.Option(
+            help="chat-completions base URL, e.g. http://127.0.0.1:8000/v1",
+            envvar="TOOLWIRE_UPSTREAM",
+        ),
+    ],
+    model: Annotated[
+        str, typer.Option(help="model name to send upstream", envvar="TOOLWIRE_MODEL")
+    ],
     tool_spec: Annotated[list[str], typer.Option("--tool", help="module:object, repeatable")] = [],  # noqa: B006
     instructions: Annotated[str | None, typer.Option(help="system instructions")] = None,
-    api_key_env: Annotated[str | None, typer.Option(help="read the upstream API key from this env var")] = None,
+    api_key_env: Annotated[
+        str | None, typer.Option(help="read the upstream API key from this env var")
+    ] = None,
     max_tool_calls: Annotated[int | None, typer.Option(help="soft stop on tool calls")] = None,
     max_iterations: Annotated[int, typer.Option(help="hard cap on model calls")] = 20,
     leaked_calls: Annotated[str, typer.Option(help="retry | salvage | off")] = "retry",
-    no_stream: Annotated[bool, typer.Option("--no-stream", help="ask the upstream not to stream")] = False,
+    no_stream: Annotated[
+        bool, typer.Option("--no-stream", help="ask the upstream not to stream")
+    ] = False,
 ) -> None:
     """Run one agent task and print every step live."""
     from toolwire.upstream.chat_completions import ChatCompletionsUpstream
@@ -69,7 +81,12 @@ def run(
 
 
 async def _run(
-    upstream: Any, model: str, tools: list[Tool], instructions: str | None, settings: LoopSettings, prompt: str
+    upstream: Any,
+    model: str,
+    tools: list[Tool],
+    instructions: str | None,
+    settings: LoopSettings,
+    prompt: str,
 ) -> str:
     printer = TracePrinter()
     async with Agent(upstream, model, tools, instructions, settings=settings) as agent:
@@ -82,20 +99,34 @@ async def _run(
 
 @app.command()
 def serve(
-    upstream: Annotated[str | None, typer.Option(help="chat-completions base URL [env TOOLWIRE_UPSTREAM]")] = None,
+    upstream: Annotated[
+        str | None, typer.Option(help="chat-completions base URL [env TOOLWIRE_UPSTREAM]")
+    ] = None,
     model: Annotated[str | None, typer.Option(help="default model [env TOOLWIRE_MODEL]")] = None,
-    api_key_env: Annotated[str | None, typer.Option(help="env var holding the upstream API key")] = None,
+    api_key_env: Annotated[
+        str | None, typer.Option(help="env var holding the upstream API key")
+    ] = None,
     db: Annotated[str | None, typer.Option(help="database URL, e.g. sqlite:///toolwire.db")] = None,
     host: Annotated[str | None, typer.Option(help="bind address (default 127.0.0.1)")] = None,
     port: Annotated[int | None, typer.Option(help="port (default 8080)")] = None,
     config: Annotated[Path | None, typer.Option(help="YAML or TOML config file")] = None,
-    tool_spec: Annotated[list[str], typer.Option("--tool", help="server-side tool module:object, repeatable")] = [],  # noqa: B006
+    tool_spec: Annotated[
+        list[str], typer.Option("--tool", help="server-side tool module:object, repeatable")
+    ] = [],  # noqa: B006
 ) -> None:
     """Serve the OpenAI-compatible API (/v1/responses, /v1/conversations, /v1/models)."""
     from toolwire.config import load_config
     from toolwire.server.main import serve as run_server
 
-    flags = {"upstream": upstream, "model": model, "api_key_env": api_key_env, "db": db, "host": host, "port": port, "tools": tool_spec}
+    flags = {
+        "upstream": upstream,
+        "model": model,
+        "api_key_env": api_key_env,
+        "db": db,
+        "host": host,
+        "port": port,
+        "tools": tool_spec,
+    }
     try:
         settings = load_config(config, flags)
         asyncio.run(run_server(settings))
@@ -108,16 +139,22 @@ def serve(
 
 @app.command("scripted-upstream")
 def scripted_upstream(
-    script: Annotated[Path, typer.Argument(help="JSON file: a list of turns (see docs/testing.md)")],
+    script: Annotated[
+        Path, typer.Argument(help="JSON file: a list of turns (see docs/testing.md)")
+    ],
     port: Annotated[int, typer.Option(help="0 picks a free port")] = 0,
 ) -> None:
     """Serve scripted chat-completions turns on loopback (for testing agents)."""
     from toolwire.testing.script import load_script
     from toolwire.testing.scripted import ScriptedUpstream
 
-    server = ScriptedUpstream(load_script(json.loads(script.read_text(encoding="utf-8"))), port=port)
+    server = ScriptedUpstream(
+        load_script(json.loads(script.read_text(encoding="utf-8"))), port=port
+    )
     with server:
-        typer.echo(f"ScriptedUpstream serving {server.remaining} turns at {server.base_url}", err=True)
+        typer.echo(
+            f"ScriptedUpstream serving {server.remaining} turns at {server.base_url}", err=True
+        )
         try:
             while True:
                 time.sleep(3600)
@@ -127,7 +164,9 @@ def scripted_upstream(
 
 @app.command()
 def demo(
-    scripted: Annotated[bool, typer.Option("--scripted", help="use a scripted model (no model server needed)")] = True,
+    scripted: Annotated[
+        bool, typer.Option("--scripted", help="use a scripted model (no model server needed)")
+    ] = True,
 ) -> None:
     """A short multi-tool task, traced live: the agent checks the weather in two cities."""
     from toolwire.demo_tools import ALL
@@ -137,7 +176,9 @@ def demo(
     prompt = "Is it warmer in Paris or in Oslo right now? Answer in Fahrenheit."
     with ScriptedUpstream(WEATHER_DEMO()) as server:
         typer.echo(f"toolwire demo: a scripted model at {server.base_url}\nprompt: {prompt}")
-        status = asyncio.run(_run(server.base_url, "scripted-model", list(ALL), None, LoopSettings(), prompt))
+        status = asyncio.run(
+            _run(server.base_url, "scripted-model", list(ALL), None, LoopSettings(), prompt)
+        )
     raise typer.Exit(0 if status == "completed" else 1)
 
 

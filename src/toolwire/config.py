@@ -28,7 +28,9 @@ class ServerConfig(BaseModel):
     connect_timeout: float = 10.0
     read_timeout: float = 300.0
     max_retries: int = 3
-    db: str | None = Field(default=None, description="database URL; default: SQLite in the user data dir")
+    db: str | None = Field(
+        default=None, description="database URL; default: SQLite in the user data dir"
+    )
     host: str = "127.0.0.1"
     port: int = 8080
     tools: list[str] = Field(default_factory=list, description="server-side tools, module:object")

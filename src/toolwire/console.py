@@ -48,20 +48,29 @@ class TracePrinter:
         elif isinstance(event, ModelTurnCompleted):
             self._newline()
             for call in event.message.tool_calls:
-                args = call.raw_arguments if call.arguments is None else orjson.dumps(call.arguments).decode()
+                args = (
+                    call.raw_arguments
+                    if call.arguments is None
+                    else orjson.dumps(call.arguments).decode()
+                )
                 label = "[red]malformed call[/]" if call.parse_error else "[cyan]tool call[/]"
-                c.print(f"{label} [bold]{call.name or '(no name)'}[/]({Text(args).markup}) id={call.id}")
+                c.print(
+                    f"{label} [bold]{call.name or '(no name)'}[/]({Text(args).markup}) id={call.id}"
+                )
         elif isinstance(event, LeakDetected):
             self._newline()
-            c.print(
-                f"[yellow]leaked tool call[/] ({event.family}) attempt {event.attempt}: {event.action}"
-            )
+            family, attempt, action = event.family, event.attempt, event.action
+            c.print(f"[yellow]leaked tool call[/] ({family}) attempt {attempt}: {action}")
         elif isinstance(event, ToolExecutionStarted):
             c.print(f"[cyan]→ running[/] {event.call.name}")
         elif isinstance(event, ToolExecutionFinished):
             style = "green" if event.result.ok else "red"
             c.print(
-                Panel(Text(event.result.text), title=f"envelope: {event.call.name}", border_style=style)
+                Panel(
+                    Text(event.result.text),
+                    title=f"envelope: {event.call.name}",
+                    border_style=style,
+                )
             )
         elif isinstance(event, ToolCallsReturned):
             names = ", ".join(call.name for call in event.calls)

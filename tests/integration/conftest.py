@@ -18,7 +18,9 @@ class Gateway:
         self.base_url = base_url
         self.db = db
         self.client = openai.OpenAI(base_url=base_url, api_key="sk-unused", max_retries=0)
-        self.async_client = openai.AsyncOpenAI(base_url=base_url, api_key="sk-unused", max_retries=0)
+        self.async_client = openai.AsyncOpenAI(
+            base_url=base_url, api_key="sk-unused", max_retries=0
+        )
 
     def reset(self) -> None:
         while self.upstream.remaining:
@@ -32,8 +34,15 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
     port = free_port()
     with ScriptedUpstream() as upstream:
         args = [
-            "serve", "--upstream", upstream.base_url, "--db", f"sqlite:///{db}",
-            "--port", str(port), "--tool", "toolwire.demo_tools:ALL",
+            "serve",
+            "--upstream",
+            upstream.base_url,
+            "--db",
+            f"sqlite:///{db}",
+            "--port",
+            str(port),
+            "--tool",
+            "toolwire.demo_tools:ALL",
         ]
         base = f"http://127.0.0.1:{port}"
         import os

@@ -36,12 +36,22 @@ def test_run_completes_a_multi_tool_task_against_a_scripted_upstream(tmp_path: P
     )
     port = free_port()
     base = f"http://127.0.0.1:{port}/v1"
-    with toolwire_process("scripted-upstream", str(script), "--port", str(port), health=base + "/models"):
+    with toolwire_process(
+        "scripted-upstream", str(script), "--port", str(port), health=base + "/models"
+    ):
         done = subprocess.run(
             [
-                sys.executable, "-m", "toolwire", "run", "Weather in Oslo, in Fahrenheit?",
-                "--upstream", base, "--model", "scripted-model",
-                "--tool", "toolwire.demo_tools:ALL",
+                sys.executable,
+                "-m",
+                "toolwire",
+                "run",
+                "Weather in Oslo, in Fahrenheit?",
+                "--upstream",
+                base,
+                "--model",
+                "scripted-model",
+                "--tool",
+                "toolwire.demo_tools:ALL",
             ],
             capture_output=True,
             text=True,
@@ -57,8 +67,15 @@ def test_run_completes_a_multi_tool_task_against_a_scripted_upstream(tmp_path: P
 def test_run_reports_an_unreachable_upstream_and_fails() -> None:
     done = subprocess.run(
         [
-            sys.executable, "-m", "toolwire", "run", "hi",
-            "--upstream", f"http://127.0.0.1:{free_port()}/v1", "--model", "m",
+            sys.executable,
+            "-m",
+            "toolwire",
+            "run",
+            "hi",
+            "--upstream",
+            f"http://127.0.0.1:{free_port()}/v1",
+            "--model",
+            "m",
         ],
         capture_output=True,
         text=True,

@@ -22,7 +22,15 @@ def test_sigkill_mid_request_loses_nothing_completed(tmp_path: Path) -> None:
         upstream.add(*[Chunks([slow] * 100, delay=0.1) for _ in range(3)])
         port = free_port()
         base = f"http://127.0.0.1:{port}"
-        args = ["serve", "--upstream", upstream.base_url, "--db", f"sqlite:///{db}", "--port", str(port)]
+        args = [
+            "serve",
+            "--upstream",
+            upstream.base_url,
+            "--db",
+            f"sqlite:///{db}",
+            "--port",
+            str(port),
+        ]
         completed: dict[str, str] = {}
         with toolwire_process(*args, health=base + "/health") as server:
             client = openai.OpenAI(base_url=base + "/v1", api_key="x", max_retries=0)
@@ -53,7 +61,15 @@ def test_sigkill_mid_request_loses_nothing_completed(tmp_path: Path) -> None:
         assert sqlite3.connect(db).execute("PRAGMA integrity_check").fetchone() == ("ok",)
         port = free_port()
         base = f"http://127.0.0.1:{port}"
-        args = ["serve", "--upstream", upstream.base_url, "--db", f"sqlite:///{db}", "--port", str(port)]
+        args = [
+            "serve",
+            "--upstream",
+            upstream.base_url,
+            "--db",
+            f"sqlite:///{db}",
+            "--port",
+            str(port),
+        ]
         with toolwire_process(*args, health=base + "/health"):
             client = openai.OpenAI(base_url=base + "/v1", api_key="x", max_retries=0)
             for response_id, text in completed.items():

@@ -16,7 +16,11 @@ WEATHER_TOOL = {
     "type": "function",
     "name": "lookup_stock",
     "description": "Stock level of a product.",
-    "parameters": {"type": "object", "properties": {"sku": {"type": "string"}}, "required": ["sku"]},
+    "parameters": {
+        "type": "object",
+        "properties": {"sku": {"type": "string"}},
+        "required": ["sku"],
+    },
 }
 
 
@@ -42,7 +46,9 @@ def test_plain_text_is_answered_stored_and_retrievable(gw: Gateway) -> None:
 def test_previous_response_id_continues_the_conversation(gw: Gateway) -> None:
     gw.upstream.add(Reply(text="Nice to meet you, Ada."), Reply(text="Your name is Ada."))
     first = gw.client.responses.create(model="m", input="My name is Ada.")
-    second = gw.client.responses.create(model="m", input="What is my name?", previous_response_id=first.id)
+    second = gw.client.responses.create(
+        model="m", input="What is my name?", previous_response_id=first.id
+    )
     assert second.output_text == "Your name is Ada."
     assert second.previous_response_id == first.id
     messages = gw.upstream.chat_requests[1].body["messages"]
@@ -55,12 +61,15 @@ def test_previous_response_id_continues_the_conversation(gw: Gateway) -> None:
 
 def test_conversations_carry_history_and_items(gw: Gateway) -> None:
     conversation = gw.client.conversations.create(
-        metadata={"topic": "pets"}, items=[{"type": "message", "role": "user", "content": "I have a cat."}]
+        metadata={"topic": "pets"},
+        items=[{"type": "message", "role": "user", "content": "I have a cat."}],
     )
     assert conversation.metadata == {"topic": "pets"}
     gw.upstream.add(Reply(text="Cats are great."), Reply(text="You have a cat."))
     gw.client.responses.create(model="m", input="Remember that.", conversation=conversation.id)
-    answer = gw.client.responses.create(model="m", input="What pet do I have?", conversation=conversation.id)
+    answer = gw.client.responses.create(
+        model="m", input="What pet do I have?", conversation=conversation.id
+    )
     assert answer.output_text == "You have a cat."
     contents = [m["content"] for m in gw.upstream.chat_requests[1].body["messages"]]
     assert contents == ["I have a cat.", "Remember that.", "Cats are great.", "What pet do I have?"]
@@ -70,7 +79,10 @@ def test_conversations_carry_history_and_items(gw: Gateway) -> None:
         conversation.id, items=[{"type": "message", "role": "user", "content": "And a dog."}]
     )
     item_id = added.data[0].id
-    assert gw.client.conversations.items.retrieve(item_id, conversation_id=conversation.id).id == item_id
+    assert (
+        gw.client.conversations.items.retrieve(item_id, conversation_id=conversation.id).id
+        == item_id
+    )
     gw.client.conversations.items.delete(item_id, conversation_id=conversation.id)
     with pytest.raises(openai.NotFoundError):
         gw.client.conversations.items.retrieve(item_id, conversation_id=conversation.id)
@@ -83,7 +95,9 @@ def test_conversations_carry_history_and_items(gw: Gateway) -> None:
 
 
 def test_function_tool_round_trip(gw: Gateway) -> None:
-    gw.upstream.add(Reply(tool_calls=[("lookup_stock", {"sku": "A-1"})]), Reply(text="12 in stock."))
+    gw.upstream.add(
+        Reply(tool_calls=[("lookup_stock", {"sku": "A-1"})]), Reply(text="12 in stock.")
+    )
     first = gw.client.responses.create(model="m", input="Stock of A-1?", tools=[WEATHER_TOOL])
     assert first.status == "completed"
     calls = [item for item in first.output if item.type == "function_call"]
@@ -93,7 +107,13 @@ def test_function_tool_round_trip(gw: Gateway) -> None:
         model="m",
         previous_response_id=first.id,
         tools=[WEATHER_TOOL],
-        input=[{"type": "function_call_output", "call_id": calls[0].call_id, "output": "12 units\nwarehouse \\.ts$"}],
+        input=[
+            {
+                "type": "function_call_output",
+                "call_id": calls[0].call_id,
+                "output": "12 units\nwarehouse \\.ts$",
+            }
+        ],
     )
     assert second.output_text == "12 in stock."
     tool_message = gw.upstream.chat_requests[1].body["messages"][-1]
@@ -105,7 +125,9 @@ def test_function_tool_round_trip(gw: Gateway) -> None:
 
 
 def test_server_side_tools_run_inside_the_loop_and_usage_is_summed(gw: Gateway) -> None:
-    gw.upstream.add(Reply(tool_calls=[("get_weather", {"city": "Paris"})]), Reply(text="18 °C in Paris."))
+    gw.upstream.add(
+        Reply(tool_calls=[("get_weather", {"city": "Paris"})]), Reply(text="18 °C in Paris.")
+    )
     response = gw.client.responses.create(model="m", input="Weather in Paris?")
     assert response.status == "completed"
     assert [item.type for item in response.output] == ["mcp_call", "message"]
@@ -119,7 +141,11 @@ def test_server_side_tools_run_inside_the_loop_and_usage_is_summed(gw: Gateway) 
 
 def test_settings_are_passed_upstream_and_echoed(gw: Gateway) -> None:
     gw.upstream.add(Reply(text='{"answer": 42}'))
-    schema = {"type": "object", "properties": {"answer": {"type": "integer"}}, "required": ["answer"]}
+    schema = {
+        "type": "object",
+        "properties": {"answer": {"type": "integer"}},
+        "required": ["answer"],
+    }
     response = gw.client.responses.create(
         model="m",
         input="answer",
@@ -128,7 +154,9 @@ def test_settings_are_passed_upstream_and_echoed(gw: Gateway) -> None:
         max_output_tokens=64,
         tool_choice="none",
         parallel_tool_calls=False,
-        text={"format": {"type": "json_schema", "name": "answer", "schema": schema, "strict": True}},
+        text={
+            "format": {"type": "json_schema", "name": "answer", "schema": schema, "strict": True}
+        },
     )
     body = gw.upstream.chat_requests[0].body
     assert body["temperature"] == 0.2 and body["top_p"] == 0.9 and body["max_tokens"] == 64
@@ -200,12 +228,18 @@ def test_streaming_event_lifecycle_parses_with_the_sdk(gw: Gateway) -> None:
     check_lifecycle(events)
     kinds = [e.type for e in events]
     assert kinds == [
-        "response.created", "response.in_progress",
-        "response.output_item.added", "response.reasoning_text.delta", "response.reasoning_text.done",
+        "response.created",
+        "response.in_progress",
+        "response.output_item.added",
+        "response.reasoning_text.delta",
+        "response.reasoning_text.done",
         "response.output_item.done",
-        "response.output_item.added", "response.content_part.added",
+        "response.output_item.added",
+        "response.content_part.added",
         *["response.output_text.delta"] * kinds.count("response.output_text.delta"),
-        "response.output_text.done", "response.content_part.done", "response.output_item.done",
+        "response.output_text.done",
+        "response.content_part.done",
+        "response.output_item.done",
         "response.completed",
     ]
     final = events[-1].response
@@ -231,7 +265,11 @@ def test_streamed_server_tool_calls_emit_mcp_call_events(gw: Gateway) -> None:
     events = list(gw.client.responses.create(model="m", input="Oslo?", stream=True))
     check_lifecycle(events)
     kinds = [e.type for e in events]
-    for kind in ("response.mcp_call.in_progress", "response.mcp_call_arguments.done", "response.mcp_call.completed"):
+    for kind in (
+        "response.mcp_call.in_progress",
+        "response.mcp_call_arguments.done",
+        "response.mcp_call.completed",
+    ):
         assert kind in kinds
     assert events[-1].response.output[0].output == "city: Oslo\ntemperature_c: 4\nsky: clear"
 
@@ -262,12 +300,28 @@ def test_response_created_is_sent_before_the_upstream_answers(gw: Gateway) -> No
         ({"model": "m", "input": "x", "tools": [{"type": "web_search_preview"}]}, "tools[0].type"),
         ({"model": "m", "input": "x", "made_up": 1}, "made_up"),
         ({"model": "m"}, "input"),
-        ({"model": "m", "input": [{"type": "message", "role": "wizard", "content": "x"}]}, "input[0].role"),
-        ({"model": "m", "input": "x", "previous_response_id": "resp_1", "conversation": "conv_1"}, "previous_response_id"),
-        ({"model": "m", "input": "x", "tool_choice": {"type": "function", "name": "nope"}}, "tool_choice"),
+        (
+            {"model": "m", "input": [{"type": "message", "role": "wizard", "content": "x"}]},
+            "input[0].role",
+        ),
+        (
+            {
+                "model": "m",
+                "input": "x",
+                "previous_response_id": "resp_1",
+                "conversation": "conv_1",
+            },
+            "previous_response_id",
+        ),
+        (
+            {"model": "m", "input": "x", "tool_choice": {"type": "function", "name": "nope"}},
+            "tool_choice",
+        ),
     ],
 )
-def test_invalid_bodies_are_400_naming_the_field(gw: Gateway, body: dict[str, Any], param: str) -> None:
+def test_invalid_bodies_are_400_naming_the_field(
+    gw: Gateway, body: dict[str, Any], param: str
+) -> None:
     response = httpx.post(gw.base_url + "/responses", json=body)
     assert response.status_code == 400, response.text
     error = response.json()["error"]
@@ -277,7 +331,11 @@ def test_invalid_bodies_are_400_naming_the_field(gw: Gateway, body: dict[str, An
 
 
 def test_malformed_json_is_400(gw: Gateway) -> None:
-    response = httpx.post(gw.base_url + "/responses", content=b"{not json", headers={"content-type": "application/json"})
+    response = httpx.post(
+        gw.base_url + "/responses",
+        content=b"{not json",
+        headers={"content-type": "application/json"},
+    )
     assert response.status_code == 400
     assert "not valid JSON" in response.json()["error"]["message"]
 
@@ -345,7 +403,12 @@ def test_client_disconnect_cancels_upstream_and_stores_incomplete(gw: Gateway) -
     chunk = {"choices": [{"index": 0, "delta": {"content": "slow "}, "finish_reason": None}]}
     gw.upstream.add(Chunks([chunk] * 50, delay=0.2))
     response_id = None
-    with httpx.stream("POST", gw.base_url + "/responses", json={"model": "m", "input": "x", "stream": True}, timeout=10) as stream:
+    with httpx.stream(
+        "POST",
+        gw.base_url + "/responses",
+        json={"model": "m", "input": "x", "stream": True},
+        timeout=10,
+    ) as stream:
         for line in stream.iter_lines():
             if line.startswith("data:") and response_id is None:
                 import json

@@ -69,7 +69,11 @@ def test_partial_arguments_while_streaming() -> None:
     from toolwire.upstream.assembler import StreamAssembler
 
     assembler = StreamAssembler(["get_weather"])
-    head = {"index": 0, "id": "c1", "function": {"name": "get_weather", "arguments": '{"city": "Par'}}
+    head = {
+        "index": 0,
+        "id": "c1",
+        "function": {"name": "get_weather", "arguments": '{"city": "Par'},
+    }
     assembler.feed({"choices": [{"index": 0, "delta": {"tool_calls": [head]}}]})
     assert assembler.partial_arguments(0) == {"city": "Par"}
     more = {"index": 0, "function": {"arguments": 'is", "days": 3'}}

@@ -62,4 +62,7 @@ def test_readable_default_rendering_is_not_json() -> None:
     assert to_text("plain \\.ts$") == "plain \\.ts$"
     assert to_text(b"bytes \xff") == "bytes \ufffd"
     rendered = to_text({"ok": True, "hits": [Hit("a.py", 3)], "diff": "-a\n+b", "none": None})
-    assert rendered == "ok: true\nhits:\n  -\n    path: a.py\n    line: 3\ndiff: |\n  -a\n  +b\nnone: null"
+    assert (
+        rendered
+        == "ok: true\nhits:\n  -\n    path: a.py\n    line: 3\ndiff: |\n  -a\n  +b\nnone: null"
+    )

@@ -12,9 +12,10 @@ import ast
 import bisect
 import json
 import re
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import orjson
 
@@ -87,7 +88,7 @@ class Ctx:
         return bool(fences) and bisect.bisect_left(fences, pos) % 2 == 1
 
 
-# -- trailers and separators -----------------------------------------------------------------------
+# -- trailers and separators ----------------------------------------------------------------------
 
 _TOKEN = (
     r"</[A-Za-z_][\w:.\-]*\s*>"
@@ -141,7 +142,7 @@ def valid_name(name: str) -> bool:
     return _NAME_RE.fullmatch(name) is not None
 
 
-# -- JSON envelopes ---------------------------------------------------------------------------------
+# -- JSON envelopes -------------------------------------------------------------------------------
 
 _DECODER = json.JSONDecoder()
 ARG_KEYS = ("arguments", "parameters", "input", "args")
@@ -264,15 +265,22 @@ def _closer(ctx: Ctx, pos: int, closer: str) -> int:
     return q + len(closer) if ctx.s.startswith(closer, q) else pos
 
 
-# -- XML parameter forms ----------------------------------------------------------------------------
+# -- XML parameter forms --------------------------------------------------------------------------
 
-_TAG_NAME = r"""(?:=\s*([^>\n]{1,200}?)|_([^\W\d][\w.\-:]{0,127})|\s+name\s*=\s*["']?([^"'>\n]{1,200}?)["']?)\s*>"""
+# `<tag=name>`, the `<tag_name>` drift and the `<tag name="name">` drift.
+_TAG_NAME = (
+    r"(?:=\s*([^>\n]{1,200}?)|_([^\W\d][\w.\-:]{0,127})"
+    r"""|\s+name\s*=\s*["']?([^"'>\n]{1,200}?)["']?)\s*>"""
+)
 _FUNC_OPEN = re.compile(r"<function" + _TAG_NAME)
 _PARAM_OPEN = re.compile(r"<parameter" + _TAG_NAME)
+# Where a value missing its `</parameter>` ends: the next structural tag in one of the three
+# spellings (not any `<parameter ...>`, which file contents may well hold).
 _PARAM_STOP = re.compile(
-    r"</parameter\s*>|<parameter[=_\s]|</function\s*>|<function[=_\s]|</tool_call>|<tool_call>"
-    r"|</seed:tool_call>"
+    r"</parameter\s*>|<parameter(?:=|_[^\W\d]|\s+name\s*=)|</function\s*>"
+    r"|<function(?:=|_[^\W\d]|\s+name\s*=)|</tool_call>|<tool_call>|</seed:tool_call>"
 )
+_PARAM_CLOSE = re.compile(r"</parameter\s*>")
 _FUNC_CLOSE = re.compile(r"</function\s*>")
 
 
@@ -281,16 +289,13 @@ def _tag_name(m: re.Match[str]) -> str:
 
 
 def _value_until(
-    ctx: Ctx, pos: int, stop: re.Pattern[str], close: str
-) -> tuple[str, int, bool] | None:
-    """A parameter value from `pos`: to its closing tag, or (drift) to the next tag or the end.
-
-    Returns `(value, position after it, closed)`; the end of the text counts only when the value
-    starts on a new line, the one shape such a leak really has.
-    """
+    ctx: Ctx, pos: int, stop: re.Pattern[str], close: re.Pattern[str]
+) -> tuple[str, int, bool]:
+    """A parameter value from `pos` to its closing tag, or (the missing-closer drift) to the next
+    structural tag or the end of the call. Returns `(value, position after it, closed)`."""
     s = ctx.s
     m = stop.search(s, pos, ctx.limit)
-    if m is not None and re.fullmatch(close, m.group()):
+    if m is not None and close.fullmatch(m.group()):
         return s[pos : m.start()], m.end(), True
     end = m.start() if m is not None else max(pos, ctx.core)
     return s[pos:end], end, False
@@ -319,10 +324,10 @@ def _functions(ctx: Ctx, pos: int, family: str) -> Block | None:
             if pm is None:
                 break
             key = _tag_name(pm)
-            found = _value_until(ctx, pm.end(), _PARAM_STOP, r"</parameter\s*>")
-            if not key or found is None:
+            if not key:
                 return None
-            value, q, closed = found
+            value, q, closed = _value_until(ctx, pm.end(), _PARAM_STOP, _PARAM_CLOSE)
+            # A value running to the end with no closer is believed only on its own line.
             if not closed and q >= ctx.core and not (at_line or value.startswith(("\n", "\r\n"))):
                 return None
             closed_any = closed_any or closed
@@ -343,6 +348,7 @@ def _functions(ctx: Ctx, pos: int, family: str) -> Block | None:
 _GLM_HEAD = re.compile(rf"({NAME})[ \t]*(?=\r?\n|<arg_key>|</tool_call>|\Z)")
 _GLM_KEY = re.compile(r"<arg_key>\s*([^<\n]{1,200}?)\s*</arg_key>\s*<arg_value>")
 _GLM_STOP = re.compile(r"</arg_value>|<arg_key>|</tool_call>|<tool_call>")
+_GLM_CLOSE = re.compile(r"</arg_value>")
 
 
 def _glm(ctx: Ctx, pos: int, open_at: int) -> Block | None:
@@ -359,10 +365,7 @@ def _glm(ctx: Ctx, pos: int, open_at: int) -> Block | None:
         km = _GLM_KEY.match(s, r, limit)
         if km is None:
             break
-        found = _value_until(ctx, km.end(), _GLM_STOP, "</arg_value>")
-        if found is None:
-            return None
-        value, q, closed = found
+        value, q, closed = _value_until(ctx, km.end(), _GLM_STOP, _GLM_CLOSE)
         if not closed and q >= ctx.core and not at_line:
             return None
         params.append((km.group(1).strip(), value, None))
@@ -381,7 +384,7 @@ class _Dialect:
     invoke_open: re.Pattern[str]
     invoke_close: re.Pattern[str]
     param_open: re.Pattern[str]
-    param_close: str
+    param_close: re.Pattern[str]
     stop: re.Pattern[str]
 
 
@@ -394,9 +397,9 @@ def _dialect(op: str, cp: str) -> _Dialect:
             rf'{op}parameter\s+name\s*=\s*"([^"\n]{{1,200}})"'
             r'(?:\s+string\s*=\s*"(true|false)")?\s*>'
         ),
-        param_close=param_close,
+        param_close=re.compile(param_close),
         stop=re.compile(
-            rf"{param_close}|{op}parameter\b|{cp}invoke\s*>|{op}invoke\b"
+            rf"{param_close}|{op}parameter\s+name\s*=|{cp}invoke\s*>|{op}invoke\s+name\s*="
             r"|</minimax:tool_call>|</function_calls>"
         ),
     )
@@ -436,10 +439,7 @@ def _invoke(ctx: Ctx, pos: int, d: _Dialect) -> tuple[RawCall, int] | None:
             pm = d.param_open.match(s, r, limit)
             if pm is None:
                 break
-            found = _value_until(ctx, pm.end(), d.stop, d.param_close)
-            if found is None:
-                return None
-            value, q, closed = found
+            value, q, closed = _value_until(ctx, pm.end(), d.stop, d.param_close)
             if not closed and q >= ctx.core and not at_line:
                 return None
             string = None if pm.group(2) is None else pm.group(2) == "true"
@@ -465,13 +465,13 @@ def _invokes(ctx: Ctx, pos: int, d: _Dialect, family: str) -> Block | None:
     return Block(family, end, calls) if calls else None
 
 
-# -- pythonic ---------------------------------------------------------------------------------------
+# -- pythonic -------------------------------------------------------------------------------------
 
 
 class _JsonNames(ast.NodeTransformer):
     """`true`/`false`/`null` as OLMo writes them become Python constants."""
 
-    _MAP: dict[str, Any] = {"true": True, "false": False, "null": None}
+    _MAP: ClassVar[dict[str, Any]] = {"true": True, "false": False, "null": None}
 
     def visit_Name(self, node: ast.Name) -> ast.AST:
         if node.id in self._MAP:
@@ -480,7 +480,7 @@ class _JsonNames(ast.NodeTransformer):
 
 
 def _jsonable(value: Any) -> Any:
-    """A literal as JSON data: tuples become lists; sets, bytes, complex and non-string keys fail."""
+    """A literal as JSON data: tuples become lists; sets, bytes, complex, non-str keys fail."""
     if value is None or isinstance(value, bool | int | float | str):
         return value
     if isinstance(value, list | tuple):
@@ -522,7 +522,10 @@ def pythonic_calls(source: str, *, listed: bool) -> list[RawCall] | None:
     if not src or len(src) > 200_000:
         return None
     try:
-        tree = ast.parse(src, mode="eval" if listed else "exec")
+        with warnings.catch_warnings():
+            # Prose parsed as Python warns ("invalid decimal literal"); that is only noise here.
+            warnings.simplefilter("ignore")
+            tree = ast.parse(src, mode="eval" if listed else "exec")
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
     exprs: list[ast.expr]
@@ -562,7 +565,7 @@ def pythonic_calls(source: str, *, listed: bool) -> list[RawCall] | None:
     return calls
 
 
-# -- FunctionGemma ----------------------------------------------------------------------------------
+# -- FunctionGemma --------------------------------------------------------------------------------
 
 
 class _Cut(Exception):
@@ -572,7 +575,22 @@ class _Cut(Exception):
 _GEMMA_HEAD = re.compile(rf"<start_function_call>\s*call\s*:\s*({_BARE_NAME})\s*(?=\{{)")
 _GEMMA_KEY = re.compile(r"\s*([^\s:{}\[\],<>]+)\s*:")
 _GEMMA_BARE = re.compile(r"[^,}\]<]+")
-JSON_NUMBER = re.compile(r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?")
+_JSON_NUMBER = re.compile(r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?")
+
+
+def unambiguous_number(text: str) -> int | float | None:
+    """`text` as a number when it is exactly a JSON number of at most 15 significant digits
+    (longer ones are IDs or phone numbers and would lose digits as floats), finite; else None."""
+    if not _JSON_NUMBER.fullmatch(text):
+        return None
+    mantissa = re.split(r"[eE]", text.lstrip("-"), maxsplit=1)[0]
+    if len(mantissa.replace(".", "").lstrip("0")) > 15:
+        return None
+    try:
+        value = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return None
+    return value if isinstance(value, int | float) else None
 
 
 def _gemma_scalar(token: str) -> Any:
@@ -581,9 +599,8 @@ def _gemma_scalar(token: str) -> Any:
         return t == "true"
     if t == "null":
         return None
-    if JSON_NUMBER.fullmatch(t):
-        return orjson.loads(t)
-    return t
+    number = unambiguous_number(t)
+    return t if number is None else number
 
 
 def _gemma_value(s: str, i: int, limit: int, depth: int = 0) -> tuple[Any, int]:
@@ -651,7 +668,7 @@ def _scan_gemma(ctx: Ctx, m: re.Match[str]) -> Block | None:
     return Block("functiongemma", end, [RawCall("values", name, values=value)])
 
 
-# -- one scanner per opening marker -----------------------------------------------------------------
+# -- one scanner per opening marker ---------------------------------------------------------------
 
 Scanner = Callable[[Ctx, re.Match[str]], Block | None]
 
@@ -1065,7 +1082,7 @@ def scan_chain(ctx: Ctx, pos: int, *, fenced: bool = False) -> Block | None:
     return None
 
 
-# -- the whole message as a call --------------------------------------------------------------------
+# -- the whole message as a call ------------------------------------------------------------------
 
 _JSON_FENCE = re.compile(r"```(?:json|JSON|jsonc)?[ \t]*\r?\n")
 

@@ -32,7 +32,7 @@ class LeakMatch:
     snippet: str
 
 
-# -- reasoning --------------------------------------------------------------------------------------
+# -- reasoning ------------------------------------------------------------------------------------
 
 _REASONING_TAG = re.compile(r"<(?:/?(?:seed:)?think(?:ing)?>|\|channel\|>)|\[/?THINK\]|◁/?think▷")
 # (a character, then the markers that contain it): single characters are found at memchr speed.
@@ -148,7 +148,7 @@ def _visible_bounds(text: str) -> tuple[int, int, bool]:
     return vs, max(vs, limit), alone
 
 
-# -- detection --------------------------------------------------------------------------------------
+# -- detection ------------------------------------------------------------------------------------
 
 
 def _at(s: str, pos: int, vs: int) -> int | None:

@@ -28,7 +28,7 @@ import orjson
 
 from toolwire.leaks import _scan
 from toolwire.leaks.detector import LeakMatch
-from toolwire.upstream.arguments import ArgumentsError, parse_arguments
+from toolwire.upstream.arguments import ArgumentsError, balanced_object_end, parse_arguments
 from toolwire.upstream.names import clean_tool_name
 
 
@@ -104,7 +104,7 @@ def _load_json(text: str) -> Any:
         return orjson.loads(text)
     except orjson.JSONDecodeError:
         pass
-    if _scan.balanced_object_end(text, 0) != len(text):
+    if balanced_object_end(text, 0) != len(text):
         raise SalvageError("the call's JSON does not close")
     import json_repair
 
@@ -163,12 +163,9 @@ def xml_value(raw: str, string: bool | None = None) -> Any:
             return value
     if text in ("true", "false"):
         return text == "true"
-    if _scan.JSON_NUMBER.fullmatch(text):
-        digits = text.lstrip("-").split("e")[0].split("E")[0].replace(".", "").lstrip("0")
-        if len(digits) <= 15:
-            number: Any = orjson.loads(text)
-            return number
-        return value
+    number = _scan.unambiguous_number(text)
+    if number is not None:
+        return number
     if text[:1] in ("{", "["):
         try:
             parsed = orjson.loads(text)

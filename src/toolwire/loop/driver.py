@@ -14,8 +14,8 @@ from collections.abc import Callable
 
 import orjson
 
-from toolwire.errors import ToolwireError
 from toolwire import leaks
+from toolwire.errors import ToolwireError
 from toolwire.loop.events import (
     ApprovalRequested,
     LeakDetected,
@@ -196,7 +196,9 @@ class _Run:
             return ExecuteTools(calls)
         state.final_text = full_text
         if finish_reason == "length":
-            return Finish("incomplete", "max_output_tokens: the answer was cut off by the token limit")
+            return Finish(
+                "incomplete", "max_output_tokens: the answer was cut off by the token limit"
+            )
         if finish_reason == "content_filter":
             return Finish("incomplete", "content_filter: the upstream filtered the answer")
         return Finish("completed")
@@ -248,7 +250,9 @@ class _Run:
         state.leak_retries += 1
         self.emit(LeakDetected(match.family, match.snippet, state.leak_retries, "retry"))
         self.close_turn(kept.rstrip(), held, len(kept), usage, [])
-        state.transcript.append(UserMessage(LEAK_CORRECTION.format(family=match.family), hidden=True))
+        state.transcript.append(
+            UserMessage(LEAK_CORRECTION.format(family=match.family), hidden=True)
+        )
         return CallModel()
 
     def close_turn(
@@ -346,7 +350,9 @@ class _Run:
                 approved.append(call)
             else:
                 denied.append(
-                    self.executor.error(call, "the user denied approval for this call; it did not run")
+                    self.executor.error(
+                        call, "the user denied approval for this call; it did not run"
+                    )
                 )
         return [*await self.executor.execute(approved), *denied]
 

@@ -49,7 +49,8 @@ def normalize_input(value: str | list[Any], param: str = "input") -> list[dict[s
             role = item.get("role")
             if role not in ("user", "assistant", "system", "developer"):
                 raise InvalidRequestError(
-                    f"{where}.role must be user, assistant, system or developer", param=f"{where}.role"
+                    f"{where}.role must be user, assistant, system or developer",
+                    param=f"{where}.role",
                 )
             item["content"] = _content_parts(item.get("content"), role, f"{where}.content")
             item.setdefault("status", "completed")
@@ -60,7 +61,9 @@ def normalize_input(value: str | list[Any], param: str = "input") -> list[dict[s
             _require_str(item, ("call_id",), where)
             output = item.get("output")
             if not isinstance(output, str | list):
-                raise InvalidRequestError(f"{where}.output must be a string", param=f"{where}.output")
+                raise InvalidRequestError(
+                    f"{where}.output must be a string", param=f"{where}.output"
+                )
             item.setdefault("status", "completed")
         elif kind not in _ITEM_PREFIX:
             raise InvalidRequestError(
@@ -93,15 +96,16 @@ def _content_parts(content: Any, role: str, where: str) -> list[dict[str, Any]]:
         kind = part.get("type") if isinstance(part, dict) else None
         if kind in ("input_text", "output_text", "text"):
             if not isinstance(part.get("text"), str):
-                raise InvalidRequestError(f"{where}[{index}].text must be a string", param=f"{where}[{index}].text")
+                raise InvalidRequestError(
+                    f"{where}[{index}].text must be a string", param=f"{where}[{index}].text"
+                )
             parts.append({**part, "type": text_type if kind == "text" else kind})
-        elif kind == "input_image":
-            parts.append(part)
-        elif kind == "refusal":
+        elif kind == "input_image" or kind == "refusal":
             parts.append(part)
         else:
             raise InvalidRequestError(
-                f"{where}[{index}].type {kind!r} is not supported (input_text, output_text, input_image)",
+                f"{where}[{index}].type {kind!r} is not supported "
+                "(input_text, output_text, input_image)",
                 param=f"{where}[{index}].type",
             )
     return parts
@@ -124,7 +128,12 @@ def _user_content(content: list[dict[str, Any]]) -> str | list[dict[str, Any]]:
     for part in content:
         if part.get("type") == "input_image":
             url = part.get("image_url") or part.get("file_id") or ""
-            parts.append({"type": "image_url", "image_url": {"url": url, "detail": part.get("detail", "auto")}})
+            parts.append(
+                {
+                    "type": "image_url",
+                    "image_url": {"url": url, "detail": part.get("detail", "auto")},
+                }
+            )
         elif isinstance(part.get("text"), str):
             parts.append({"type": "text", "text": part["text"]})
     return parts
@@ -167,7 +176,9 @@ def items_to_transcript(items: list[dict[str, Any]]) -> Transcript:
             name = names.get(call_id, "function")
             output = item.get("output")
             text = output if isinstance(output, str) else _text(output or [])
-            transcript.append(ToolMessage(call_id, name, render_envelope(name, ok=True, output=text)))
+            transcript.append(
+                ToolMessage(call_id, name, render_envelope(name, ok=True, output=text))
+            )
         elif kind == "mcp_call":
             call = _call(item.get("id", new_id("call")), item["name"], item.get("arguments", ""))
             open_assistant().tool_calls.append(call)

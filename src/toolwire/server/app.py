@@ -106,7 +106,10 @@ def create_app(
     ]
     return Starlette(
         routes=routes,
-        exception_handlers={ToolwireError: toolwire_error_handler, Exception: unexpected_error_handler},
+        exception_handlers={
+            ToolwireError: toolwire_error_handler,
+            Exception: unexpected_error_handler,
+        },
         lifespan=lifespan,
     )
 

@@ -47,7 +47,9 @@ class ConversationsService:
     async def _require(self, conversation_id: str) -> dict[str, Any]:
         row = await self.store.get_conversation(conversation_id)
         if row is None:
-            raise NotFoundError(f"Conversation with id '{conversation_id}' not found.", param="conversation_id")
+            raise NotFoundError(
+                f"Conversation with id '{conversation_id}' not found.", param="conversation_id"
+            )
         return row
 
     def routes(self, read_json: JSONReader, respond: type[Response]) -> list[Route]:
@@ -70,25 +72,40 @@ class ConversationsService:
             created = wire.now()
             await store.create_conversation(conversation_id, created, meta)
             await store.add_items(conversation_id, items, created)
-            return respond({"id": conversation_id, "object": "conversation", "created_at": created, "metadata": meta})
+            return respond(
+                {
+                    "id": conversation_id,
+                    "object": "conversation",
+                    "created_at": created,
+                    "metadata": meta,
+                }
+            )
 
         async def retrieve(request: Request) -> Response:
-            return respond(self._object(await self._require(request.path_params["conversation_id"])))
+            return respond(
+                self._object(await self._require(request.path_params["conversation_id"]))
+            )
 
         async def update(request: Request) -> Response:
             conversation_id = request.path_params["conversation_id"]
             await self._require(conversation_id)
             body = await body_of(request)
             if "metadata" not in body:
-                raise InvalidRequestError("Missing required parameter: 'metadata'.", param="metadata")
+                raise InvalidRequestError(
+                    "Missing required parameter: 'metadata'.", param="metadata"
+                )
             await store.update_conversation(conversation_id, _metadata(body))
             return respond(self._object(await self._require(conversation_id)))
 
         async def delete(request: Request) -> Response:
             conversation_id = request.path_params["conversation_id"]
             if not await store.delete_conversation(conversation_id):
-                raise NotFoundError(f"Conversation with id '{conversation_id}' not found.", param="conversation_id")
-            return respond({"id": conversation_id, "object": "conversation.deleted", "deleted": True})
+                raise NotFoundError(
+                    f"Conversation with id '{conversation_id}' not found.", param="conversation_id"
+                )
+            return respond(
+                {"id": conversation_id, "object": "conversation.deleted", "deleted": True}
+            )
 
         async def list_items(request: Request) -> Response:
             from toolwire.server.app import paginate
@@ -121,14 +138,18 @@ class ConversationsService:
             await self._require(conversation_id)
             item = await store.get_item(conversation_id, request.path_params["item_id"])
             if item is None:
-                raise NotFoundError(f"Item with id '{request.path_params['item_id']}' not found.", param="item_id")
+                raise NotFoundError(
+                    f"Item with id '{request.path_params['item_id']}' not found.", param="item_id"
+                )
             return respond(item)
 
         async def delete_item(request: Request) -> Response:
             conversation_id = request.path_params["conversation_id"]
             row = await self._require(conversation_id)
             if not await store.delete_item(conversation_id, request.path_params["item_id"]):
-                raise NotFoundError(f"Item with id '{request.path_params['item_id']}' not found.", param="item_id")
+                raise NotFoundError(
+                    f"Item with id '{request.path_params['item_id']}' not found.", param="item_id"
+                )
             return respond(self._object(row))
 
         base = "/v1/conversations"

@@ -62,7 +62,10 @@ async def build_app(config: ServerConfig) -> Starlette:
         ),
     )
     return create_app(
-        upstream=upstream, store=store, responses=service, on_shutdown=[upstream.aclose, store.close]
+        upstream=upstream,
+        store=store,
+        responses=service,
+        on_shutdown=[upstream.aclose, store.close],
     )
 
 

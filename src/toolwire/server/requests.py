@@ -96,10 +96,18 @@ def validation_error(exc: ValidationError) -> InvalidRequestError:
     first = exc.errors(include_url=False)[0]
     param = _param(first["loc"])
     if first["type"] == "extra_forbidden":
-        return InvalidRequestError(f"Unknown parameter: '{param}'.", param=param, code="unknown_parameter")
+        return InvalidRequestError(
+            f"Unknown parameter: '{param}'.", param=param, code="unknown_parameter"
+        )
     if first["type"] == "missing":
-        return InvalidRequestError(f"Missing required parameter: '{param}'.", param=param, code="missing_required_parameter")
-    return InvalidRequestError(f"Invalid value for '{param}': {first['msg']}.", param=param, code="invalid_value")
+        return InvalidRequestError(
+            f"Missing required parameter: '{param}'.",
+            param=param,
+            code="missing_required_parameter",
+        )
+    return InvalidRequestError(
+        f"Invalid value for '{param}': {first['msg']}.", param=param, code="invalid_value"
+    )
 
 
 _TYPE_TAGS = frozenset({"str", "int", "float", "bool", "none", "dict", "list"})

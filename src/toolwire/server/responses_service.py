@@ -78,7 +78,9 @@ class ResponsesService:
             history = list(record["history"])
         elif conversation_id is not None:
             if await self.store.get_conversation(conversation_id) is None:
-                raise NotFoundError(f"Conversation with id '{conversation_id}' not found.", param="conversation")
+                raise NotFoundError(
+                    f"Conversation with id '{conversation_id}' not found.", param="conversation"
+                )
             history = await self.store.list_items(conversation_id)
         input_items = normalize_input(request.input)
         client_specs = self._client_tools(request.tools)
@@ -106,7 +108,9 @@ class ResponsesService:
             response_format=_response_format(request),
             settings=settings,
         )
-        echo = request.model_dump(exclude={"input", "stream", "stream_options", "include"}, by_alias=True)
+        echo = request.model_dump(
+            exclude={"input", "stream", "stream_options", "include"}, by_alias=True
+        )
         echo["temperature"] = 1.0 if request.temperature is None else request.temperature
         echo["top_p"] = 1.0 if request.top_p is None else request.top_p
         echo["conversation"] = {"id": conversation_id} if conversation_id else None
@@ -142,11 +146,18 @@ class ResponsesService:
                 )
             name = entry.get("name")
             if not isinstance(name, str) or not name:
-                raise InvalidRequestError(f"tools[{index}].name must be a non-empty string", param=f"tools[{index}].name")
+                raise InvalidRequestError(
+                    f"tools[{index}].name must be a non-empty string", param=f"tools[{index}].name"
+                )
             parameters = entry.get("parameters") or {"type": "object", "properties": {}}
             if not isinstance(parameters, dict):
-                raise InvalidRequestError(f"tools[{index}].parameters must be a JSON schema object", param=f"tools[{index}].parameters")
-            specs.append(ToolSpec(name, entry.get("description") or "", parameters, entry.get("strict")))
+                raise InvalidRequestError(
+                    f"tools[{index}].parameters must be a JSON schema object",
+                    param=f"tools[{index}].parameters",
+                )
+            specs.append(
+                ToolSpec(name, entry.get("description") or "", parameters, entry.get("strict"))
+            )
         return specs
 
     def _tool_choice(self, request: CreateResponse, specs: list[ToolSpec]) -> str | dict[str, Any]:
@@ -154,17 +165,24 @@ class ResponsesService:
         if isinstance(choice, dict):
             if choice.get("type") != "function" or not isinstance(choice.get("name"), str):
                 raise InvalidRequestError(
-                    "tool_choice must be auto, none, required or {type: function, name}", param="tool_choice"
+                    "tool_choice must be auto, none, required or {type: function, name}",
+                    param="tool_choice",
                 )
             known = {s.name for s in specs} | {t.name for t in self.server_tools}
             if choice["name"] not in known:
-                raise InvalidRequestError(f"tool_choice names an unknown tool {choice['name']!r}", param="tool_choice")
+                raise InvalidRequestError(
+                    f"tool_choice names an unknown tool {choice['name']!r}", param="tool_choice"
+                )
         return choice
 
     # -- running --------------------------------------------------------------------------
 
     def response_body(
-        self, prepared: Prepared, status: str, builder: ResponseBuilder | None, state: LoopState | None
+        self,
+        prepared: Prepared,
+        status: str,
+        builder: ResponseBuilder | None,
+        state: LoopState | None,
     ) -> dict[str, Any]:
         output = builder.output if builder is not None else []
         usage = state.usage if state is not None else Usage()
@@ -172,7 +190,9 @@ class ResponsesService:
         incomplete = None
         if state is not None and status == "failed":
             err = state.error
-            error = wire.error_object(err.code or "server_error" if err else "server_error", state.reason or "failed")
+            error = wire.error_object(
+                err.code or "server_error" if err else "server_error", state.reason or "failed"
+            )
         if state is not None and status == "incomplete" and state.reason:
             incomplete = state.reason.split(":", 1)[0]
         body = wire.response_object(
@@ -182,12 +202,16 @@ class ResponsesService:
             model=prepared.model,
             output=output,
             settings=prepared.settings,
-            usage=wire.usage_object(usage.input_tokens, usage.output_tokens, usage.reasoning_tokens, usage.cached_tokens)
+            usage=wire.usage_object(
+                usage.input_tokens, usage.output_tokens, usage.reasoning_tokens, usage.cached_tokens
+            )
             if state is not None
             else None,
             error=error,
             incomplete_reason=incomplete,
-            completed_at=wire.now() if status in ("completed", "incomplete", "failed", "cancelled") else None,
+            completed_at=wire.now()
+            if status in ("completed", "incomplete", "failed", "cancelled")
+            else None,
         )
         if incomplete and state is not None and state.reason:
             body["incomplete_details"]["message"] = state.reason
@@ -215,7 +239,10 @@ class ResponsesService:
         except asyncio.CancelledError:
             builder.close_open_items()
             body = self.response_body(prepared, "incomplete", builder, None)
-            body["incomplete_details"] = {"reason": "cancelled", "message": "the client disconnected or the response was cancelled"}
+            body["incomplete_details"] = {
+                "reason": "cancelled",
+                "message": "the client disconnected or the response was cancelled",
+            }
             await asyncio.shield(self.persist(prepared, body))
             raise
         builder.close_open_items()
@@ -249,7 +276,9 @@ class ResponsesService:
             else:
                 if body["status"] == "failed":
                     error = body["error"] or {}
-                    builder.event("error", code=error.get("code"), message=error.get("message"), param=None)
+                    builder.event(
+                        "error", code=error.get("code"), message=error.get("message"), param=None
+                    )
                 kind = {"completed": "response.completed", "incomplete": "response.incomplete"}.get(
                     body["status"], "response.failed"
                 )
@@ -296,7 +325,9 @@ class ResponsesService:
         if record is None:
             raise NotFoundError(f"Response with id '{response_id}' not found.", param="response_id")
         if not record.get("background"):
-            raise InvalidRequestError("Only background responses can be cancelled.", param="response_id")
+            raise InvalidRequestError(
+                "Only background responses can be cancelled.", param="response_id"
+            )
         task = self.background.get(response_id)
         if task is not None and not task.done():
             task.cancel()
@@ -310,7 +341,7 @@ def _response_format(request: CreateResponse) -> dict[str, Any] | None:
         return None
     fmt = request.text.format
     if fmt.type == "json_schema":
-        schema = {"name": fmt.name or "response", "schema": fmt.schema_ or {}}
+        schema: dict[str, Any] = {"name": fmt.name or "response", "schema": fmt.schema_ or {}}
         if fmt.strict is not None:
             schema["strict"] = fmt.strict
         return {"type": "json_schema", "json_schema": schema}

@@ -83,7 +83,9 @@ class ResponseBuilder:
         elif isinstance(event, ToolExecutionStarted):
             self._server_call_started(event.call)
         elif isinstance(event, ToolExecutionFinished):
-            self._server_call_finished(event.call, event.result.ok, event.result.output_text, event.result.error)
+            self._server_call_finished(
+                event.call, event.result.ok, event.result.output_text, event.result.error
+            )
         elif isinstance(event, ModelCallStarted):
             self.close_open_items()
 
@@ -171,7 +173,9 @@ class ResponseBuilder:
         common = {"item_id": item["id"], "output_index": index}
         if arguments:
             self.event("response.function_call_arguments.delta", **common, delta=arguments)
-        self.event("response.function_call_arguments.done", **common, name=call.name, arguments=arguments)
+        self.event(
+            "response.function_call_arguments.done", **common, name=call.name, arguments=arguments
+        )
         item["arguments"] = arguments
         item["status"] = "completed"
         self._done(index)
@@ -180,7 +184,13 @@ class ResponseBuilder:
         label = self.server_labels.get(call.name, SERVER_TOOL_LABEL)
         arguments = arguments_text(call)
         item = wire.mcp_call_item(
-            wire.new_id("mcp"), label, call.name, arguments, output=None, error=None, status="in_progress"
+            wire.new_id("mcp"),
+            label,
+            call.name,
+            arguments,
+            output=None,
+            error=None,
+            status="in_progress",
         )
         index = self._add(item)
         self._calls[call.id] = index

@@ -104,7 +104,9 @@ class Store:
 
     async def delete_response(self, response_id: str) -> bool:
         async with self.engine.begin() as connection:
-            result = await connection.execute(responses.delete().where(responses.c.id == response_id))
+            result = await connection.execute(
+                responses.delete().where(responses.c.id == response_id)
+            )
         return bool(result.rowcount)
 
     # -- conversations --------------------------------------------------------------------
@@ -114,7 +116,9 @@ class Store:
     ) -> None:
         async with self.engine.begin() as connection:
             await connection.execute(
-                conversations.insert().values(id=conversation_id, created_at=created_at, metadata=meta)
+                conversations.insert().values(
+                    id=conversation_id, created_at=created_at, metadata=meta
+                )
             )
 
     async def get_conversation(self, conversation_id: str) -> dict[str, Any] | None:

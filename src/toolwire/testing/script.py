@@ -20,7 +20,9 @@ def load_script(turns: list[dict[str, Any]]) -> list[Turn]:
         if "reply" in turn:
             r = turn["reply"]
             calls = [(c[0], c[1]) for c in r.get("tool_calls", [])]
-            out.append(Reply(r.get("text", ""), calls, r.get("reasoning", ""), r.get("finish_reason")))
+            out.append(
+                Reply(r.get("text", ""), calls, r.get("reasoning", ""), r.get("finish_reason"))
+            )
         elif "chunks" in turn:
             out.append(
                 Chunks(
@@ -37,7 +39,7 @@ def load_script(turns: list[dict[str, Any]]) -> list[Turn]:
     return out
 
 
-def WEATHER_DEMO() -> list[Turn]:  # noqa: N802 - reads as a constant at call sites
+def WEATHER_DEMO() -> list[Turn]:
     """Two parallel weather lookups, a conversion, then the answer."""
     return [
         Reply(

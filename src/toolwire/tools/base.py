@@ -159,7 +159,7 @@ def _arguments_model(function: Callable[..., Any], name: str) -> type[BaseModel]
         annotation = hints.get(param.name, Any)
         default = ... if param.default is inspect.Parameter.empty else param.default
         fields[param.name] = (annotation, default)
-    model: type[BaseModel] = create_model(  # type: ignore[call-overload]
+    model: type[BaseModel] = create_model(
         f"{name}_arguments", __config__=ConfigDict(extra="forbid"), **fields
     )
     return model

@@ -256,11 +256,7 @@ class StreamAssembler:
     def _append(self, call: _PendingCall, fragment: str, events: list[ModelEvent]) -> None:
         if call.obj is not None or call.parts:
             head = fragment.lstrip()[:1]
-            if (
-                head
-                and head in '{"['
-                and self._restarts(call, fragment)
-            ):
+            if head and head in '{"[' and self._restarts(call, fragment):
                 # A whole object already, and a new one begins: a repeat or a correction
                 # (summary chunks, seeded "{}"). Replace; concatenating would be `{}{...}`.
                 call.obj = None
