@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+import orjson
+
 JSONObject = dict[str, Any]
 
 
@@ -40,6 +42,21 @@ class ToolCall:
     @property
     def ok(self) -> bool:
         return self.parse_error is None and self.arguments is not None
+
+    def arguments_json(self) -> str:
+        """The arguments as a JSON string: the model's own text when it was already valid JSON
+        (byte for byte), the recovered object re-encoded when it was not; for a call that could
+        not be parsed, the raw text."""
+        if not self.ok:
+            return self.raw_arguments
+        raw = self.raw_arguments.strip()
+        if raw:
+            try:
+                if orjson.loads(raw) == self.arguments:
+                    return self.raw_arguments
+            except orjson.JSONDecodeError:
+                pass
+        return orjson.dumps(self.arguments).decode()
 
 
 @dataclass(slots=True)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import openai
@@ -28,33 +30,33 @@ class Gateway:
         self.upstream.requests.clear()
 
 
-@pytest.fixture(scope="module")
-def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
-    db = tmp_path_factory.mktemp("db") / "toolwire.db"
+@contextmanager
+def running_gateway(db: Path) -> Iterator[Gateway]:
+    """`toolwire serve` as a child process, with a 2 s upstream read timeout and no retries."""
     port = free_port()
     with ScriptedUpstream() as upstream:
         args = [
-            "serve",
-            "--upstream",
-            upstream.base_url,
-            "--db",
-            f"sqlite:///{db}",
-            "--port",
-            str(port),
-            "--tool",
-            "toolwire.demo_tools:ALL",
+            "serve", "--upstream", upstream.base_url, "--db", f"sqlite:///{db}",
+            "--port", str(port), "--tool", "toolwire.demo_tools:ALL",
         ]
         base = f"http://127.0.0.1:{port}"
-        import os
-
-        os.environ["TOOLWIRE_READ_TIMEOUT"] = "2"
-        os.environ["TOOLWIRE_MAX_RETRIES"] = "0"
+        saved = {k: os.environ.get(k) for k in ("TOOLWIRE_READ_TIMEOUT", "TOOLWIRE_MAX_RETRIES")}
+        os.environ.update({"TOOLWIRE_READ_TIMEOUT": "2", "TOOLWIRE_MAX_RETRIES": "0"})
         try:
             with toolwire_process(*args, health=base + "/health"):
                 yield Gateway(upstream, base + "/v1", db)
         finally:
-            os.environ.pop("TOOLWIRE_READ_TIMEOUT")
-            os.environ.pop("TOOLWIRE_MAX_RETRIES")
+            for key, value in saved.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
+
+
+@pytest.fixture(scope="module")
+def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
+    with running_gateway(tmp_path_factory.mktemp("db") / "toolwire.db") as running:
+        yield running
 
 
 @pytest.fixture

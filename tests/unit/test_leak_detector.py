@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from toolwire.leaks import LeakMatch, detect_leak, detect_leak_in_reasoning, strip_reasoning
-from toolwire.leaks.formats import DRIFTS, FORMAT_BY_FAMILY, FORMATS
+from toolwire.leaks.formats import DRIFTS, END_TOKENS, FORMAT_BY_FAMILY, FORMATS
 
 DATA = Path(__file__).parent.parent / "data" / "leaks"
 
@@ -87,7 +87,7 @@ CALL = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</
 
 
 @pytest.mark.parametrize(
-    "tail", ["", "\n", "<|im_end|>", "<|eot_id|>\n", "<|call|>", "</s>", "\n</tool_call>\n"]
+    "tail", ["", "\n", *END_TOKENS, "<|eot_id|>\n", "\n</tool_call>\n</function>", "</x><|im_end|>"]
 )
 def test_end_tokens_and_stray_closers_may_follow(tail: str) -> None:
     text = "Checking.\n" + CALL + tail
@@ -170,11 +170,12 @@ def test_strip_reasoning(text: str, expected: str) -> None:
     assert strip_reasoning(text) == expected
 
 
-WORDS = st.sampled_from(
+_WORDS = (
     "the a tool call model server answer weather Paris name arguments function json python "
-    "think call: get_weather result parser token DeepSeek Qwen Llama I'll let me check".split()
+    "think call: get_weather result parser token DeepSeek Qwen Llama I'll let me check"
 )
-PUNCT = st.sampled_from(list(".,;:!?'\"()-—…*#%&/\\_=+`~@$0123456789") + ["\n", "\n\n", " "])
+WORDS = st.sampled_from(_WORDS.split(" "))
+PUNCT = st.sampled_from([*".,;:!?'\"()-—…*#%&/\\_=+`~@$0123456789", "\n", "\n\n", " "])
 
 
 @settings(max_examples=400, deadline=None)
@@ -183,3 +184,24 @@ def test_random_prose_never_triggers(tokens: list[str], sep: str) -> None:
     text = sep.join(tokens)
     assert detect_leak(text) is None
     assert detect_leak_in_reasoning(text, "") is None
+
+
+QUOTED = st.sampled_from(
+    sorted({m for f in FORMATS for m in f.markers})
+    + [CALL, "[f(a=1)]", '{"name": "f", "arguments": {}}', "<function=bash></function>"]
+    # Whole calls only: text after a call cut off or missing its closers is part of its value.
+    + [p["text"] for p in POSITIVES if p["text"].rstrip()[-1:] in (">", "}", "]", ")", "[")]
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.lists(st.one_of(WORDS, PUNCT), max_size=30),
+    QUOTED,
+    st.lists(WORDS, min_size=2, max_size=12),
+)
+def test_tool_syntax_followed_by_more_prose_never_triggers(
+    before: list[str], quoted: str, after: list[str]
+) -> None:
+    text = " ".join(before) + " " + quoted + " " + " ".join(after) + "."
+    assert detect_leak(text) is None

@@ -159,7 +159,8 @@ def json_span(s: str, pos: int, limit: int) -> tuple[int, bool]:
     single quotes or trailing commas (which salvage may repair) still give a span.
     """
     try:
-        end = _DECODER.raw_decode(s, pos)[1]
+        # On a slice: the decoder's error counts lines from the start of the string it gets.
+        end = pos + _DECODER.raw_decode(s[pos:limit])[1]
     except ValueError:
         end = balanced_object_end(s, pos)
         if end < 0:
@@ -203,6 +204,8 @@ def strict_call_value(value: Any) -> bool:
     Every item needs a tool-like name and an arguments object (or a JSON string of one), no keys
     beyond a call's, and arguments that are not a JSON schema (that is a tool definition).
     """
+    if isinstance(value, list) and len(value) > 1 and not strict_call_value(value[:1]):
+        return False  # a long JSON list that is data, not calls: decide on its first item
     items = call_items(value)
     if items is None:
         return False
@@ -987,7 +990,7 @@ def _scan_phi4(ctx: Ctx, pos: int) -> Block | None:
     return _json_block(ctx, pos + len(F.PHI4_FUNCTOOLS) - 1, "phi4_mini", strict=False)
 
 
-# Every alternative starts with a literal character so `re` can skip quickly to candidates.
+# Opening markers, matched only at candidate positions the detector found with `str.rfind`.
 OPENER = re.compile(
     r"<tool_call>|<seed:tool_call>|<function_calls>|<function_call>"
     r"|<function(?:=|_(?!calls?>)|\s+name\s*=)"
@@ -1085,6 +1088,7 @@ def scan_chain(ctx: Ctx, pos: int, *, fenced: bool = False) -> Block | None:
 # -- the whole message as a call ------------------------------------------------------------------
 
 _JSON_FENCE = re.compile(r"```(?:json|JSON|jsonc)?[ \t]*\r?\n")
+_PYTHONIC_LIST = re.compile(r"\[\s*[^\W\d][\w.]*\s*\(")
 
 
 def _json_objects(ctx: Ctx, pos: int, end: int) -> list[str] | None:
@@ -1105,6 +1109,17 @@ def _json_objects(ctx: Ctx, pos: int, end: int) -> list[str] | None:
     return texts
 
 
+def _whole_pythonic(ctx: Ctx, p: int, end: int) -> Block | None:
+    """`[f(a=1), g()]` as the whole message, every value a literal."""
+    s = ctx.s
+    if not _PYTHONIC_LIST.match(s, p, end) or not s.endswith("]", p, end):
+        return None
+    calls = pythonic_calls(s[p:end], listed=True)
+    if calls is None or any(c.problem for c in calls):
+        return None
+    return Block("pythonic", ctx.limit, calls)
+
+
 def scan_whole(ctx: Ctx, lead: int) -> Block | None:
     """The whole visible message (maybe in one ```json fence) as JSON calls or a pythonic list.
 
@@ -1123,33 +1138,30 @@ def scan_whole(ctx: Ctx, lead: int) -> Block | None:
         end -= 1
     if p >= end or s[p] not in "[{":
         return None
-    if s[p] == "[":
-        q, cut = json_span(s, p, end)
-        if not cut and q == end:
-            try:
-                value = orjson.loads(s[p:q])
-            except orjson.JSONDecodeError:
-                value = None
-            if value is not None and strict_call_value(value):
-                items = call_items(value) or []
-                plain = all("arguments" in item and "function" not in item for *_, item in items)
-                family = "xlam" if isinstance(value, list) and plain else "generic_json"
-                return Block(family, ctx.limit, [RawCall("envelope", text=s[p:q])])
-        if fenced:
-            return None
-        calls = pythonic_calls(s[p:end], listed=True)
-        if calls is None or any(c.problem for c in calls):
-            return None
-        return Block("pythonic", ctx.limit, calls)
-    texts = _json_objects(ctx, p, end)
-    if not texts:
-        return None
+    if s.find('"name"', p, end) < 0:  # every JSON call shape has one
+        return None if fenced else _whole_pythonic(ctx, p, end)
+    body = s[p:end]
     try:
-        values = [orjson.loads(t) for t in texts]
+        texts, values = [body], [orjson.loads(body)]
     except orjson.JSONDecodeError:
-        return None
+        if s[p] == "[":
+            return None if fenced else _whole_pythonic(ctx, p, end)
+        # Llama 3 joins several calls with "; ".
+        split = _json_objects(ctx, p, end)
+        if not split or len(split) < 2:
+            return None
+        try:
+            texts, values = split, [orjson.loads(t) for t in split]
+        except orjson.JSONDecodeError:
+            return None
     if not all(strict_call_value(v) for v in values):
         return None
+    if isinstance(values[0], list):
+        items = call_items(values[0]) or []
+        plain = all("arguments" in item and "function" not in item for *_, item in items)
+        return Block(
+            "xlam" if plain else "generic_json", ctx.limit, [RawCall("envelope", text=body)]
+        )
     llama = len(texts) > 1 or _uses_parameters(texts)
     family = "llama3_json" if llama else "generic_json"
     return Block(family, ctx.limit, [RawCall("envelope", text=t) for t in texts])

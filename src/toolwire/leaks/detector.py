@@ -36,7 +36,7 @@ class LeakMatch:
 
 _REASONING_TAG = re.compile(r"<(?:/?(?:seed:)?think(?:ing)?>|\|channel\|>)|\[/?THINK\]|◁/?think▷")
 # (a character, then the markers that contain it): single characters are found at memchr speed.
-_REASONING_HINTS = ((">", ("think>", "<|channel|>")), ("]", ("THINK]",)), ("▷", ("think▷",)))
+_REASONING_HINTS = ((">", ("think", "<|channel|>")), ("]", ("THINK]",)), ("▷", ("think▷",)))
 _CLOSER_OF = {
     "<think>": "</think>",
     "<thinking>": "</thinking>",

@@ -152,8 +152,10 @@ FORMATS: tuple[LeakFormat, ...] = (
     LeakFormat(
         "mistral",
         "Mistral, Magistral, Devstral",
-        "[TOOL_CALLS][{...}]  or  [TOOL_CALLS]f[ARGS]{...}  or (stripped) [TOOL_CALLS]f{...}",
-        (MISTRAL_TOOL_CALLS,),
+        f"{MISTRAL_TOOL_CALLS}[{{...}}]  or  {MISTRAL_TOOL_CALLS}f{MISTRAL_ARGS}{{...}}  or  "
+        f"{MISTRAL_TOOL_CALLS}f{MISTRAL_CALL_ID}id{MISTRAL_ARGS}{{...}}  or (stripped) "
+        f"{MISTRAL_TOOL_CALLS}f{{...}}",
+        (MISTRAL_TOOL_CALLS, MISTRAL_ARGS, MISTRAL_CALL_ID),
     ),
     LeakFormat(
         "deepseek_v3",
@@ -174,20 +176,21 @@ FORMATS: tuple[LeakFormat, ...] = (
         "`<function_calls><invoke>` form)",
         f'{DSML_FUNCTION_CALLS}{DSML_INVOKE} name="f">{DSML_PARAMETER} name="k" string="true">'
         "v</｜DSML｜parameter></｜DSML｜invoke></｜DSML｜function_calls>",
-        (DSML_FUNCTION_CALLS, DSML_TOOL_CALLS, DSML_INVOKE, "DSML"),
+        (DSML_FUNCTION_CALLS, DSML_TOOL_CALLS, DSML_INVOKE, DSML_ASCII_INVOKE, "DSML"),
     ),
     LeakFormat(
         "kimi_k2",
         "Kimi K2",
         f"{KIMI_SECTION_BEGIN}{KIMI_CALL_BEGIN}functions.f:0{KIMI_ARGUMENT_BEGIN}{{...}}"
-        f"{KIMI_CALL_END}{KIMI_SECTION_END}",
+        f"{KIMI_CALL_END}{KIMI_SECTION_END}  (or the singular {KIMI_SECTION_BEGIN_SINGULAR}"
+        f"...{KIMI_SECTION_END_SINGULAR})",
         (KIMI_SECTION_BEGIN, KIMI_SECTION_BEGIN_SINGULAR, KIMI_CALL_BEGIN),
     ),
     LeakFormat(
         "glm45",
         "GLM-4.5, 4.6, 4.7",
-        "<tool_call>f\n<arg_key>k</arg_key>\n<arg_value>v</arg_value>\n</tool_call>",
-        (TOOL_CALL_OPEN, GLM_ARG_KEY),
+        f"<tool_call>f\n{GLM_ARG_KEY}k</arg_key>\n{GLM_ARG_VALUE}v</arg_value>\n</tool_call>",
+        (TOOL_CALL_OPEN, GLM_ARG_KEY, GLM_ARG_VALUE),
     ),
     LeakFormat(
         "granite",
@@ -198,8 +201,9 @@ FORMATS: tuple[LeakFormat, ...] = (
     LeakFormat(
         "internlm",
         "InternLM 2.5",
-        '<|action_start|><|plugin|>\n{"name": "f", "parameters": {...}}<|action_end|>',
-        (INTERNLM_ACTION_START,),
+        f'{INTERNLM_ACTION_START}{INTERNLM_PLUGIN}\n{{"name": "f", "parameters": {{...}}}}'
+        f"{INTERNLM_ACTION_END}",
+        (INTERNLM_ACTION_START, INTERNLM_PLUGIN),
     ),
     LeakFormat(
         "jamba",
@@ -244,8 +248,9 @@ FORMATS: tuple[LeakFormat, ...] = (
     LeakFormat(
         "harmony",
         "gpt-oss",
-        "<|start|>assistant<|channel|>commentary to=functions.f <|constrain|>json<|message|>{...}"
-        "<|call|>  or (stripped) assistantcommentary to=functions.f json{...}",
+        f"{HARMONY_START}assistant{HARMONY_CHANNEL}commentary {HARMONY_RECIPIENT}f "
+        f"{HARMONY_CONSTRAIN}json{HARMONY_MESSAGE}{{...}}{HARMONY_CALL}  or (stripped) "
+        f"assistantcommentary {HARMONY_RECIPIENT}f json{{...}}",
         (HARMONY_RECIPIENT,),
     ),
     LeakFormat(

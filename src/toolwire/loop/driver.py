@@ -135,6 +135,7 @@ class _Run:
             max_output_tokens=req.max_output_tokens,
             response_format=req.response_format,
             stream=self.settings.stream,
+            extra_body=req.extra_body,
         )
 
     async def call_model(self) -> NextAction:

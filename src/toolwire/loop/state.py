@@ -46,6 +46,8 @@ class LoopRequest:
     top_p: float | None = None
     max_output_tokens: int | None = None
     response_format: dict[str, Any] | None = None
+    extra_body: dict[str, Any] | None = None
+    """Other chat-completions parameters passed upstream untouched (stop, seed, …)."""
     approvals: dict[str, bool] = field(default_factory=dict)
     """Decisions on calls that waited for approval, by call id."""
     resume_calls: list[ToolCall] = field(default_factory=list)

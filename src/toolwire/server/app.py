@@ -13,6 +13,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from toolwire.errors import InvalidRequestError, NotFoundError, ToolwireError
+from toolwire.server.chat_proxy import ChatProxy
 from toolwire.server.conversations import ConversationsService
 from toolwire.server.errors import toolwire_error_handler, unexpected_error_handler
 from toolwire.server.responses_service import ResponsesService
@@ -43,6 +44,15 @@ def create_app(
     on_shutdown: list[Any] | None = None,
 ) -> Starlette:
     conversations = ConversationsService(store)
+    proxy = ChatProxy(responses.driver, responses.loop_settings, responses.default_model)
+
+    async def chat_completions(request: Request) -> Response:
+        call = proxy.prepare(await read_json(request))
+        if call.stream:
+            return StreamingResponse(
+                proxy.stream(call), media_type="text/event-stream", headers={"cache-control": "no-cache"}
+            )
+        return ORJSONResponse(await proxy.complete(call))
 
     async def create_response(request: Request) -> Response:
         prepared = await responses.prepare(await read_json(request))
@@ -101,6 +111,7 @@ def create_app(
         Route("/v1/responses/{response_id}/input_items", input_items, methods=["GET"]),
         Route("/v1/responses/{response_id}/cancel", cancel_response, methods=["POST"]),
         *conversations.routes(read_json, ORJSONResponse),
+        Route("/v1/chat/completions", chat_completions, methods=["POST"]),
         Route("/v1/models", models, methods=["GET"]),
         Route("/health", health, methods=["GET"]),
     ]

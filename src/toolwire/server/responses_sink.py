@@ -11,8 +11,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import orjson
-
 from toolwire.loop.events import (
     LoopEvent,
     ModelCallStarted,
@@ -31,10 +29,7 @@ SERVER_TOOL_LABEL = "toolwire"
 
 
 def arguments_text(call: ToolCall) -> str:
-    if call.arguments is not None and call.parse_error is None:
-        raw = call.raw_arguments.strip()
-        return raw if raw else orjson.dumps(call.arguments).decode()
-    return call.raw_arguments
+    return call.arguments_json()
 
 
 class ResponseBuilder:

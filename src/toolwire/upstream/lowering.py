@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import orjson
-
 from toolwire.transcript import (
     AssistantMessage,
     SystemMessage,
@@ -47,16 +45,7 @@ def call_arguments_text(call: ToolCall) -> str:
     arguments and would reject the request), the raw text being shown to the model in the
     error result instead.
     """
-    if call.parse_error is None and call.arguments is not None:
-        raw = call.raw_arguments.strip()
-        if raw:
-            try:
-                if orjson.loads(raw) == call.arguments:
-                    return call.raw_arguments
-            except orjson.JSONDecodeError:
-                pass
-        return orjson.dumps(call.arguments).decode()
-    return "{}"
+    return call.arguments_json() if call.ok else "{}"
 
 
 def _call_json(call: ToolCall) -> dict[str, Any]:

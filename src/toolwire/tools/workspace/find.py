@@ -42,7 +42,9 @@ class Find(WorkspaceTool):
 
     async def call(self, arguments: BaseModel, upstream: Any) -> FileList:
         args = coerce(arguments, FindArguments)
-        return await asyncio.to_thread(find_files, self.workspace, args.pattern, args.path, upstream)
+        return await asyncio.to_thread(
+            find_files, self.workspace, args.pattern, args.path, upstream
+        )
 
     def render(self, output: Any) -> str:
         return render_find(output)

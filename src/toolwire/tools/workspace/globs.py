@@ -70,7 +70,9 @@ def glob_to_regex(pattern: str) -> str:
             out.append(re.escape(char))
         i += 1
     if depth:
-        raise WorkspaceError(f"glob {pattern!r} has an unclosed '{{'; close it or escape it as \\{{")
+        raise WorkspaceError(
+            f"glob {pattern!r} has an unclosed '{{'; close it or escape it as \\{{"
+        )
     return "".join(out)
 
 

@@ -200,7 +200,8 @@ def read_window(
     if window.end < len(loaded.lines):
         of = f" of {total}" if total is not None else ""
         why = f" (output cap of {budget} characters)" if cut else ""
-        note = f"[lines {window.start}-{window.end}{of} shown{why}; read on with offset={window.end + 1}]"
+        span = f"lines {window.start}-{window.end}{of} shown{why}"
+        note = f"[{span}; read on with offset={window.end + 1}]"
     return FileView(display, "text", loaded.size, [window], total, note)
 
 
@@ -268,7 +269,10 @@ def _view_size(view: FileView) -> int:
 
 def _binary(display: str, size: int, why: str) -> FileView:
     return FileView(
-        display, "binary", size, note=f"[{display} is a binary file ({size} bytes): {why}; not shown]"
+        display,
+        "binary",
+        size,
+        note=f"[{display} is a binary file ({size} bytes): {why}; not shown]",
     )
 
 

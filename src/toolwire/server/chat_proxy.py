@@ -1,0 +1,228 @@
+"""`POST /v1/chat/completions`: the hardening proxy.
+
+Existing agents point their base URL here and get clean tool calls from quirky servers. The
+request runs through the same loop driver with the agent's tools as caller-side tools: calls come
+out of the assembler (one per index, clean ids and names, arguments as JSON strings), leaked
+calls are retried or salvaged per config, a malformed call is reported to the model (which
+re-issues it) instead of reaching the agent, and whatever cannot be fixed comes back as an error
+in OpenAI's shape. The surface parses no model output itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from toolwire.errors import InvalidRequestError, ToolwireError, UpstreamError
+from toolwire.loop.chat_history import chat_to_transcript
+from toolwire.loop.driver import LoopDriver
+from toolwire.loop.events import (
+    LoopEvent,
+    LoopFinished,
+    OutputTextDelta,
+    ReasoningTextDelta,
+)
+from toolwire.loop.state import LoopRequest, LoopSettings
+from toolwire.server.responses_sink import arguments_text
+from toolwire.transcript import ToolCall, ToolSpec
+from toolwire.wire.responses import new_id, now
+from toolwire.wire.sse import DONE_FRAME, encode_event
+
+_HANDLED = {
+    "model", "messages", "tools", "tool_choice", "parallel_tool_calls", "stream", "stream_options",
+    "temperature", "top_p", "max_tokens", "max_completion_tokens", "response_format", "functions",
+    "function_call", "n",
+}
+_END = object()
+
+
+@dataclass(slots=True)
+class ProxyCall:
+    request: LoopRequest
+    model: str
+    stream: bool
+    include_usage: bool
+    completion_id: str = field(default_factory=lambda: "chatcmpl-" + new_id("x")[2:])
+    created: int = field(default_factory=now)
+
+
+class ChatProxy:
+    def __init__(self, driver: LoopDriver, settings: LoopSettings, default_model: str | None) -> None:
+        self.driver = driver
+        self.settings = settings
+        self.default_model = default_model
+
+    def prepare(self, body: Any) -> ProxyCall:
+        if not isinstance(body, dict):
+            raise InvalidRequestError("the request body must be a JSON object")
+        model = body.get("model") or self.default_model
+        if not isinstance(model, str) or not model:
+            raise InvalidRequestError("Missing required parameter: 'model'.", param="model")
+        if body.get("n") not in (None, 1):
+            raise InvalidRequestError("only n=1 is supported", param="n")
+        tools = _tools(body.get("tools"), body.get("functions"))
+        max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
+        if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < 1):
+            raise InvalidRequestError("max_tokens must be a positive integer", param="max_tokens")
+        for name, low, high in (("temperature", 0, 2), ("top_p", 0, 1)):
+            value = body.get(name)
+            if value is not None and (not isinstance(value, int | float) or not low <= value <= high):
+                raise InvalidRequestError(f"{name} must be a number between {low} and {high}", param=name)
+        settings = LoopSettings(
+            max_iterations=self.settings.max_iterations,
+            leak_mode=self.settings.leak_mode,
+            leak_retries=self.settings.leak_retries,
+            repeated_failure_limit=self.settings.repeated_failure_limit,
+            stream=True,
+        )
+        tool_choice = body.get("tool_choice")
+        if tool_choice is None and isinstance(body.get("function_call"), str | dict):
+            legacy = body["function_call"]
+            tool_choice = legacy if isinstance(legacy, str) else {"type": "function", "function": legacy}
+        request = LoopRequest(
+            model=model,
+            input=chat_to_transcript(body.get("messages")),
+            client_tools=tools,
+            tool_choice=tool_choice,
+            parallel_tool_calls=body.get("parallel_tool_calls"),
+            temperature=body.get("temperature"),
+            top_p=body.get("top_p"),
+            max_output_tokens=max_tokens,
+            response_format=body.get("response_format"),
+            settings=settings,
+            extra_body={k: v for k, v in body.items() if k not in _HANDLED} or None,
+        )
+        options = body.get("stream_options") or {}
+        return ProxyCall(request, model, bool(body.get("stream")), bool(options.get("include_usage")))
+
+    # -- non-streaming --------------------------------------------------------------------
+
+    async def complete(self, call: ProxyCall) -> dict[str, Any]:
+        events: list[LoopEvent] = []
+        state = await self.driver.run(call.request, events.append)
+        finished = events[-1]
+        assert isinstance(finished, LoopFinished)
+        _raise_if_unanswered(finished)
+        text = "".join(e.text for e in events if isinstance(e, OutputTextDelta))
+        reasoning = "".join(e.text for e in events if isinstance(e, ReasoningTextDelta))
+        message: dict[str, Any] = {"role": "assistant", "content": text or None}
+        if reasoning:
+            message["reasoning_content"] = reasoning
+        if finished.pending_calls:
+            message["tool_calls"] = [_call_json(c) for c in finished.pending_calls]
+        return {
+            "id": call.completion_id,
+            "object": "chat.completion",
+            "created": call.created,
+            "model": call.model,
+            "choices": [{"index": 0, "message": message, "finish_reason": _finish_reason(finished), "logprobs": None}],
+            "usage": _usage(state.usage),
+        }
+
+    # -- streaming ------------------------------------------------------------------------
+
+    async def stream(self, call: ProxyCall) -> AsyncIterator[bytes]:
+        queue: asyncio.Queue[Any] = asyncio.Queue()
+
+        async def produce() -> None:
+            try:
+                await self.driver.run(call.request, queue.put_nowait)
+            finally:
+                queue.put_nowait(_END)
+
+        task = asyncio.create_task(produce())
+        base = {"id": call.completion_id, "object": "chat.completion.chunk", "created": call.created, "model": call.model}
+
+        def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
+            payload = {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}]}
+            return encode_event(orjson.dumps(payload))
+
+        try:
+            yield chunk({"role": "assistant", "content": ""})
+            while True:
+                event = await queue.get()
+                if event is _END:
+                    break
+                if isinstance(event, OutputTextDelta):
+                    yield chunk({"content": event.text})
+                elif isinstance(event, ReasoningTextDelta):
+                    yield chunk({"reasoning_content": event.text})
+                elif isinstance(event, LoopFinished):
+                    try:
+                        _raise_if_unanswered(event)
+                    except ToolwireError as exc:
+                        yield encode_event(orjson.dumps(exc.to_body()))
+                        return
+                    for index, pending in enumerate(event.pending_calls):
+                        yield chunk({"tool_calls": [{"index": index, **_call_json(pending)}]})
+                    yield chunk({}, _finish_reason(event))
+                    if call.include_usage:
+                        usage = {**base, "choices": [], "usage": _usage(event.usage)}
+                        yield encode_event(orjson.dumps(usage))
+            yield DONE_FRAME
+        finally:
+            if not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+
+
+def _tools(tools: Any, functions: Any) -> list[ToolSpec]:
+    specs: list[ToolSpec] = []
+    entries: list[tuple[str, Any]] = []
+    if tools is not None:
+        if not isinstance(tools, list):
+            raise InvalidRequestError("tools must be a list", param="tools")
+        for index, tool in enumerate(tools):
+            if not isinstance(tool, dict) or tool.get("type") != "function" or not isinstance(tool.get("function"), dict):
+                raise InvalidRequestError(
+                    f"tools[{index}] must be {{type: function, function: {{...}}}}", param=f"tools[{index}]"
+                )
+            entries.append((f"tools[{index}].function", tool["function"]))
+    if isinstance(functions, list):
+        entries.extend((f"functions[{i}]", f) for i, f in enumerate(functions))
+    for where, function in entries:
+        name = function.get("name") if isinstance(function, dict) else None
+        if not isinstance(name, str) or not name:
+            raise InvalidRequestError(f"{where}.name must be a non-empty string", param=f"{where}.name")
+        parameters = function.get("parameters") or {"type": "object", "properties": {}}
+        specs.append(ToolSpec(name, function.get("description") or "", parameters, function.get("strict")))
+    return specs
+
+
+def _call_json(call: ToolCall) -> dict[str, Any]:
+    return {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": arguments_text(call)}}
+
+
+def _finish_reason(finished: LoopFinished) -> str:
+    if finished.pending_calls:
+        return "tool_calls"
+    if finished.reason and finished.reason.startswith("max_output_tokens"):
+        return "length"
+    if finished.reason and finished.reason.startswith("content_filter"):
+        return "content_filter"
+    return "stop"
+
+
+def _raise_if_unanswered(finished: LoopFinished) -> None:
+    """Failures and runs that ended without an answer the agent can use become errors."""
+    if finished.status == "failed":
+        raise finished.error or UpstreamError(finished.reason or "the upstream failed")
+    if finished.status == "incomplete" and _finish_reason(finished) == "stop":
+        code = (finished.reason or "incomplete").split(":", 1)[0]
+        raise UpstreamError(finished.reason or "the model gave no usable answer", code=code)
+
+
+def _usage(usage: Any) -> dict[str, Any]:
+    return {
+        "prompt_tokens": usage.input_tokens,
+        "completion_tokens": usage.output_tokens,
+        "total_tokens": usage.input_tokens + usage.output_tokens,
+        "completion_tokens_details": {"reasoning_tokens": usage.reasoning_tokens},
+        "prompt_tokens_details": {"cached_tokens": usage.cached_tokens},
+    }

@@ -1,0 +1,255 @@
+"""The two search backends behind `grep`: ripgrep when installed, pure Python otherwise.
+
+Both produce the same typed lines for the same tree, so the rendered text is identical:
+- the same files: ripgrep gets flags matching `ignore.IgnoreRules` when it walks the root
+  itself, and an explicit file list (from the Python walker) otherwise;
+- the same binary rule: a file with a NUL byte in its first 8 KiB is skipped (ripgrep runs
+  with `--text` and the check is ours);
+- the same lines: split on `\\n`, matched with their `\\r`, shown without it; invalid UTF-8
+  shown as U+FFFD; context merged the way ripgrep merges it;
+- the same order (`ignore.path_key`) and the same cap: the first `max_matches` matches, the
+  after-context of the last one, and `truncated` when one more match exists.
+The regex dialects differ at the edges (Rust's `regex` crate vs Python's `re`); they agree on
+the common syntax (classes, `\\b`, `\\d`, `\\s`, `\\w`, groups, alternation, anchors).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import os
+import re
+import signal
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from toolwire.tools.workspace.errors import WorkspaceError
+from toolwire.tools.workspace.outputs import GrepLine
+
+BINARY_SNIFF_BYTES = 8192
+_ARGV_CHUNK_CHARS = 100_000
+_STREAM_LIMIT = 64 * 1024 * 1024
+_RG_FLAGS = (
+    "--json",
+    "--no-config",
+    "--no-messages",
+    "--text",
+    "--encoding=none",
+    "--sort=path",
+)
+#: What makes ripgrep's own walk see exactly what `IgnoreRules.walk("")` sees.
+_RG_WALK_FLAGS = (
+    "--hidden",
+    "--no-require-git",
+    "--no-ignore-dot",
+    "--no-ignore-global",
+    "--no-ignore-parent",
+    "--no-ignore-exclude",
+    "--glob=!.git",
+)
+
+
+@dataclass(slots=True, frozen=True)
+class Query:
+    pattern: str
+    ignore_case: bool = False
+    fixed_strings: bool = False
+    context: int = 0
+    max_matches: int = 200
+
+    def compiled(self) -> re.Pattern[str]:
+        """The pattern for the Python backend; errors are worded for the model."""
+        source = re.escape(self.pattern) if self.fixed_strings else self.pattern
+        try:
+            return re.compile(source, re.IGNORECASE if self.ignore_case else 0)
+        except re.error as exc:
+            raise WorkspaceError(
+                f"invalid regular expression {self.pattern}: {exc}. Escape special characters "
+                "or pass fixed_strings=true to search for the text literally"
+            ) from None
+
+
+@dataclass(slots=True)
+class Collector:
+    """Lines in arrival order, capped at `max_matches` matches plus that last match's
+    after-context; `done` tells a backend it can stop."""
+
+    query: Query
+    lines: list[GrepLine] = field(default_factory=list)
+    match_count: int = 0
+    truncated: bool = False
+    done: bool = False
+    _tail: tuple[str, int] | None = None
+
+    def add(self, path: str, number: int, text: str, is_match: bool) -> None:
+        if self.done:
+            return
+        if self._tail is not None:
+            if is_match:
+                self.truncated = self.done = True
+            elif path == self._tail[0] and number <= self._tail[1]:
+                self.lines.append(GrepLine(path, number, text, False))
+            return
+        self.lines.append(GrepLine(path, number, text, is_match))
+        if is_match:
+            self.match_count += 1
+            if self.match_count >= self.query.max_matches:
+                self._tail = (path, number + self.query.context)
+
+
+def is_binary(path: Path) -> bool:
+    try:
+        with path.open("rb") as handle:
+            return b"\x00" in handle.read(BINARY_SNIFF_BYTES)
+    except OSError:
+        return True
+
+
+def display_text(raw: bytes) -> str:
+    """A line as shown: decoded (invalid UTF-8 as U+FFFD), without its `\\r`."""
+    text = raw.decode("utf-8", "replace")
+    return text[:-1] if text.endswith("\r") else text
+
+
+# -- pure Python ------------------------------------------------------------------------------
+
+
+def python_search(root: Path, query: Query, files: Iterable[str]) -> Collector:
+    """Search `files` (root-relative, in order) line by line with Python's `re`."""
+    regex = query.compiled()
+    collector = Collector(query)
+    for relative in files:
+        path = root / relative
+        if is_binary(path):
+            continue
+        try:
+            _search_file(path, relative, regex, collector)
+        except OSError:
+            continue
+        if collector.done:
+            break
+    return collector
+
+
+def _search_file(path: Path, relative: str, regex: re.Pattern[str], out: Collector) -> None:
+    context = out.query.context
+    before: deque[tuple[int, str]] = deque(maxlen=context or None)
+    after_left = 0
+    with path.open("rb") as handle:
+        for number, raw in enumerate(handle, 1):
+            line = raw[:-1] if raw.endswith(b"\n") else raw
+            text = line.decode("utf-8", "replace")
+            if regex.search(text) is not None:
+                for earlier, earlier_text in before:
+                    out.add(relative, earlier, earlier_text, False)
+                before.clear()
+                out.add(relative, number, display_text(line), True)
+                after_left = context
+                if out.done:
+                    return
+            elif after_left:
+                out.add(relative, number, display_text(line), False)
+                after_left -= 1
+            elif context:
+                before.append((number, display_text(line)))
+
+
+# -- ripgrep ----------------------------------------------------------------------------------
+
+
+async def ripgrep_search(rg: str, root: Path, query: Query, files: list[str] | None) -> Collector:
+    """Search with the `rg` binary: the whole root with ripgrep's own walk when `files` is
+    None, else exactly `files` (in chunks that fit a command line)."""
+    collector = Collector(query)
+    if files is None:
+        await _run_rg(rg, root, query, [*_RG_WALK_FLAGS, "--", "."], collector)
+        return collector
+    for chunk in _chunks(files):
+        await _run_rg(rg, root, query, ["--no-ignore", "--", *chunk], collector)
+        if collector.done:
+            break
+    return collector
+
+
+def _chunks(files: list[str]) -> Iterable[list[str]]:
+    chunk: list[str] = []
+    size = 0
+    for relative in files:
+        if chunk and size + len(relative) > _ARGV_CHUNK_CHARS:
+            yield chunk
+            chunk, size = [], 0
+        chunk.append(relative)
+        size += len(relative) + 1
+    if chunk:
+        yield chunk
+
+
+async def _run_rg(rg: str, root: Path, query: Query, targets: list[str], out: Collector) -> None:
+    argv = [rg, *_RG_FLAGS]
+    if query.ignore_case:
+        argv.append("--ignore-case")
+    if query.fixed_strings:
+        argv.append("--fixed-strings")
+    if query.context:
+        argv.append(f"--context={query.context}")
+    argv += ["--regexp", query.pattern, *targets]
+    process = await asyncio.create_subprocess_exec(
+        *argv,
+        cwd=root,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        limit=_STREAM_LIMIT,
+    )
+    assert process.stdout is not None and process.stderr is not None
+    stderr_task = asyncio.ensure_future(process.stderr.read())
+    skipping: str | None = None
+    seen_any = finished = False
+    try:
+        async for raw in process.stdout:
+            message = orjson.loads(raw)
+            kind = message.get("type")
+            data = message.get("data", {})
+            if kind == "begin":
+                relative = _rg_path(data["path"])
+                skipping = relative if is_binary(root / relative) else None
+            elif kind in ("match", "context"):
+                seen_any = True
+                relative = _rg_path(data["path"])
+                if relative == skipping:
+                    continue
+                text = display_text(_rg_bytes(data["lines"]).removesuffix(b"\n"))
+                out.add(relative, int(data["line_number"]), text, kind == "match")
+                if out.done:
+                    break
+        else:
+            finished = True
+    finally:
+        if not finished and process.returncode is None:
+            # Not `process.kill()`: it polls, reaping the child behind asyncio's watcher.
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(process.pid, signal.SIGKILL)
+        await process.wait()
+        stderr = (await stderr_task).decode("utf-8", "replace").strip()
+    if process.returncode == 2 and not seen_any and stderr and not out.done:
+        raise WorkspaceError(
+            f"ripgrep refused the search: {stderr}. Check the regular expression (or pass "
+            "fixed_strings=true to search for the text literally)"
+        )
+
+
+def _rg_path(value: dict[str, Any]) -> str:
+    text = value["text"] if "text" in value else os.fsdecode(base64.b64decode(value["bytes"]))
+    return text[2:] if text.startswith("./") else text
+
+
+def _rg_bytes(value: dict[str, Any]) -> bytes:
+    if "text" in value:
+        return str(value["text"]).encode("utf-8")
+    return base64.b64decode(value["bytes"])
