@@ -13,9 +13,34 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from toolwire.errors import ConfigError
+
+
+class McpServerConfig(BaseModel):
+    """An MCP server toolwire itself knows: a stdio command or a URL, credentials from env."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    label: str
+    url: str | None = None
+    command: str | None = None
+    args: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    headers_env: dict[str, str] = Field(
+        default_factory=dict, description="header name -> environment variable holding its value"
+    )
+    authorization_env: str | None = Field(default=None, description="env var holding a bearer token")
+    default: bool = Field(default=False, description="offer it to every request")
+    require_approval: Any = "never"
+    allowed_tools: list[str] | None = None
+
+    @model_validator(mode="after")
+    def _one_transport(self) -> McpServerConfig:
+        if (self.url is None) == (self.command is None):
+            raise ValueError(f"MCP server {self.label!r} needs exactly one of url and command")
+        return self
 
 
 class ServerConfig(BaseModel):
@@ -38,6 +63,9 @@ class ServerConfig(BaseModel):
     leak_retries: int = 2
     max_iterations: int = 20
     log_level: str = "info"
+    mcp_servers: list[McpServerConfig] = Field(default_factory=list)
+    mcp_idle_seconds: float = 300.0
+    mcp_call_timeout: float = 60.0
 
 
 def load_config(path: Path | None, flags: dict[str, Any]) -> ServerConfig:

@@ -31,13 +31,13 @@ class Gateway:
 
 
 @contextmanager
-def running_gateway(db: Path) -> Iterator[Gateway]:
+def running_gateway(db: Path, extra: tuple[str, ...] = ()) -> Iterator[Gateway]:
     """`toolwire serve` as a child process, with a 2 s upstream read timeout and no retries."""
     port = free_port()
     with ScriptedUpstream() as upstream:
         args = [
             "serve", "--upstream", upstream.base_url, "--db", f"sqlite:///{db}",
-            "--port", str(port), "--tool", "toolwire.demo_tools:ALL",
+            "--port", str(port), "--tool", "toolwire.demo_tools:ALL", *extra,
         ]
         base = f"http://127.0.0.1:{port}"
         saved = {k: os.environ.get(k) for k in ("TOOLWIRE_READ_TIMEOUT", "TOOLWIRE_MAX_RETRIES")}

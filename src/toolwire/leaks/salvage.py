@@ -11,7 +11,8 @@ saw, then interprets their arguments:
   trimmed text is exactly `true`/`false`, an integer of at most 15 digits (longer ones are IDs
   and phone numbers, kept as text), a decimal of at most 15 significant digits, or a JSON object
   or array. Everything else, `null` and quoted strings included, stays a string. DSML's
-  `string="true"` always means a string and `string="false"` means JSON.
+  `string="true"` always means a string and `string="false"` means JSON (kept as text if
+  it does not parse).
 - Pythonic calls: each keyword value through `ast.literal_eval` (JSON's `true`/`false`/`null`
   allowed, as OLMo writes them); anything else is refused, never evaluated.
 

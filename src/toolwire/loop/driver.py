@@ -316,7 +316,8 @@ class _Run:
 
         waiting = [c for c in runnable if self.needs_decision(c)]
         if waiting:
-            return AwaitApproval(waiting)
+            runnable = [c for c in runnable if c not in waiting]
+            calls = [c for c in calls if c not in waiting]
 
         for call in runnable:
             self.emit(ToolExecutionStarted(call))
@@ -331,6 +332,9 @@ class _Run:
         if returned:
             state.pending_calls = returned
             self.emit(ToolCallsReturned(returned))
+        if waiting:
+            return AwaitApproval(waiting)
+        if returned:
             return Finish("completed")
         repeated = self.repeated_failure(calls, results)
         if repeated is not None:

@@ -65,6 +65,10 @@ def normalize_input(value: str | list[Any], param: str = "input") -> list[dict[s
                     f"{where}.output must be a string", param=f"{where}.output"
                 )
             item.setdefault("status", "completed")
+        elif kind == "mcp_approval_response":
+            _require_str(item, ("approval_request_id",), where)
+            if not isinstance(item.get("approve"), bool):
+                raise InvalidRequestError(f"{where}.approve must be a boolean", param=f"{where}.approve")
         elif kind not in _ITEM_PREFIX:
             raise InvalidRequestError(
                 f"{where}.type {kind!r} is not supported; supported: {', '.join(_ITEM_PREFIX)}",
@@ -139,10 +143,24 @@ def _user_content(content: list[dict[str, Any]]) -> str | list[dict[str, Any]]:
     return parts
 
 
-def items_to_transcript(items: list[dict[str, Any]]) -> Transcript:
-    """Stored or input items -> the transcript the model sees."""
+UNANSWERED_APPROVAL = (
+    "not run: the call waited for approval and no decision for it was given (or its approval "
+    "had already been used)"
+)
+
+
+def items_to_transcript(
+    items: list[dict[str, Any]], answering: frozenset[str] = frozenset()
+) -> Transcript:
+    """Stored or input items -> the transcript the model sees.
+
+    An `mcp_approval_request` becomes the call it asks about. Unless its id is in `answering`
+    (the loop is about to run or deny it), it gets a result saying it did not run, so every
+    call in the transcript has its result.
+    """
     transcript: Transcript = []
     names: dict[str, str] = {}
+    answered = {item.get("approval_request_id") for item in items if item.get("type") == "mcp_call"}
 
     def open_assistant() -> AssistantMessage:
         last = transcript[-1] if transcript else None
@@ -179,8 +197,18 @@ def items_to_transcript(items: list[dict[str, Any]]) -> Transcript:
             transcript.append(
                 ToolMessage(call_id, name, render_envelope(name, ok=True, output=text))
             )
+        elif kind == "mcp_approval_request":
+            request_id = item["id"]
+            if request_id in answered:
+                continue  # its mcp_call item carries the call and its result
+            call = _call(request_id, item["name"], item.get("arguments", ""))
+            open_assistant().tool_calls.append(call)
+            if request_id not in answering:
+                envelope = render_envelope(call.name, ok=False, error=UNANSWERED_APPROVAL)
+                transcript.append(ToolMessage(call.id, call.name, envelope))
         elif kind == "mcp_call":
-            call = _call(item.get("id", new_id("call")), item["name"], item.get("arguments", ""))
+            call_id = item.get("approval_request_id") or item.get("id") or new_id("call")
+            call = _call(call_id, item["name"], item.get("arguments", ""))
             open_assistant().tool_calls.append(call)
             error = item.get("error")
             envelope = render_envelope(

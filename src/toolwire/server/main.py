@@ -12,8 +12,10 @@ from toolwire.config import ServerConfig
 from toolwire.errors import ConfigError
 from toolwire.loop.state import LoopSettings
 from toolwire.server.app import create_app
+from toolwire.server.mcp_tools import configured_server
 from toolwire.server.responses_service import ResponsesService
 from toolwire.store.database import Store
+from toolwire.tools.mcp.pool import McpPool
 from toolwire.tools.base import Tool, tool
 from toolwire.upstream.chat_completions import ChatCompletionsConfig, ChatCompletionsUpstream
 
@@ -49,7 +51,10 @@ async def build_app(config: ServerConfig) -> Starlette:
             max_retries=config.max_retries,
         )
     )
+    for server in config.mcp_servers:
+        configured_server(server)  # credentials from env: fail at start-up, not per request
     store = await Store.open(config.db)
+    pool = McpPool(idle_seconds=config.mcp_idle_seconds)
     service = ResponsesService(
         upstream=upstream,
         store=store,
@@ -60,12 +65,15 @@ async def build_app(config: ServerConfig) -> Starlette:
             leak_retries=config.leak_retries,
             max_iterations=config.max_iterations,
         ),
+        mcp_servers=config.mcp_servers,
+        mcp_pool=pool,
+        mcp_call_timeout=config.mcp_call_timeout,
     )
     return create_app(
         upstream=upstream,
         store=store,
         responses=service,
-        on_shutdown=[upstream.aclose, store.close],
+        on_shutdown=[pool.close, upstream.aclose, store.close],
     )
 
 

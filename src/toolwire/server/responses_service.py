@@ -12,15 +12,26 @@ from typing import Any
 
 import orjson
 
+from toolwire.config import McpServerConfig
 from toolwire.errors import InvalidRequestError, NotFoundError, ToolwireError
 from toolwire.loop.driver import LoopDriver
-from toolwire.loop.items import items_to_transcript, normalize_input
+from toolwire.loop.items import _call, items_to_transcript, normalize_input
 from toolwire.loop.state import LoopRequest, LoopSettings, LoopState
+from toolwire.server.mcp_tools import McpServerUse, configured_use, redacted, request_use
 from toolwire.server.requests import CreateResponse, parse_create
 from toolwire.server.responses_sink import ResponseBuilder
 from toolwire.store.database import Store
 from toolwire.tools.base import Tool
-from toolwire.transcript import ToolSpec
+from toolwire.tools.envelope import render_envelope
+from toolwire.tools.mcp.connection import McpConnectionError
+from toolwire.tools.mcp.pool import McpPool
+from toolwire.tools.mcp.toolset import (
+    McpTool,
+    definition_from_listing,
+    list_server_tools,
+    tool_listing,
+)
+from toolwire.transcript import ToolCall, ToolMessage, ToolSpec
 from toolwire.upstream.base import Upstream
 from toolwire.upstream.events import Usage
 from toolwire.wire import responses as wire
@@ -40,6 +51,8 @@ class Prepared:
     loop_request: LoopRequest
     settings: dict[str, Any]
     client_tools: set[str] = field(default_factory=set)
+    mcp: list[McpServerUse] = field(default_factory=list)
+    decisions: dict[str, bool] = field(default_factory=dict)
 
 
 class ResponsesService:
@@ -51,8 +64,14 @@ class ResponsesService:
         default_model: str | None = None,
         server_tools: list[Tool] | None = None,
         loop_settings: LoopSettings | None = None,
+        mcp_servers: list[McpServerConfig] | None = None,
+        mcp_pool: McpPool | None = None,
+        mcp_call_timeout: float = 60.0,
     ) -> None:
         self.driver = LoopDriver(upstream)
+        self.mcp_configs = {config.label: config for config in mcp_servers or []}
+        self.mcp_pool = mcp_pool or McpPool()
+        self.mcp_call_timeout = mcp_call_timeout
         self.store = store
         self.default_model = default_model
         self.server_tools = server_tools or []
@@ -83,8 +102,9 @@ class ResponsesService:
                 )
             history = await self.store.list_items(conversation_id)
         input_items = normalize_input(request.input)
-        client_specs = self._client_tools(request.tools)
+        client_specs, mcp_uses = self._request_tools(request.tools)
         tool_choice = self._tool_choice(request, client_specs)
+        decisions, resume = _approval_decisions(history, input_items)
         settings = LoopSettings(
             max_tool_calls=request.max_tool_calls,
             max_iterations=self.loop_settings.max_iterations,
@@ -96,7 +116,9 @@ class ResponsesService:
         )
         loop_request = LoopRequest(
             model=model,
-            input=items_to_transcript(history + input_items),
+            input=items_to_transcript(history + input_items, frozenset(decisions)),
+            resume_calls=resume,
+            approvals=dict(decisions),
             instructions=request.instructions,
             tools=self.server_tools,
             client_tools=client_specs,
@@ -121,6 +143,7 @@ class ResponsesService:
         )
         echo["text"].setdefault("verbosity", "medium")
         echo["top_logprobs"] = request.top_logprobs or 0
+        echo["tools"] = [redacted(t) if t.get("type") == "mcp" else t for t in request.tools]
         echo["truncation"] = request.truncation or "disabled"
         return Prepared(
             request=request,
@@ -132,33 +155,44 @@ class ResponsesService:
             loop_request=loop_request,
             settings=echo,
             client_tools={spec.name for spec in client_specs},
+            mcp=mcp_uses,
+            decisions=decisions,
         )
 
-    def _client_tools(self, tools: list[dict[str, Any]]) -> list[ToolSpec]:
+    def _request_tools(
+        self, tools: list[dict[str, Any]]
+    ) -> tuple[list[ToolSpec], list[McpServerUse]]:
         specs: list[ToolSpec] = []
+        uses: list[McpServerUse] = []
         for index, entry in enumerate(tools):
             kind = entry.get("type")
+            if kind == "mcp":
+                use = request_use(entry, index, self.mcp_configs)
+                if any(u.spec.label == use.spec.label for u in uses):
+                    raise InvalidRequestError(
+                        f"tools[{index}]: server_label {use.spec.label!r} is used twice",
+                        param=f"tools[{index}].server_label",
+                    )
+                uses.append(use)
+                continue
             if kind != "function":
                 raise InvalidRequestError(
-                    f"tools[{index}].type {kind!r} is not supported; supported: function",
+                    f"tools[{index}].type {kind!r} is not supported; supported: function, mcp",
                     param=f"tools[{index}].type",
                     code="unsupported_tool_type",
                 )
             name = entry.get("name")
             if not isinstance(name, str) or not name:
-                raise InvalidRequestError(
-                    f"tools[{index}].name must be a non-empty string", param=f"tools[{index}].name"
-                )
+                raise InvalidRequestError(f"tools[{index}].name must be a non-empty string", param=f"tools[{index}].name")
             parameters = entry.get("parameters") or {"type": "object", "properties": {}}
             if not isinstance(parameters, dict):
-                raise InvalidRequestError(
-                    f"tools[{index}].parameters must be a JSON schema object",
-                    param=f"tools[{index}].parameters",
-                )
-            specs.append(
-                ToolSpec(name, entry.get("description") or "", parameters, entry.get("strict"))
-            )
-        return specs
+                raise InvalidRequestError(f"tools[{index}].parameters must be a JSON schema object", param=f"tools[{index}].parameters")
+            specs.append(ToolSpec(name, entry.get("description") or "", parameters, entry.get("strict")))
+        labels = {use.spec.label for use in uses}
+        for config in self.mcp_configs.values():
+            if config.default and config.label not in labels:
+                uses.append(configured_use(config))
+        return specs, uses
 
     def _tool_choice(self, request: CreateResponse, specs: list[ToolSpec]) -> str | dict[str, Any]:
         choice = request.tool_choice
@@ -174,6 +208,63 @@ class ResponsesService:
                     f"tool_choice names an unknown tool {choice['name']!r}", param="tool_choice"
                 )
         return choice
+
+    # -- MCP and approvals ----------------------------------------------------------------
+
+    async def _claim_approvals(self, prepared: Prepared) -> None:
+        """Each approval runs at most once, across every branch of history: the decision is
+        recorded atomically first, and a decision that was already recorded runs nothing."""
+        request = prepared.loop_request
+        for call in list(request.resume_calls):
+            approve = prepared.decisions[call.id]
+            if await self.store.claim_approval(call.id, prepared.response_id, approve, wire.now()):
+                continue
+            request.resume_calls.remove(call)
+            request.approvals.pop(call.id, None)
+            text = render_envelope(
+                call.name, ok=False, error="this approval was already used; the call did not run again"
+            )
+            request.input.append(ToolMessage(call.id, call.name, text))
+
+    async def _attach_mcp(self, prepared: Prepared, builder: ResponseBuilder) -> ToolwireError | None:
+        """List each MCP server's tools (unless this history already did) and offer them."""
+        builder.approval_ids = set(prepared.decisions)
+        known = {
+            item.get("server_label"): item
+            for item in prepared.history_items
+            if item.get("type") == "mcp_list_tools" and not item.get("error")
+        }
+        tools: list[Tool] = []
+        for use in prepared.mcp:
+            label = use.spec.label
+            listed = known.get(label)
+            if listed is not None:
+                definitions = [definition_from_listing(t) for t in listed.get("tools", [])]
+            else:
+                item = {"id": wire.new_id("mcpl"), "type": "mcp_list_tools", "server_label": label, "tools": [], "error": None}
+                index = builder.add_item(item)
+                builder.event("response.mcp_list_tools.in_progress", item_id=item["id"], output_index=index)
+                try:
+                    definitions = await list_server_tools(self.mcp_pool, use.spec)
+                except (McpConnectionError, Exception) as exc:
+                    message = f"could not list the tools of MCP server {label!r}: {exc}"
+                    item["error"] = message
+                    builder.event("response.mcp_list_tools.failed", item_id=item["id"], output_index=index)
+                    builder.finish_item(index)
+                    return McpListError(message, code="mcp_list_tools_failed")
+                if use.allowed is not None:
+                    definitions = [d for d in definitions if d.name in use.allowed]
+                item["tools"] = [tool_listing(d) for d in definitions]
+                builder.event("response.mcp_list_tools.completed", item_id=item["id"], output_index=index)
+                builder.finish_item(index)
+            if use.allowed is not None:
+                definitions = [d for d in definitions if d.name in use.allowed]
+            for definition in definitions:
+                tools.append(McpTool(use.spec, self.mcp_pool, definition, use.rule, self.mcp_call_timeout))
+                builder.server_labels[definition.name] = label
+        if tools:
+            prepared.loop_request.tools = [*self.server_tools, *tools]
+        return None
 
     # -- running --------------------------------------------------------------------------
 
@@ -235,7 +326,13 @@ class ResponsesService:
     ) -> tuple[dict[str, Any], LoopState | None]:
         """Run the loop and persist the outcome, also when cancelled (then stored incomplete)."""
         try:
-            state = await self.driver.run(prepared.loop_request, builder)
+            await self._claim_approvals(prepared)
+            failure = await self._attach_mcp(prepared, builder)
+            if failure is not None:
+                state = LoopState(transcript=[], output_start=0)
+                state.status, state.reason, state.error = "failed", failure.message, failure
+            else:
+                state = await self.driver.run(prepared.loop_request, builder)
         except asyncio.CancelledError:
             builder.close_open_items()
             body = self.response_body(prepared, "incomplete", builder, None)
@@ -334,6 +431,43 @@ class ResponsesService:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         return await self.store.get_response(response_id) or record
+
+
+class McpListError(ToolwireError):
+    """An MCP server's tools could not be listed (HTTP 424, as OpenAI answers)."""
+
+    status = 424
+    error_type = "external_connector_error"
+
+
+def _approval_decisions(
+    history: list[dict[str, Any]], input_items: list[dict[str, Any]]
+) -> tuple[dict[str, bool], list[ToolCall]]:
+    """Approval responses in the input -> decisions on pending requests, and the calls to run.
+
+    A response to a request already answered in this history, or a second response to the same
+    request, runs nothing. One that matches no request here is a stale id: a 400.
+    """
+    requests = {i["id"]: i for i in history if i.get("type") == "mcp_approval_request"}
+    answered = {i.get("approval_request_id") for i in history if i.get("type") in ("mcp_call", "mcp_approval_response")}
+    decisions: dict[str, bool] = {}
+    calls: list[ToolCall] = []
+    for position, item in enumerate(input_items):
+        if item.get("type") != "mcp_approval_response":
+            continue
+        request_id = item["approval_request_id"]
+        request = requests.get(request_id)
+        if request is None:
+            raise InvalidRequestError(
+                f"approval_request_id {request_id!r} matches no approval request in this "
+                "conversation (a stale or foreign id)",
+                param=f"input[{position}].approval_request_id",
+            )
+        if request_id in answered or request_id in decisions:
+            continue
+        decisions[request_id] = item["approve"]
+        calls.append(_call(request_id, request["name"], request.get("arguments", "")))
+    return decisions, calls
 
 
 def _response_format(request: CreateResponse) -> dict[str, Any] | None:

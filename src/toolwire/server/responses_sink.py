@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from toolwire.loop.events import (
+    ApprovalRequested,
     LoopEvent,
     ModelCallStarted,
     ModelTurnCompleted,
@@ -44,6 +45,7 @@ class ResponseBuilder:
         self._reasoning_text: list[str] = []
         self._calls: dict[str, int] = {}  # call id -> output index of its mcp_call item
         self.server_labels: dict[str, str] = {}  # tool name -> server_label (MCP servers)
+        self.approval_ids: set[str] = set()  # call ids that are answered approval requests
 
     # -- plumbing -------------------------------------------------------------------------
 
@@ -81,8 +83,30 @@ class ResponseBuilder:
             self._server_call_finished(
                 event.call, event.result.ok, event.result.output_text, event.result.error
             )
+        elif isinstance(event, ApprovalRequested):
+            self.close_open_items()
+            for call in event.calls:
+                self._approval_request(call)
         elif isinstance(event, ModelCallStarted):
             self.close_open_items()
+
+    def _approval_request(self, call: ToolCall) -> None:
+        item = {
+            "id": wire.new_id("mcpr"),
+            "type": "mcp_approval_request",
+            "server_label": self.server_labels.get(call.name, SERVER_TOOL_LABEL),
+            "name": call.name,
+            "arguments": arguments_text(call),
+        }
+        index = self._add(item)
+        self._done(index)
+
+    def add_item(self, item: dict[str, Any]) -> int:
+        """An item made outside the loop (an `mcp_list_tools`), opened; `finish_item` closes it."""
+        return self._add(item)
+
+    def finish_item(self, index: int) -> None:
+        self._done(index)
 
     def _reasoning_delta(self, text: str) -> None:
         if self._reasoning is None:
@@ -186,6 +210,7 @@ class ResponseBuilder:
             output=None,
             error=None,
             status="in_progress",
+            approval_request_id=call.id if call.id in self.approval_ids else None,
         )
         index = self._add(item)
         self._calls[call.id] = index

@@ -14,7 +14,13 @@ from platformdirs import user_data_dir
 from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from toolwire.store.tables import conversation_items, conversations, metadata, responses
+from toolwire.store.tables import (
+    approvals,
+    conversation_items,
+    conversations,
+    metadata,
+    responses,
+)
 
 
 def default_database_url() -> str:
@@ -222,3 +228,24 @@ class Store:
                 )
             )
         return bool(result.rowcount)
+
+    # -- approvals ------------------------------------------------------------------------
+
+    async def claim_approval(
+        self, approval_request_id: str, response_id: str, approve: bool, created_at: int
+    ) -> bool:
+        """Record a decision once. False if this approval request was already decided: the
+        caller then runs nothing (a replayed or duplicated approval)."""
+        try:
+            async with self.engine.begin() as connection:
+                await connection.execute(
+                    approvals.insert().values(
+                        approval_request_id=approval_request_id,
+                        response_id=response_id,
+                        approve=approve,
+                        created_at=created_at,
+                    )
+                )
+        except sa.exc.IntegrityError:
+            return False
+        return True

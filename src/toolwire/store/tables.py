@@ -43,3 +43,12 @@ conversation_items = sa.Table(
     sa.Column("created_at", sa.Integer, nullable=False),
     sa.Column("item", sa.JSON, nullable=False),
 )
+
+approvals = sa.Table(
+    "approvals",
+    metadata,
+    sa.Column("approval_request_id", sa.String(80), primary_key=True),
+    sa.Column("response_id", sa.String(80), nullable=False),
+    sa.Column("approve", sa.Boolean, nullable=False),
+    sa.Column("created_at", sa.Integer, nullable=False),
+)

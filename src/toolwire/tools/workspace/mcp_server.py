@@ -27,6 +27,7 @@ from mcp.server.stdio import stdio_server
 from toolwire.tools.base import Tool, ToolArgumentsError
 from toolwire.tools.envelope import sanitize
 from toolwire.tools.workspace.common import WorkspaceTool
+from toolwire.tools.workspace.errors import WorkspaceError
 from toolwire.tools.workspace.toolset import workspace_tools
 from toolwire.tools.workspace.workspace import Workspace
 
@@ -65,7 +66,7 @@ async def call_tool(tool: Tool, arguments: dict[str, Any]) -> types.CallToolResu
         seconds = tool.timeout if tool.timeout is not None else DEFAULT_TIMEOUT
         output = await asyncio.wait_for(tool.run(validated), seconds)
         text, failed = tool.render(output), False
-    except ToolArgumentsError as exc:
+    except (ToolArgumentsError, WorkspaceError) as exc:  # already worded for the model
         text, failed = str(exc), True
     except TimeoutError:
         text, failed = f"{tool.name} timed out", True

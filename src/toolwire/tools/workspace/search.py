@@ -3,8 +3,9 @@
 Both produce the same typed lines for the same tree, so the rendered text is identical:
 - the same files: ripgrep gets flags matching `ignore.IgnoreRules` when it walks the root
   itself, and an explicit file list (from the Python walker) otherwise;
-- the same binary rule: a file with a NUL byte in its first 8 KiB is skipped (ripgrep runs
-  with `--text` and the check is ours);
+- the same binary rule: a file with a NUL byte anywhere is skipped whole. Each file's lines
+  are held until its end is reached; ripgrep (no memory maps, so it sees every byte) reports
+  where it met a NUL in its `end` message, the Python search checks every line;
 - the same lines: split on `\\n`, matched with their `\\r`, shown without it; invalid UTF-8
   shown as U+FFFD; context merged the way ripgrep merges it;
 - the same order (`ignore.path_key`) and the same cap: the first `max_matches` matches, the
@@ -32,14 +33,14 @@ import orjson
 from toolwire.tools.workspace.errors import WorkspaceError
 from toolwire.tools.workspace.outputs import GrepLine
 
-BINARY_SNIFF_BYTES = 8192
 _ARGV_CHUNK_CHARS = 100_000
+_SCAN_CHUNK = 1024 * 1024
 _STREAM_LIMIT = 64 * 1024 * 1024
 _RG_FLAGS = (
     "--json",
     "--no-config",
     "--no-messages",
-    "--text",
+    "--no-mmap",
     "--encoding=none",
     "--sort=path",
 )
@@ -76,6 +77,27 @@ class Query:
 
 
 @dataclass(slots=True)
+class FileBuffer:
+    """One file's lines, held until the file is known not to be binary. Stores at most
+    `wanted` matches (and the lines before the last): past that nothing more is needed."""
+
+    path: str
+    wanted: int
+    lines: list[GrepLine] = field(default_factory=list)
+    matches: int = 0
+
+    @property
+    def full(self) -> bool:
+        return self.matches >= self.wanted
+
+    def add(self, number: int, text: str, is_match: bool) -> None:
+        if self.full:
+            return
+        self.lines.append(GrepLine(self.path, number, text, is_match))
+        self.matches += is_match
+
+
+@dataclass(slots=True)
 class Collector:
     """Lines in arrival order, capped at `max_matches` matches plus that last match's
     after-context; `done` tells a backend it can stop."""
@@ -86,6 +108,15 @@ class Collector:
     truncated: bool = False
     done: bool = False
     _tail: tuple[str, int] | None = None
+
+    def buffer(self, path: str) -> FileBuffer:
+        """A buffer for the next file: one match past the cap is enough to know there are
+        more."""
+        return FileBuffer(path, self.query.max_matches - self.match_count + 1)
+
+    def commit(self, buffer: FileBuffer) -> None:
+        for line in buffer.lines:
+            self.add(line.path, line.line, line.text, line.is_match)
 
     def add(self, path: str, number: int, text: str, is_match: bool) -> None:
         if self.done:
@@ -103,14 +134,6 @@ class Collector:
                 self._tail = (path, number + self.query.context)
 
 
-def is_binary(path: Path) -> bool:
-    try:
-        with path.open("rb") as handle:
-            return b"\x00" in handle.read(BINARY_SNIFF_BYTES)
-    except OSError:
-        return True
-
-
 def display_text(raw: bytes) -> str:
     """A line as shown: decoded (invalid UTF-8 as U+FFFD), without its `\\r`."""
     text = raw.decode("utf-8", "replace")
@@ -125,39 +148,46 @@ def python_search(root: Path, query: Query, files: Iterable[str]) -> Collector:
     regex = query.compiled()
     collector = Collector(query)
     for relative in files:
-        path = root / relative
-        if is_binary(path):
-            continue
         try:
-            _search_file(path, relative, regex, collector)
+            found = _search_file(root / relative, collector.buffer(relative), regex, query.context)
         except OSError:
             continue
+        if found is not None:
+            collector.commit(found)
         if collector.done:
             break
     return collector
 
 
-def _search_file(path: Path, relative: str, regex: re.Pattern[str], out: Collector) -> None:
-    context = out.query.context
+def _search_file(
+    path: Path, out: FileBuffer, regex: re.Pattern[str], context: int
+) -> FileBuffer | None:
+    """`out` filled with the file's matches and context, or None for a binary file."""
     before: deque[tuple[int, str]] = deque(maxlen=context or None)
     after_left = 0
     with path.open("rb") as handle:
         for number, raw in enumerate(handle, 1):
+            if b"\x00" in raw:
+                return None
             line = raw[:-1] if raw.endswith(b"\n") else raw
             text = line.decode("utf-8", "replace")
             if regex.search(text) is not None:
                 for earlier, earlier_text in before:
-                    out.add(relative, earlier, earlier_text, False)
+                    out.add(earlier, earlier_text, False)
                 before.clear()
-                out.add(relative, number, display_text(line), True)
+                out.add(number, display_text(line), True)
                 after_left = context
-                if out.done:
-                    return
+                if out.full:
+                    break
             elif after_left:
-                out.add(relative, number, display_text(line), False)
+                out.add(number, display_text(line), False)
                 after_left -= 1
             elif context:
                 before.append((number, display_text(line)))
+        while chunk := handle.read(_SCAN_CHUNK):
+            if b"\x00" in chunk:
+                return None
+    return out
 
 
 # -- ripgrep ----------------------------------------------------------------------------------
@@ -209,7 +239,7 @@ async def _run_rg(rg: str, root: Path, query: Query, targets: list[str], out: Co
     )
     assert process.stdout is not None and process.stderr is not None
     stderr_task = asyncio.ensure_future(process.stderr.read())
-    skipping: str | None = None
+    buffer: FileBuffer | None = None
     seen_any = finished = False
     try:
         async for raw in process.stdout:
@@ -217,15 +247,15 @@ async def _run_rg(rg: str, root: Path, query: Query, targets: list[str], out: Co
             kind = message.get("type")
             data = message.get("data", {})
             if kind == "begin":
-                relative = _rg_path(data["path"])
-                skipping = relative if is_binary(root / relative) else None
-            elif kind in ("match", "context"):
+                buffer = out.buffer(_rg_path(data["path"]))
+            elif kind in ("match", "context") and buffer is not None:
                 seen_any = True
-                relative = _rg_path(data["path"])
-                if relative == skipping:
-                    continue
                 text = display_text(_rg_bytes(data["lines"]).removesuffix(b"\n"))
-                out.add(relative, int(data["line_number"]), text, kind == "match")
+                buffer.add(int(data["line_number"]), text, kind == "match")
+            elif kind == "end" and buffer is not None:
+                if data.get("binary_offset") is None:
+                    out.commit(buffer)
+                buffer = None
                 if out.done:
                     break
         else:

@@ -1,0 +1,1 @@
+"""MCP servers as toolsets: connections (pooled), tools, approvals, readable results."""
