@@ -103,6 +103,9 @@ def serve(
         str | None, typer.Option(help="chat-completions base URL [env TOOLWIRE_UPSTREAM]")
     ] = None,
     model: Annotated[str | None, typer.Option(help="default model [env TOOLWIRE_MODEL]")] = None,
+    model_path: Annotated[
+        str | None, typer.Option(help="GGUF for the managed local model (when no --upstream)")
+    ] = None,
     api_key_env: Annotated[
         str | None, typer.Option(help="env var holding the upstream API key")
     ] = None,
@@ -121,6 +124,7 @@ def serve(
     flags = {
         "upstream": upstream,
         "model": model,
+        "model_path": model_path,
         "api_key_env": api_key_env,
         "db": db,
         "host": host,
@@ -165,10 +169,36 @@ def scripted_upstream(
 @app.command()
 def demo(
     scripted: Annotated[
-        bool, typer.Option("--scripted", help="use a scripted model (no model server needed)")
-    ] = True,
+        bool, typer.Option("--scripted", help="a scripted model instead of the local one")
+    ] = False,
+    model_path: Annotated[
+        Path | None, typer.Option(help="another GGUF file for the local model")
+    ] = None,
+    db: Annotated[
+        str | None, typer.Option(help="database URL (default: the user data dir)")
+    ] = None,
 ) -> None:
-    """A short multi-tool task, traced live: the agent checks the weather in two cities."""
+    """A short agent task, traced live: a real local model calls a weather tool through the
+    gateway. `--scripted` runs a multi-tool task on a scripted model instead (no model needed)."""
+    if scripted:
+        raise typer.Exit(_scripted_demo())
+    from rich.console import Console
+
+    from toolwire.demo import run_local_demo
+    from toolwire.upstream.local_llama import INSTALL_HINT, local_extra_installed
+
+    if not local_extra_installed():
+        typer.echo(f"toolwire demo: {INSTALL_HINT}; or try: toolwire demo --scripted", err=True)
+        raise typer.Exit(2)
+    try:
+        status = asyncio.run(run_local_demo(model_path, db, Console(highlight=False)))
+    except ToolwireError as exc:
+        typer.echo(f"toolwire demo: {exc.message}", err=True)
+        raise typer.Exit(2) from None
+    raise typer.Exit(status)
+
+
+def _scripted_demo() -> int:
     from toolwire.demo_tools import ALL
     from toolwire.testing.script import WEATHER_DEMO
     from toolwire.testing.scripted import ScriptedUpstream
@@ -179,7 +209,7 @@ def demo(
         status = asyncio.run(
             _run(server.base_url, "scripted-model", list(ALL), None, LoopSettings(), prompt)
         )
-    raise typer.Exit(0 if status == "completed" else 1)
+    return 0 if status == "completed" else 1
 
 
 def main() -> None:

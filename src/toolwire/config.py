@@ -31,7 +31,9 @@ class McpServerConfig(BaseModel):
     headers_env: dict[str, str] = Field(
         default_factory=dict, description="header name -> environment variable holding its value"
     )
-    authorization_env: str | None = Field(default=None, description="env var holding a bearer token")
+    authorization_env: str | None = Field(
+        default=None, description="env var holding a bearer token"
+    )
     default: bool = Field(default=False, description="offer it to every request")
     require_approval: Any = "never"
     allowed_tools: list[str] | None = None
@@ -46,7 +48,10 @@ class McpServerConfig(BaseModel):
 class ServerConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    upstream: str | None = Field(default=None, description="chat-completions base URL")
+    upstream: str | None = Field(
+        default=None, description="chat-completions base URL; none: the managed local model"
+    )
+    model_path: str | None = Field(default=None, description="GGUF for the managed local model")
     model: str | None = Field(default=None, description="default model when a request names none")
     api_key_env: str | None = None
     upstream_headers: dict[str, str] = Field(default_factory=dict)

@@ -36,8 +36,16 @@ def running_gateway(db: Path, extra: tuple[str, ...] = ()) -> Iterator[Gateway]:
     port = free_port()
     with ScriptedUpstream() as upstream:
         args = [
-            "serve", "--upstream", upstream.base_url, "--db", f"sqlite:///{db}",
-            "--port", str(port), "--tool", "toolwire.demo_tools:ALL", *extra,
+            "serve",
+            "--upstream",
+            upstream.base_url,
+            "--db",
+            f"sqlite:///{db}",
+            "--port",
+            str(port),
+            "--tool",
+            "toolwire.demo_tools:ALL",
+            *extra,
         ]
         base = f"http://127.0.0.1:{port}"
         saved = {k: os.environ.get(k) for k in ("TOOLWIRE_READ_TIMEOUT", "TOOLWIRE_MAX_RETRIES")}

@@ -21,7 +21,10 @@ FOLLOW_UP = "I could not make that call."
 
 def tools_of(case: dict[str, Any]) -> list[dict[str, Any]]:
     return [
-        {"type": "function", "function": {"name": n, "parameters": {"type": "object", "properties": {}}}}
+        {
+            "type": "function",
+            "function": {"name": n, "parameters": {"type": "object", "properties": {}}},
+        }
         for n in case.get("tools", [])
     ]
 
@@ -46,7 +49,9 @@ def naive_accumulate(chunks: list[Any]) -> tuple[str, list[dict[str, str]], str 
     return text, [calls[i] for i in sorted(calls)], finish
 
 
-def check_clean(case: dict[str, Any], calls: list[dict[str, str]], finish: str | None, text: str) -> None:
+def check_clean(
+    case: dict[str, Any], calls: list[dict[str, str]], finish: str | None, text: str
+) -> None:
     expect = case["expect"]
     declared = set(case.get("tools", []))
     wanted = [c for c in expect["calls"] if "parse_error" not in c]
@@ -122,7 +127,11 @@ def test_corpus_through_the_proxy_streaming(gw_for: Any, path: Path) -> None:
 
 def replay_streaming(gw: Gateway, case: dict[str, Any]) -> None:
     script(gw, case)
-    kwargs: dict[str, Any] = {"model": "m", "messages": [{"role": "user", "content": "go"}], "stream": True}
+    kwargs: dict[str, Any] = {
+        "model": "m",
+        "messages": [{"role": "user", "content": "go"}],
+        "stream": True,
+    }
     if case.get("tools"):
         kwargs["tools"] = tools_of(case)
     if "error" in case["expect"]:
@@ -133,13 +142,25 @@ def replay_streaming(gw: Gateway, case: dict[str, Any]) -> None:
     check_clean(case, calls, finish, text)
 
 
-WEATHER = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]
-LEAK = 'Checking.\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Oslo"}}\n</tool_call>'
+WEATHER = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+        },
+    }
+]
+LEAK = (
+    'Checking.\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Oslo"}}\n</tool_call>'
+)
 
 
 def test_leaked_call_is_retried_and_returned_as_a_real_call(gw: Gateway) -> None:
     gw.upstream.add(Reply(text=LEAK), Reply(tool_calls=[("get_weather", {"city": "Oslo"})]))
-    completion = gw.client.chat.completions.create(model="m", messages=[{"role": "user", "content": "Oslo?"}], tools=WEATHER)
+    completion = gw.client.chat.completions.create(
+        model="m", messages=[{"role": "user", "content": "Oslo?"}], tools=WEATHER
+    )
     choice = completion.choices[0]
     assert choice.finish_reason == "tool_calls"
     assert choice.message.tool_calls[0].function.arguments == '{"city":"Oslo"}'
@@ -149,7 +170,9 @@ def test_leaked_call_is_retried_and_returned_as_a_real_call(gw: Gateway) -> None
 def test_leaked_calls_past_the_cap_are_a_clear_error(gw: Gateway) -> None:
     gw.upstream.add(Reply(text=LEAK), Reply(text=LEAK), Reply(text=LEAK))
     with pytest.raises(openai.APIStatusError) as info:
-        gw.client.chat.completions.create(model="m", messages=[{"role": "user", "content": "Oslo?"}], tools=WEATHER)
+        gw.client.chat.completions.create(
+            model="m", messages=[{"role": "user", "content": "Oslo?"}], tools=WEATHER
+        )
     assert info.value.status_code == 502
     assert "tool-call parser" in info.value.message
 
@@ -159,25 +182,49 @@ def test_history_and_parameters_pass_through(gw: Gateway) -> None:
     messages = [
         {"role": "system", "content": "Be brief."},
         {"role": "user", "content": "Oslo?"},
-        {"role": "assistant", "content": None, "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city":  "Oslo"}'}}]},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "call_1",
+                    "type": "function",
+                    "function": {"name": "get_weather", "arguments": '{"city":  "Oslo"}'},
+                }
+            ],
+        },
         {"role": "tool", "tool_call_id": "call_1", "content": "4 °C, raw \\.ts$ text"},
     ]
     completion = gw.client.chat.completions.create(
-        model="m", messages=messages, tools=WEATHER, temperature=0.1, seed=7, stop=["\n\n"],
+        model="m",
+        messages=messages,
+        tools=WEATHER,
+        temperature=0.1,
+        seed=7,
+        stop=["\n\n"],
         stream_options=None,
     )
     assert completion.choices[0].message.content == "It is 4 °C."
     sent = gw.upstream.chat_requests[0].body
     assert sent["seed"] == 7 and sent["stop"] == ["\n\n"] and sent["temperature"] == 0.1
     assert sent["messages"][2]["tool_calls"][0]["function"]["arguments"] == '{"city":  "Oslo"}'
-    assert sent["messages"][3] == {"role": "tool", "tool_call_id": "call_1", "content": "4 °C, raw \\.ts$ text"}
+    assert sent["messages"][3] == {
+        "role": "tool",
+        "tool_call_id": "call_1",
+        "content": "4 °C, raw \\.ts$ text",
+    }
 
 
 def test_streaming_usage_and_done(gw: Gateway) -> None:
     gw.upstream.add(Reply(text="hello"))
-    chunks = list(gw.client.chat.completions.create(
-        model="m", messages=[{"role": "user", "content": "hi"}], stream=True, stream_options={"include_usage": True}
-    ))
+    chunks = list(
+        gw.client.chat.completions.create(
+            model="m",
+            messages=[{"role": "user", "content": "hi"}],
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+    )
     assert chunks[-1].usage is not None and chunks[-1].usage.total_tokens == 15
     assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == "hello"
 
@@ -187,5 +234,7 @@ def test_invalid_proxy_requests_are_400(gw: Gateway) -> None:
         gw.client.chat.completions.create(model="m", messages=[])
     assert info.value.body["param"] == "messages"  # type: ignore[index]
     with pytest.raises(openai.BadRequestError) as info:
-        gw.client.chat.completions.create(model="m", messages=[{"role": "user", "content": "x"}], tools=[{"type": "web"}])  # type: ignore[list-item]
+        gw.client.chat.completions.create(
+            model="m", messages=[{"role": "user", "content": "x"}], tools=[{"type": "web"}]
+        )  # type: ignore[list-item]
     assert info.value.body["param"] == "tools[0]"  # type: ignore[index]

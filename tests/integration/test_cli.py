@@ -12,7 +12,10 @@ from tests.processes import free_port, toolwire_process
 
 def test_demo_runs_a_traced_multi_tool_task() -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "toolwire", "demo"], capture_output=True, text=True, timeout=60
+        [sys.executable, "-m", "toolwire", "demo", "--scripted"],
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert done.returncode == 0, done.stdout + done.stderr
     out = done.stdout

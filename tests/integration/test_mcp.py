@@ -88,14 +88,22 @@ def mg(mcp_gateway: Gateway, calls_log: Path) -> Gateway:
 
 
 def demo_tool(url: str, **extra: Any) -> dict[str, Any]:
-    return {"type": "mcp", "server_label": "demo", "server_url": url, "authorization": TOKEN, **extra}
+    return {
+        "type": "mcp",
+        "server_label": "demo",
+        "server_url": url,
+        "authorization": TOKEN,
+        **extra,
+    }
 
 
 def logged(calls_log: Path) -> list[str]:
     return calls_log.read_text().splitlines()
 
 
-def test_list_and_call_over_streamable_http_with_secrets_redacted(mg: Gateway, mcp_url: str, calls_log: Path) -> None:
+def test_list_and_call_over_streamable_http_with_secrets_redacted(
+    mg: Gateway, mcp_url: str, calls_log: Path
+) -> None:
     mg.upstream.add(Reply(tool_calls=[("add", {"a": 2, "b": 3})]), Reply(text="2 + 3 = 5"))
     tool = demo_tool(mcp_url, require_approval="never", headers={"X-Team": "blue-secret"})
     response = mg.client.responses.create(model="m", input="2+3?", tools=[tool])
@@ -137,7 +145,9 @@ def test_allowed_tools_limit_what_is_offered(mg: Gateway, mcp_url: str) -> None:
 
 def test_approval_runs_exactly_once(mg: Gateway, mcp_url: str, calls_log: Path) -> None:
     tool = demo_tool(mcp_url, require_approval={"always": {"tool_names": ["delete_file"]}})
-    mg.upstream.add(Reply(text="I'll delete it.", tool_calls=[("delete_file", {"path": "old.txt"})]))
+    mg.upstream.add(
+        Reply(text="I'll delete it.", tool_calls=[("delete_file", {"path": "old.txt"})])
+    )
     asking = mg.client.responses.create(model="m", input="delete old.txt", tools=[tool])
     assert asking.status == "completed"
     request = [i for i in asking.output if i.type == "mcp_approval_request"]
@@ -145,7 +155,11 @@ def test_approval_runs_exactly_once(mg: Gateway, mcp_url: str, calls_log: Path) 
     assert json.loads(request[0].arguments) == {"path": "old.txt"}
     assert logged(calls_log) == []  # nothing ran before approval
 
-    approval = {"type": "mcp_approval_response", "approval_request_id": request[0].id, "approve": True}
+    approval = {
+        "type": "mcp_approval_response",
+        "approval_request_id": request[0].id,
+        "approve": True,
+    }
     mg.upstream.add(Reply(text="Deleted."))
     approved = mg.client.responses.create(
         model="m", previous_response_id=asking.id, tools=[tool], input=[approval, approval]
@@ -156,16 +170,22 @@ def test_approval_runs_exactly_once(mg: Gateway, mcp_url: str, calls_log: Path) 
     assert not [i for i in approved.output if i.type == "mcp_list_tools"]  # not listed again
     assert logged(calls_log) == ["delete_file old.txt"]
     tool_message = mg.upstream.chat_requests[1].body["messages"][-1]
-    assert tool_message["role"] == "tool" and tool_message["content"].endswith("output:\ndeleted old.txt")
+    assert tool_message["role"] == "tool" and tool_message["content"].endswith(
+        "output:\ndeleted old.txt"
+    )
 
     mg.upstream.add(Reply(text="Done already."))
-    replay = mg.client.responses.create(model="m", previous_response_id=asking.id, tools=[tool], input=[approval])
+    replay = mg.client.responses.create(
+        model="m", previous_response_id=asking.id, tools=[tool], input=[approval]
+    )
     assert replay.status == "completed"
     assert logged(calls_log) == ["delete_file old.txt"]  # the replayed approval ran nothing
     assert "already used" in mg.upstream.chat_requests[2].body["messages"][-1]["content"]
 
 
-def test_denied_call_is_reported_and_the_loop_goes_on(mg: Gateway, mcp_url: str, calls_log: Path) -> None:
+def test_denied_call_is_reported_and_the_loop_goes_on(
+    mg: Gateway, mcp_url: str, calls_log: Path
+) -> None:
     tool = demo_tool(mcp_url)  # require_approval defaults to "always"
     mg.upstream.add(Reply(tool_calls=[("delete_file", {"path": "precious.txt"})]))
     asking = mg.client.responses.create(model="m", input="delete it", tools=[tool])
@@ -175,7 +195,9 @@ def test_denied_call_is_reported_and_the_loop_goes_on(mg: Gateway, mcp_url: str,
         model="m",
         previous_response_id=asking.id,
         tools=[tool],
-        input=[{"type": "mcp_approval_response", "approval_request_id": request.id, "approve": False}],
+        input=[
+            {"type": "mcp_approval_response", "approval_request_id": request.id, "approve": False}
+        ],
     )
     assert denied.output_text == "Understood, I left it alone."
     assert logged(calls_log) == []
@@ -191,7 +213,13 @@ def test_stale_approval_id_is_400(mg: Gateway, mcp_url: str) -> None:
             model="m",
             previous_response_id=first.id,
             tools=[demo_tool(mcp_url)],
-            input=[{"type": "mcp_approval_response", "approval_request_id": "mcpr_nope", "approve": True}],
+            input=[
+                {
+                    "type": "mcp_approval_response",
+                    "approval_request_id": "mcpr_nope",
+                    "approve": True,
+                }
+            ],
         )
     assert info.value.body["param"] == "input[0].approval_request_id"  # type: ignore[index]
 
@@ -211,7 +239,9 @@ def test_streaming_emits_mcp_events(mg: Gateway, mcp_url: str) -> None:
         "response.mcp_call.completed",
     ):
         assert kind in kinds
-    assert kinds.index("response.mcp_list_tools.completed") < kinds.index("response.mcp_call.in_progress")
+    assert kinds.index("response.mcp_list_tools.completed") < kinds.index(
+        "response.mcp_call.in_progress"
+    )
     assert [i.type for i in final.output] == ["mcp_list_tools", "mcp_call", "message"]
     assert final.output[1].output == "2"
 
@@ -254,7 +284,11 @@ def test_stdio_server_dying_mid_call_fails_the_call_and_the_loop_goes_on(mg: Gat
 
 
 def test_unreachable_server_url(mg: Gateway) -> None:
-    tool = {"type": "mcp", "server_label": "gone", "server_url": f"http://127.0.0.1:{free_port()}/mcp"}
+    tool = {
+        "type": "mcp",
+        "server_label": "gone",
+        "server_url": f"http://127.0.0.1:{free_port()}/mcp",
+    }
     with pytest.raises(openai.APIStatusError) as info:
         mg.client.responses.create(model="m", input="x", tools=[tool])
     assert info.value.status_code == 424
@@ -268,7 +302,9 @@ def test_unreachable_server_url(mg: Gateway) -> None:
 
 
 def test_mcp_server_time_over_stdio(mg: Gateway) -> None:
-    mg.upstream.add(Reply(tool_calls=[("get_current_time", {"timezone": "UTC"})]), Reply(text="It is now."))
+    mg.upstream.add(
+        Reply(tool_calls=[("get_current_time", {"timezone": "UTC"})]), Reply(text="It is now.")
+    )
     response = mg.client.responses.create(
         model="m", input="time?", tools=[{"type": "mcp", "server_label": "time"}]
     )

@@ -1,7 +1,7 @@
 """A small MCP server for the tests, built with the official SDK (`MCPServer`, formerly FastMCP).
 
-    python tests/mcp_servers/demo_server.py stdio
-    python tests/mcp_servers/demo_server.py http PORT [REQUIRED_BEARER_TOKEN]
+python tests/mcp_servers/demo_server.py stdio
+python tests/mcp_servers/demo_server.py http PORT [REQUIRED_BEARER_TOKEN]
 """
 
 from __future__ import annotations

@@ -60,7 +60,7 @@ async def test_exec_renders_exit_code_and_both_streams(tmp_path: Path) -> None:
 async def test_exec_timeout_kills_the_process_group(tmp_path: Path) -> None:
     ws = Workspace(tmp_path, allow_exec=True)
     started = time.monotonic()
-    result = await run(ws, command="sleep 60 & echo $! > child.pid; echo started; wait", timeout=1)
+    result = await run(ws, command="sleep 60 & echo $! > child.pid; echo started; wait", timeout=2)
     assert time.monotonic() - started < 30  # generous: the point is "not 60 seconds"
     assert result.timed_out and result.exit_code == -9
     assert result.stdout == "started\n"

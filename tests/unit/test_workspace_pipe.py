@@ -167,3 +167,15 @@ async def test_pipe_errors_name_the_step(
     with pytest.raises(WorkspaceError) as caught:
         await run_pipe(ws, *steps)
     assert message in str(caught.value)
+
+
+async def test_reading_many_files_stops_at_the_output_cap_and_says_so(tmp_path: Path) -> None:
+    for i in range(6):
+        (tmp_path / f"f{i}.txt").write_text("".join(f"{'z' * 60} {n}\n" for n in range(10)))
+    ws = Workspace(tmp_path, max_output_chars=1500)
+    _, text = await run_pipe(
+        ws, {"tool": "find", "args": {"pattern": "*.txt"}}, {"tool": "read_file"}
+    )
+    assert text.startswith("==> f0.txt <==\n     1\t" + "z" * 60 + " 0\n")
+    assert text.endswith("more files not shown: output cap reached; read them one by one]")
+    assert "==> f5.txt <==" not in text

@@ -69,6 +69,13 @@ def tree(tmp_path: Path) -> Path:
         ),
         "unicode.txt": "Grüße HELLO naïve\nплохо hello\n",
         "long.txt": "hello " + "w" * 3000 + "\n",
+        "vendor/lib/.git/HEAD": "ref: refs/heads/main\n",
+        "vendor/lib/.gitignore": "*.tmp\n",
+        "vendor/lib/nested.log": "hello nested repo log\n",
+        "vendor/lib/skip.tmp": "hello nested tmp\n",
+        "vendor/sub2/.git": "gitdir: ../../.git/modules/sub2\n",
+        "vendor/sub2/mod.log": "hello submodule log\n",
+        "vendor/plain.log": "hello vendor log\n",
     }
     for relative, content in files.items():
         write(root, relative, content)

@@ -29,9 +29,13 @@ def _text(content: Any, where: str) -> str:
         return content
     if isinstance(content, list):
         return "".join(
-            part.get("text", "") for part in content if isinstance(part, dict) and isinstance(part.get("text"), str)
+            part.get("text", "")
+            for part in content
+            if isinstance(part, dict) and isinstance(part.get("text"), str)
         )
-    raise InvalidRequestError(f"{where}.content must be a string or a list of parts", param=f"{where}.content")
+    raise InvalidRequestError(
+        f"{where}.content must be a string or a list of parts", param=f"{where}.content"
+    )
 
 
 def chat_to_transcript(messages: Any) -> Transcript:
@@ -48,25 +52,39 @@ def chat_to_transcript(messages: Any) -> Transcript:
             transcript.append(SystemMessage(_text(content, where)))
         elif role == "user":
             if not isinstance(content, str | list):
-                raise InvalidRequestError(f"{where}.content must be a string or a list of parts", param=f"{where}.content")
+                raise InvalidRequestError(
+                    f"{where}.content must be a string or a list of parts", param=f"{where}.content"
+                )
             transcript.append(UserMessage(content))
         elif role == "assistant":
-            calls = [_call(call, f"{where}.tool_calls[{n}]") for n, call in enumerate(message.get("tool_calls") or [])]
+            calls = [
+                _call(call, f"{where}.tool_calls[{n}]")
+                for n, call in enumerate(message.get("tool_calls") or [])
+            ]
             legacy = message.get("function_call")
             if isinstance(legacy, dict) and not calls:
-                calls.append(_call({"id": f"call_legacy_{index}", "function": legacy}, f"{where}.function_call"))
+                calls.append(
+                    _call(
+                        {"id": f"call_legacy_{index}", "function": legacy}, f"{where}.function_call"
+                    )
+                )
             transcript.append(AssistantMessage(_text(content, where), calls))
         elif role == "tool":
             call_id = message.get("tool_call_id")
             if not isinstance(call_id, str):
-                raise InvalidRequestError(f"{where}.tool_call_id must be a string", param=f"{where}.tool_call_id")
-            transcript.append(ToolMessage(call_id, message.get("name") or "", _text(content, where)))
+                raise InvalidRequestError(
+                    f"{where}.tool_call_id must be a string", param=f"{where}.tool_call_id"
+                )
+            transcript.append(
+                ToolMessage(call_id, message.get("name") or "", _text(content, where))
+            )
         elif role == "function":
             name = message.get("name") or ""
             transcript.append(ToolMessage(f"call_legacy_{index - 1}", name, _text(content, where)))
         else:
             raise InvalidRequestError(
-                f"{where}.role must be system, developer, user, assistant or tool", param=f"{where}.role"
+                f"{where}.role must be system, developer, user, assistant or tool",
+                param=f"{where}.role",
             )
     return transcript
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Callable
+from typing import Any
 
 import orjson
 
@@ -128,7 +129,7 @@ class _Run:
             model=req.model,
             transcript=transcript,
             tools=specs,
-            tool_choice=req.tool_choice if specs else None,
+            tool_choice=self.tool_choice() if specs else None,
             parallel_tool_calls=req.parallel_tool_calls if specs else None,
             temperature=req.temperature,
             top_p=req.top_p,
@@ -137,6 +138,14 @@ class _Run:
             stream=self.settings.stream,
             extra_body=req.extra_body,
         )
+
+    def tool_choice(self) -> str | dict[str, Any] | None:
+        """A forced choice (`required`, a named function) applies until a tool has run; after
+        that the model must be free to answer, or it could only ever call tools again."""
+        choice = self.request.tool_choice
+        if self.state.tool_calls_made and choice not in (None, "auto", "none"):
+            return "auto"
+        return choice
 
     async def call_model(self) -> NextAction:
         state = self.state

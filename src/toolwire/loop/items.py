@@ -68,7 +68,9 @@ def normalize_input(value: str | list[Any], param: str = "input") -> list[dict[s
         elif kind == "mcp_approval_response":
             _require_str(item, ("approval_request_id",), where)
             if not isinstance(item.get("approve"), bool):
-                raise InvalidRequestError(f"{where}.approve must be a boolean", param=f"{where}.approve")
+                raise InvalidRequestError(
+                    f"{where}.approve must be a boolean", param=f"{where}.approve"
+                )
         elif kind not in _ITEM_PREFIX:
             raise InvalidRequestError(
                 f"{where}.type {kind!r} is not supported; supported: {', '.join(_ITEM_PREFIX)}",

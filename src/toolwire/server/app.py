@@ -50,7 +50,9 @@ def create_app(
         call = proxy.prepare(await read_json(request))
         if call.stream:
             return StreamingResponse(
-                proxy.stream(call), media_type="text/event-stream", headers={"cache-control": "no-cache"}
+                proxy.stream(call),
+                media_type="text/event-stream",
+                headers={"cache-control": "no-cache"},
             )
         return ORJSONResponse(await proxy.complete(call))
 

@@ -34,9 +34,21 @@ from toolwire.wire.responses import new_id, now
 from toolwire.wire.sse import DONE_FRAME, encode_event
 
 _HANDLED = {
-    "model", "messages", "tools", "tool_choice", "parallel_tool_calls", "stream", "stream_options",
-    "temperature", "top_p", "max_tokens", "max_completion_tokens", "response_format", "functions",
-    "function_call", "n",
+    "model",
+    "messages",
+    "tools",
+    "tool_choice",
+    "parallel_tool_calls",
+    "stream",
+    "stream_options",
+    "temperature",
+    "top_p",
+    "max_tokens",
+    "max_completion_tokens",
+    "response_format",
+    "functions",
+    "function_call",
+    "n",
 }
 _END = object()
 
@@ -52,7 +64,9 @@ class ProxyCall:
 
 
 class ChatProxy:
-    def __init__(self, driver: LoopDriver, settings: LoopSettings, default_model: str | None) -> None:
+    def __init__(
+        self, driver: LoopDriver, settings: LoopSettings, default_model: str | None
+    ) -> None:
         self.driver = driver
         self.settings = settings
         self.default_model = default_model
@@ -71,8 +85,12 @@ class ChatProxy:
             raise InvalidRequestError("max_tokens must be a positive integer", param="max_tokens")
         for name, low, high in (("temperature", 0, 2), ("top_p", 0, 1)):
             value = body.get(name)
-            if value is not None and (not isinstance(value, int | float) or not low <= value <= high):
-                raise InvalidRequestError(f"{name} must be a number between {low} and {high}", param=name)
+            if value is not None and (
+                not isinstance(value, int | float) or not low <= value <= high
+            ):
+                raise InvalidRequestError(
+                    f"{name} must be a number between {low} and {high}", param=name
+                )
         settings = LoopSettings(
             max_iterations=self.settings.max_iterations,
             leak_mode=self.settings.leak_mode,
@@ -83,7 +101,9 @@ class ChatProxy:
         tool_choice = body.get("tool_choice")
         if tool_choice is None and isinstance(body.get("function_call"), str | dict):
             legacy = body["function_call"]
-            tool_choice = legacy if isinstance(legacy, str) else {"type": "function", "function": legacy}
+            tool_choice = (
+                legacy if isinstance(legacy, str) else {"type": "function", "function": legacy}
+            )
         request = LoopRequest(
             model=model,
             input=chat_to_transcript(body.get("messages")),
@@ -98,7 +118,9 @@ class ChatProxy:
             extra_body={k: v for k, v in body.items() if k not in _HANDLED} or None,
         )
         options = body.get("stream_options") or {}
-        return ProxyCall(request, model, bool(body.get("stream")), bool(options.get("include_usage")))
+        return ProxyCall(
+            request, model, bool(body.get("stream")), bool(options.get("include_usage"))
+        )
 
     # -- non-streaming --------------------------------------------------------------------
 
@@ -120,7 +142,14 @@ class ChatProxy:
             "object": "chat.completion",
             "created": call.created,
             "model": call.model,
-            "choices": [{"index": 0, "message": message, "finish_reason": _finish_reason(finished), "logprobs": None}],
+            "choices": [
+                {
+                    "index": 0,
+                    "message": message,
+                    "finish_reason": _finish_reason(finished),
+                    "logprobs": None,
+                }
+            ],
             "usage": _usage(state.usage),
         }
 
@@ -136,10 +165,20 @@ class ChatProxy:
                 queue.put_nowait(_END)
 
         task = asyncio.create_task(produce())
-        base = {"id": call.completion_id, "object": "chat.completion.chunk", "created": call.created, "model": call.model}
+        base = {
+            "id": call.completion_id,
+            "object": "chat.completion.chunk",
+            "created": call.created,
+            "model": call.model,
+        }
 
         def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
-            payload = {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}]}
+            payload = {
+                **base,
+                "choices": [
+                    {"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}
+                ],
+            }
             return encode_event(orjson.dumps(payload))
 
         try:
@@ -179,9 +218,14 @@ def _tools(tools: Any, functions: Any) -> list[ToolSpec]:
         if not isinstance(tools, list):
             raise InvalidRequestError("tools must be a list", param="tools")
         for index, tool in enumerate(tools):
-            if not isinstance(tool, dict) or tool.get("type") != "function" or not isinstance(tool.get("function"), dict):
+            if (
+                not isinstance(tool, dict)
+                or tool.get("type") != "function"
+                or not isinstance(tool.get("function"), dict)
+            ):
                 raise InvalidRequestError(
-                    f"tools[{index}] must be {{type: function, function: {{...}}}}", param=f"tools[{index}]"
+                    f"tools[{index}] must be {{type: function, function: {{...}}}}",
+                    param=f"tools[{index}]",
                 )
             entries.append((f"tools[{index}].function", tool["function"]))
     if isinstance(functions, list):
@@ -189,14 +233,22 @@ def _tools(tools: Any, functions: Any) -> list[ToolSpec]:
     for where, function in entries:
         name = function.get("name") if isinstance(function, dict) else None
         if not isinstance(name, str) or not name:
-            raise InvalidRequestError(f"{where}.name must be a non-empty string", param=f"{where}.name")
+            raise InvalidRequestError(
+                f"{where}.name must be a non-empty string", param=f"{where}.name"
+            )
         parameters = function.get("parameters") or {"type": "object", "properties": {}}
-        specs.append(ToolSpec(name, function.get("description") or "", parameters, function.get("strict")))
+        specs.append(
+            ToolSpec(name, function.get("description") or "", parameters, function.get("strict"))
+        )
     return specs
 
 
 def _call_json(call: ToolCall) -> dict[str, Any]:
-    return {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": arguments_text(call)}}
+    return {
+        "id": call.id,
+        "type": "function",
+        "function": {"name": call.name, "arguments": arguments_text(call)},
+    }
 
 
 def _finish_reason(finished: LoopFinished) -> str:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib
+from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import uvicorn
@@ -15,9 +17,10 @@ from toolwire.server.app import create_app
 from toolwire.server.mcp_tools import configured_server
 from toolwire.server.responses_service import ResponsesService
 from toolwire.store.database import Store
-from toolwire.tools.mcp.pool import McpPool
 from toolwire.tools.base import Tool, tool
+from toolwire.tools.mcp.pool import McpPool
 from toolwire.upstream.chat_completions import ChatCompletionsConfig, ChatCompletionsUpstream
+from toolwire.upstream.local_llama import ManagedLlamaServer
 
 
 def load_tool_objects(specs: list[str]) -> list[Tool]:
@@ -37,13 +40,18 @@ def load_tool_objects(specs: list[str]) -> list[Tool]:
 
 
 async def build_app(config: ServerConfig) -> Starlette:
-    if not config.upstream:
-        raise ConfigError(
-            "no upstream configured: pass --upstream http://host:port/v1 (or set TOOLWIRE_UPSTREAM)"
-        )
+    shutdown: list[Callable[[], Awaitable[None]]] = []
+    base_url = config.upstream
+    default_model = config.model
+    if not base_url:
+        local = ManagedLlamaServer(Path(config.model_path) if config.model_path else None)
+        await local.start()
+        shutdown.append(local.stop)
+        base_url = local.base_url
+        default_model = default_model or local.model_name
     upstream = ChatCompletionsUpstream(
         ChatCompletionsConfig(
-            base_url=config.upstream,
+            base_url=base_url,
             api_key_env=config.api_key_env,
             headers=config.upstream_headers,
             connect_timeout=config.connect_timeout,
@@ -58,7 +66,7 @@ async def build_app(config: ServerConfig) -> Starlette:
     service = ResponsesService(
         upstream=upstream,
         store=store,
-        default_model=config.model,
+        default_model=default_model,
         server_tools=load_tool_objects(config.tools),
         loop_settings=LoopSettings(
             leak_mode=config.leaked_calls,
@@ -73,7 +81,7 @@ async def build_app(config: ServerConfig) -> Starlette:
         upstream=upstream,
         store=store,
         responses=service,
-        on_shutdown=[pool.close, upstream.aclose, store.close],
+        on_shutdown=[pool.close, upstream.aclose, store.close, *shutdown],
     )
 
 

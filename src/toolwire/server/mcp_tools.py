@@ -17,8 +17,15 @@ from toolwire.tools.mcp.toolset import ApprovalRule, approval_rule
 
 REDACTED = "<redacted>"
 _KNOWN = {
-    "type", "server_label", "server_url", "headers", "authorization", "allowed_tools",
-    "require_approval", "server_description", "connector_id",
+    "type",
+    "server_label",
+    "server_url",
+    "headers",
+    "authorization",
+    "allowed_tools",
+    "require_approval",
+    "server_description",
+    "connector_id",
 }
 
 
@@ -37,13 +44,16 @@ def configured_server(config: McpServerConfig) -> McpServerSpec:
     for header, variable in config.headers_env.items():
         value = os.environ.get(variable)
         if value is None:
-            raise ConfigError(f"MCP server {config.label!r}: environment variable {variable} is not set")
+            raise ConfigError(
+                f"MCP server {config.label!r}: environment variable {variable} is not set"
+            )
         headers[header] = value
     if config.authorization_env:
         token = os.environ.get(config.authorization_env)
         if token is None:
+            variable = config.authorization_env
             raise ConfigError(
-                f"MCP server {config.label!r}: environment variable {config.authorization_env} is not set"
+                f"MCP server {config.label!r}: environment variable {variable} is not set"
             )
         headers["Authorization"] = f"Bearer {token}"
     return McpServerSpec(
@@ -58,7 +68,11 @@ def configured_server(config: McpServerConfig) -> McpServerSpec:
 
 def configured_use(config: McpServerConfig) -> McpServerUse:
     spec = configured_server(config)
-    echo = {"type": "mcp", "server_label": config.label, "require_approval": config.require_approval}
+    echo = {
+        "type": "mcp",
+        "server_label": config.label,
+        "require_approval": config.require_approval,
+    }
     if config.allowed_tools is not None:
         echo["allowed_tools"] = list(config.allowed_tools)
     return McpServerUse(
@@ -69,7 +83,9 @@ def configured_use(config: McpServerConfig) -> McpServerUse:
     )
 
 
-def request_use(entry: dict[str, Any], index: int, configured: dict[str, McpServerConfig]) -> McpServerUse:
+def request_use(
+    entry: dict[str, Any], index: int, configured: dict[str, McpServerConfig]
+) -> McpServerUse:
     where = f"tools[{index}]"
     unknown = set(entry) - _KNOWN
     if unknown:
@@ -77,7 +93,9 @@ def request_use(entry: dict[str, Any], index: int, configured: dict[str, McpServ
         raise InvalidRequestError(f"Unknown parameter: '{where}.{name}'.", param=f"{where}.{name}")
     label = entry.get("server_label")
     if not isinstance(label, str) or not label:
-        raise InvalidRequestError(f"{where}.server_label must be a non-empty string", param=f"{where}.server_label")
+        raise InvalidRequestError(
+            f"{where}.server_label must be a non-empty string", param=f"{where}.server_label"
+        )
     url = entry.get("server_url")
     rule_value = entry.get("require_approval")
     rule = approval_rule(rule_value, f"{where}.require_approval")
@@ -98,16 +116,28 @@ def request_use(entry: dict[str, Any], index: int, configured: dict[str, McpServ
         use.echo = echo
         return use
     if not isinstance(url, str) or not url.startswith(("http://", "https://")):
-        raise InvalidRequestError(f"{where}.server_url must be an http(s) URL", param=f"{where}.server_url")
+        raise InvalidRequestError(
+            f"{where}.server_url must be an http(s) URL", param=f"{where}.server_url"
+        )
     headers = entry.get("headers") or {}
-    if not isinstance(headers, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in headers.items()):
-        raise InvalidRequestError(f"{where}.headers must map strings to strings", param=f"{where}.headers")
+    if not isinstance(headers, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in headers.items()
+    ):
+        raise InvalidRequestError(
+            f"{where}.headers must map strings to strings", param=f"{where}.headers"
+        )
     headers = dict(headers)
     authorization = entry.get("authorization")
     if authorization is not None:
         if not isinstance(authorization, str):
-            raise InvalidRequestError(f"{where}.authorization must be a string", param=f"{where}.authorization")
-        headers["Authorization"] = authorization if authorization.lower().startswith("bearer ") else f"Bearer {authorization}"
+            raise InvalidRequestError(
+                f"{where}.authorization must be a string", param=f"{where}.authorization"
+            )
+        headers["Authorization"] = (
+            authorization
+            if authorization.lower().startswith("bearer ")
+            else f"Bearer {authorization}"
+        )
     return McpServerUse(McpServerSpec(label, url=url, headers=headers), allowed, rule, echo)
 
 

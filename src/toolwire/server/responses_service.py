@@ -183,11 +183,18 @@ class ResponsesService:
                 )
             name = entry.get("name")
             if not isinstance(name, str) or not name:
-                raise InvalidRequestError(f"tools[{index}].name must be a non-empty string", param=f"tools[{index}].name")
+                raise InvalidRequestError(
+                    f"tools[{index}].name must be a non-empty string", param=f"tools[{index}].name"
+                )
             parameters = entry.get("parameters") or {"type": "object", "properties": {}}
             if not isinstance(parameters, dict):
-                raise InvalidRequestError(f"tools[{index}].parameters must be a JSON schema object", param=f"tools[{index}].parameters")
-            specs.append(ToolSpec(name, entry.get("description") or "", parameters, entry.get("strict")))
+                raise InvalidRequestError(
+                    f"tools[{index}].parameters must be a JSON schema object",
+                    param=f"tools[{index}].parameters",
+                )
+            specs.append(
+                ToolSpec(name, entry.get("description") or "", parameters, entry.get("strict"))
+            )
         labels = {use.spec.label for use in uses}
         for config in self.mcp_configs.values():
             if config.default and config.label not in labels:
@@ -222,11 +229,15 @@ class ResponsesService:
             request.resume_calls.remove(call)
             request.approvals.pop(call.id, None)
             text = render_envelope(
-                call.name, ok=False, error="this approval was already used; the call did not run again"
+                call.name,
+                ok=False,
+                error="this approval was already used; the call did not run again",
             )
             request.input.append(ToolMessage(call.id, call.name, text))
 
-    async def _attach_mcp(self, prepared: Prepared, builder: ResponseBuilder) -> ToolwireError | None:
+    async def _attach_mcp(
+        self, prepared: Prepared, builder: ResponseBuilder
+    ) -> ToolwireError | None:
         """List each MCP server's tools (unless this history already did) and offer them."""
         builder.approval_ids = set(prepared.decisions)
         known = {
@@ -241,26 +252,40 @@ class ResponsesService:
             if listed is not None:
                 definitions = [definition_from_listing(t) for t in listed.get("tools", [])]
             else:
-                item = {"id": wire.new_id("mcpl"), "type": "mcp_list_tools", "server_label": label, "tools": [], "error": None}
+                item: dict[str, Any] = {
+                    "id": wire.new_id("mcpl"),
+                    "type": "mcp_list_tools",
+                    "server_label": label,
+                    "tools": [],
+                    "error": None,
+                }
                 index = builder.add_item(item)
-                builder.event("response.mcp_list_tools.in_progress", item_id=item["id"], output_index=index)
+                builder.event(
+                    "response.mcp_list_tools.in_progress", item_id=item["id"], output_index=index
+                )
                 try:
                     definitions = await list_server_tools(self.mcp_pool, use.spec)
                 except (McpConnectionError, Exception) as exc:
                     message = f"could not list the tools of MCP server {label!r}: {exc}"
                     item["error"] = message
-                    builder.event("response.mcp_list_tools.failed", item_id=item["id"], output_index=index)
+                    builder.event(
+                        "response.mcp_list_tools.failed", item_id=item["id"], output_index=index
+                    )
                     builder.finish_item(index)
                     return McpListError(message, code="mcp_list_tools_failed")
                 if use.allowed is not None:
                     definitions = [d for d in definitions if d.name in use.allowed]
                 item["tools"] = [tool_listing(d) for d in definitions]
-                builder.event("response.mcp_list_tools.completed", item_id=item["id"], output_index=index)
+                builder.event(
+                    "response.mcp_list_tools.completed", item_id=item["id"], output_index=index
+                )
                 builder.finish_item(index)
             if use.allowed is not None:
                 definitions = [d for d in definitions if d.name in use.allowed]
             for definition in definitions:
-                tools.append(McpTool(use.spec, self.mcp_pool, definition, use.rule, self.mcp_call_timeout))
+                tools.append(
+                    McpTool(use.spec, self.mcp_pool, definition, use.rule, self.mcp_call_timeout)
+                )
                 builder.server_labels[definition.name] = label
         if tools:
             prepared.loop_request.tools = [*self.server_tools, *tools]
@@ -449,7 +474,11 @@ def _approval_decisions(
     request, runs nothing. One that matches no request here is a stale id: a 400.
     """
     requests = {i["id"]: i for i in history if i.get("type") == "mcp_approval_request"}
-    answered = {i.get("approval_request_id") for i in history if i.get("type") in ("mcp_call", "mcp_approval_response")}
+    answered = {
+        i.get("approval_request_id")
+        for i in history
+        if i.get("type") in ("mcp_call", "mcp_approval_response")
+    }
     decisions: dict[str, bool] = {}
     calls: list[ToolCall] = []
     for position, item in enumerate(input_items):

@@ -19,7 +19,8 @@ from typing import Any
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.sse import sse_client
 from mcp.client.stdio import stdio_client
-from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 
 Opener = Callable[[], AbstractAsyncContextManager[Any]]
 
@@ -38,14 +39,16 @@ class McpConnection:
         self._stop = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
-    async def start(self, timeout: float = 30.0) -> None:
+    async def start(self, handshake_seconds: float = 30.0) -> None:
         ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._task = asyncio.create_task(self._own(ready), name=f"mcp {self.description}")
         try:
-            await asyncio.wait_for(asyncio.shield(ready), timeout)
+            await asyncio.wait_for(asyncio.shield(ready), handshake_seconds)
         except TimeoutError:
             await self.close()
-            raise McpConnectionError(f"{self.description}: no MCP handshake within {timeout:g} s") from None
+            raise McpConnectionError(
+                f"{self.description}: no MCP handshake within {handshake_seconds:g} s"
+            ) from None
 
     async def _own(self, ready: asyncio.Future[None]) -> None:
         try:
@@ -59,8 +62,10 @@ class McpConnection:
         except BaseException as exc:  # reported to whoever waits; the connection is dead
             self.broken = True
             if not ready.done():
-                error = exc if isinstance(exc, McpConnectionError) else McpConnectionError(
-                    f"{self.description}: {_reason(exc)}"
+                error = (
+                    exc
+                    if isinstance(exc, McpConnectionError)
+                    else McpConnectionError(f"{self.description}: {_reason(exc)}")
                 )
                 ready.set_exception(error)
             if isinstance(exc, asyncio.CancelledError):
@@ -71,7 +76,12 @@ class McpConnection:
 
     @property
     def alive(self) -> bool:
-        return not self.broken and self.session is not None and self._task is not None and not self._task.done()
+        return (
+            not self.broken
+            and self.session is not None
+            and self._task is not None
+            and not self._task.done()
+        )
 
     async def close(self) -> None:
         self._stop.set()
@@ -121,7 +131,8 @@ def stdio_opener(
         params = StdioServerParameters(
             command=command, args=args, env={**os.environ, **(env or {})}, cwd=cwd
         )
-        with open(os.devnull, "w") as errlog:  # a server's stderr chatter is not ours to print
+        # a server's stderr chatter is not ours to print; opening /dev/null never blocks
+        with open(os.devnull, "w") as errlog:  # noqa: ASYNC230
             async with stdio_client(params, errlog=errlog) as streams:
                 yield streams
 

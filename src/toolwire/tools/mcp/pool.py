@@ -38,7 +38,9 @@ class McpServerSpec:
 
     def key(self) -> tuple[str, str]:
         secret = "\n".join(f"{k.lower()}={v}" for k, v in sorted(self.headers.items()))
-        digest = hashlib.sha256((secret + "\n" + repr(sorted(self.env.items()))).encode()).hexdigest()
+        digest = hashlib.sha256(
+            (secret + "\n" + repr(sorted(self.env.items()))).encode()
+        ).hexdigest()
         return (self.where, digest)
 
 

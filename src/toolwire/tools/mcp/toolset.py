@@ -34,9 +34,13 @@ def approval_rule(value: Any, param: str) -> ApprovalRule:
     if value == "never":
         return lambda name: False
     if isinstance(value, dict) and len(value) == 1:
-        (mode, rule), = value.items()
+        ((mode, rule),) = value.items()
         names = rule.get("tool_names") if isinstance(rule, dict) else None
-        if mode in ("always", "never") and isinstance(names, list) and all(isinstance(n, str) for n in names):
+        if (
+            mode in ("always", "never")
+            and isinstance(names, list)
+            and all(isinstance(n, str) for n in names)
+        ):
             listed = frozenset(names)
             if mode == "never":
                 return lambda name: name not in listed
@@ -63,7 +67,9 @@ class McpTool(Tool):
         self.pool = pool
         self.name = definition.name
         self.description = definition.description or ""
-        self.input_schema: dict[str, Any] = dict(definition.input_schema or {"type": "object", "properties": {}})
+        self.input_schema: dict[str, Any] = dict(
+            definition.input_schema or {"type": "object", "properties": {}}
+        )
         self.timeout = timeout
         self.needs_approval = lambda arguments: rule(self.name)
 
@@ -105,13 +111,19 @@ class McpTool(Tool):
                 f"the MCP server '{self.server.label}' failed during the call: {_reason(exc)}"
             ) from None
         if not isinstance(result, types.CallToolResult):
-            raise McpCallError(f"the MCP server '{self.server.label}' answered {type(result).__name__}")
+            raise McpCallError(
+                f"the MCP server '{self.server.label}' answered {type(result).__name__}"
+            )
         if result.is_error:
             raise McpCallError(render_content(result.content) or "the tool reported an error")
         return result
 
     def render(self, output: Any) -> str:
-        return render_content(output.content) if isinstance(output, types.CallToolResult) else str(output)
+        return (
+            render_content(output.content)
+            if isinstance(output, types.CallToolResult)
+            else str(output)
+        )
 
 
 async def list_server_tools(pool: McpPool, server: McpServerSpec) -> list[types.Tool]:
@@ -130,7 +142,9 @@ async def list_server_tools(pool: McpPool, server: McpServerSpec) -> list[types.
 
 def tool_listing(tool: types.Tool) -> dict[str, Any]:
     """A tool as the `mcp_list_tools` item shows it."""
-    annotations = tool.annotations.model_dump(mode="json", exclude_none=True) if tool.annotations else None
+    annotations = (
+        tool.annotations.model_dump(mode="json", exclude_none=True) if tool.annotations else None
+    )
     return {
         "name": tool.name,
         "description": tool.description,

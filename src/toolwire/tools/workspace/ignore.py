@@ -3,8 +3,9 @@
 The rules, shared by `find`, `grep`, `search_files` and the pure-Python search (and given to
 ripgrep as the equivalent flags, so both backends see the same files):
 - every `.gitignore` inside the workspace applies to its directory and below, deeper files
-  taking precedence, last matching line winning (git's semantics, through `pathspec`); files
-  above the root, global excludes, `.git/info/exclude`, `.ignore`/`.rgignore` do not apply;
+  taking precedence, last matching line winning (git's semantics, through `pathspec`), nested
+  repositories included (as ripgrep does); files above the root, global excludes,
+  `.git/info/exclude`, `.ignore`/`.rgignore` do not apply;
 - an ignored directory is not entered; a directory named explicitly as the search path is
   searched even if ignored (the `.gitignore` files inside it still apply);
 - anything named `.git` is skipped; hidden files are searched;
@@ -49,12 +50,11 @@ class IgnoreRules:
         for depth in range(len(parts) - 1, floor_depth - 1, -1):
             directory = "/".join(parts[:depth])
             spec = self.spec(directory)
-            if spec is None:
-                continue
-            inner = "/".join(parts[depth:]) + ("/" if is_dir else "")
-            result = spec.check_file(inner)
-            if result.include is not None:
-                return bool(result.include)
+            if spec is not None:
+                inner = "/".join(parts[depth:]) + ("/" if is_dir else "")
+                result = spec.check_file(inner)
+                if result.include is not None:
+                    return bool(result.include)
         return False
 
     def is_ignored_anywhere(self, relative: str) -> bool:

