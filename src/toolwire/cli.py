@@ -141,6 +141,27 @@ def serve(
         pass
 
 
+@app.command("mcp-serve")
+def mcp_serve(
+    root: Annotated[Path, typer.Option(help="the directory the tools work in")],
+    http: Annotated[bool, typer.Option("--http", help="streamable HTTP instead of stdio")] = False,
+    host: Annotated[str, typer.Option(help="bind address for --http")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="port for --http (0 picks a free one)")] = 8765,
+    allow_write: Annotated[
+        bool, typer.Option("--allow-write", help="enable edit_file, create_file")
+    ] = False,
+    allow_exec: Annotated[bool, typer.Option("--allow-exec", help="enable exec")] = False,
+) -> None:
+    """Serve the workspace tools to any MCP client (stdio by default)."""
+    from toolwire.tools.workspace.mcp_server import main as serve_workspace
+
+    argv = ["--root", str(root), "--host", host, "--port", str(port)]
+    argv += ["--http"] if http else []
+    argv += ["--allow-write"] if allow_write else []
+    argv += ["--allow-exec"] if allow_exec else []
+    serve_workspace(argv)
+
+
 @app.command("scripted-upstream")
 def scripted_upstream(
     script: Annotated[

@@ -45,6 +45,17 @@ class McpServerConfig(BaseModel):
         return self
 
 
+class WorkspaceConfig(BaseModel):
+    """The built-in file and search tools over one directory, offered as server-side tools."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    root: str
+    allow_write: bool = False
+    allow_exec: bool = False
+    exec_needs_approval: bool = True
+
+
 class ServerConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -69,6 +80,7 @@ class ServerConfig(BaseModel):
     max_iterations: int = 20
     log_level: str = "info"
     mcp_servers: list[McpServerConfig] = Field(default_factory=list)
+    workspace: WorkspaceConfig | None = None
     mcp_idle_seconds: float = 300.0
     mcp_call_timeout: float = 60.0
 

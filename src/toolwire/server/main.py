@@ -39,6 +39,19 @@ def load_tool_objects(specs: list[str]) -> list[Tool]:
     return tools
 
 
+def _workspace_tools(config: ServerConfig) -> list[Tool]:
+    if config.workspace is None:
+        return []
+    from toolwire.tools.workspace import Workspace, workspace_tools
+
+    settings = config.workspace
+    root = Path(settings.root).expanduser()
+    if not root.is_dir():
+        raise ConfigError(f"workspace.root is not a directory: {root}")
+    workspace = Workspace(root, allow_write=settings.allow_write, allow_exec=settings.allow_exec)
+    return list(workspace_tools(workspace, exec_needs_approval=settings.exec_needs_approval))
+
+
 async def build_app(config: ServerConfig) -> Starlette:
     shutdown: list[Callable[[], Awaitable[None]]] = []
     base_url = config.upstream
@@ -67,7 +80,7 @@ async def build_app(config: ServerConfig) -> Starlette:
         upstream=upstream,
         store=store,
         default_model=default_model,
-        server_tools=load_tool_objects(config.tools),
+        server_tools=[*load_tool_objects(config.tools), *_workspace_tools(config)],
         loop_settings=LoopSettings(
             leak_mode=config.leaked_calls,
             leak_retries=config.leak_retries,
