@@ -1,21 +1,42 @@
 # The README's Quick start: `make run` and `make test` do all set-up themselves.
+SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# llama-cpp-python builds from source (about 5 minutes on 2 cores); the wheel is kept here and
+# reused by every later install on this machine, fresh clones and CI runs included.
+LLAMA_VERSION := 0.3.36
+WHEELS ?= $(HOME)/.cache/toolwire/wheels
 
-.PHONY: run test lint bench clean
+.PHONY: run serve test lint bench llama-wheel clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
+	@$(MAKE) --no-print-directory llama-wheel
+	$(BIN)/pip install --quiet --find-links $(WHEELS) -e '.[dev,local]' 'llama-cpp-python[server]==$(LLAMA_VERSION)'
 	touch $(STAMP)
 
+llama-wheel:
+	@mkdir -p $(WHEELS)
+	@if ls $(WHEELS)/llama_cpp_python-$(LLAMA_VERSION)-*.whl >/dev/null 2>&1; then \
+	  echo "llama-cpp-python $(LLAMA_VERSION): reusing the wheel in $(WHEELS)"; \
+	else \
+	  echo "Building llama-cpp-python $(LLAMA_VERSION) from source: about 5 minutes on 2 cores, once per machine."; \
+	  set -o pipefail; CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) $(BIN)/pip wheel --no-deps -v \
+	    --wheel-dir $(WHEELS) 'llama-cpp-python==$(LLAMA_VERSION)' 2>&1 \
+	    | grep --line-buffered -E '^ *\[ *[0-9]+%\]|Successfully built|Saved |rror'; \
+	fi
+
+# A real model calling a real tool through the gateway (the local model, no GPU needed).
+run: $(STAMP)
+	$(BIN)/toolwire demo
+
+# toolwire serve in front of your model server: make serve UPSTREAM=http://host:port/v1
 UPSTREAM ?= $(TOOLWIRE_UPSTREAM)
 MODEL ?= $(TOOLWIRE_MODEL)
-
-run: $(STAMP)
+serve: $(STAMP)
 	$(BIN)/toolwire serve $(if $(UPSTREAM),--upstream $(UPSTREAM)) $(if $(MODEL),--model $(MODEL))
 
 test: $(STAMP)
@@ -28,6 +49,7 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/assembler.py
+	$(BIN)/python benchmarks/run.py
 
 clean:
 	rm -rf $(VENV)
