@@ -74,7 +74,11 @@ async def _trace(client: Any, console: Console) -> int:
     stream = await client.responses.create(
         model="smollm2-135m-instruct",
         input=PROMPT,
+        # A 135M model: force the first call, then let it answer (max_tool_calls is a soft
+        # stop: one last model call without tools), greedily for a repeatable demo.
         tool_choice={"type": "function", "name": "get_weather"},
+        max_tool_calls=1,
+        temperature=0,
         stream=True,
     )
     async for event in stream:

@@ -302,3 +302,23 @@ async def test_upstream_failure_ends_the_run_failed(scripted: ScriptedUpstream) 
     assert result.status == "failed"
     assert result.reason is not None and "no such model" in result.reason
     assert not [e for e in result.events if isinstance(e, ToolExecutionFinished)]
+
+
+async def test_an_adapter_bug_ends_the_run_failed_not_crashed() -> None:
+    class BrokenUpstream:
+        name = "broken"
+
+        async def stream_turn(self, request: object) -> Any:
+            raise RuntimeError("boom")
+            yield  # pragma: no cover - makes this an async generator
+
+        async def list_models(self) -> list[dict[str, Any]]:
+            return []
+
+        async def aclose(self) -> None:
+            return None
+
+    result = await Agent(BrokenUpstream(), "m", [get_weather]).run("hi")
+    assert result.status == "failed"
+    assert result.reason == "the upstream adapter failed: RuntimeError: boom"
+    assert isinstance(result.events[-1], LoopFinished)

@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 
 from toolwire import leaks
-from toolwire.errors import ToolwireError
+from toolwire.errors import ToolwireError, UpstreamError
 from toolwire.loop.events import (
     ApprovalRequested,
     LeakDetected,
@@ -185,6 +185,10 @@ class _Run:
         except ToolwireError as exc:
             state.usage.add(usage)
             return Finish("failed", exc.message, exc)
+        except Exception as exc:  # an adapter bug must still end the run as a stored failure
+            state.usage.add(usage)
+            error = UpstreamError(f"the upstream adapter failed: {type(exc).__name__}: {exc}")
+            return Finish("failed", error.message, error)
         state.usage.add(usage)
         full_text = "".join(text)
         full_reasoning = "".join(reasoning)

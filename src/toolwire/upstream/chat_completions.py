@@ -141,6 +141,12 @@ class ChatCompletionsUpstream:
                 if not (request.tools and _refuses_streamed_tools(exc)):
                     raise
                 self.refuses_streamed_tools = True
+            except _EmptyStream as exc:
+                # llama-cpp-python answers 200 and then nothing when it cannot stream a tool
+                # call: nothing was yielded, so asking again without streaming is safe.
+                if not request.tools:
+                    raise UpstreamStreamError(str(exc)) from None
+                self.refuses_streamed_tools = True
         for event in await self._whole(request, declared):
             yield event
 
@@ -210,6 +216,8 @@ class ChatCompletionsUpstream:
             ) from exc
         finally:
             await response.aclose()
+        if not done and not assembler.saw_chunk:
+            raise _EmptyStream("the upstream answered 200 with an empty stream")
         if not done and assembler.finish_reason is None:
             raise UpstreamStreamError(
                 "the upstream stream ended without [DONE] or a finish reason; "
@@ -243,12 +251,17 @@ class ChatCompletionsUpstream:
         while True:
             try:
                 response = await send()
-            except (httpx.ConnectError, httpx.RemoteProtocolError, httpx.ConnectTimeout) as exc:
+            except httpx.ConnectTimeout as exc:
                 delay = self.retry.delay(attempt)
                 if delay is None:
                     raise _connection_error(exc) from exc
             except httpx.TimeoutException as exc:
                 raise UpstreamTimeoutError("the upstream did not answer in time") from exc
+            except httpx.TransportError as exc:
+                # refused, reset, or a pooled keep-alive connection the server had closed
+                delay = self.retry.delay(attempt)
+                if delay is None:
+                    raise _connection_error(exc) from exc
             else:
                 if response.status_code < 400:
                     return response
@@ -265,6 +278,10 @@ class ChatCompletionsUpstream:
                     raise error
             await asyncio.sleep(delay)
             attempt += 1
+
+
+class _EmptyStream(Exception):
+    """A 200 whose stream carried no event at all."""
 
 
 def _refuses_streamed_tools(error: UpstreamError) -> bool:

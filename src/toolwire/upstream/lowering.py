@@ -24,11 +24,10 @@ def chat_messages(transcript: Transcript) -> list[dict[str, Any]]:
                 {"role": "tool", "tool_call_id": message.call_id, "content": message.content}
             )
         elif isinstance(message, AssistantMessage):
-            out: dict[str, Any] = {"role": "assistant", "content": message.text or None}
+            # content is always a string: llama-cpp-python rejects null next to tool_calls
+            out: dict[str, Any] = {"role": "assistant", "content": message.text}
             if message.tool_calls:
                 out["tool_calls"] = [_call_json(call) for call in message.tool_calls]
-            elif out["content"] is None:
-                out["content"] = ""
             messages.append(out)
         elif isinstance(message, UserMessage):
             messages.append({"role": "user", "content": message.content})

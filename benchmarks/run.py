@@ -1,0 +1,588 @@
+"""What a gateway adds: the same workload sent direct, through toolwire, and through LiteLLM.
+
+One command runs everything and regenerates `benchmarks/RESULTS.md` and `benchmarks/plots/*.png`:
+
+    .venv/bin/python benchmarks/run.py            # or plain python3; ~8 minutes
+    .venv/bin/python benchmarks/run.py --quick    # a ~2 minute smoke run
+    options: --duration S (throughput, per point; default 20), --concurrency 1,16,64,
+             --skip-litellm, --no-pin, --no-wrk, --profile (py-spy on toolwire -> PROFILE.md)
+
+Processes (every one stopped at the end, on Ctrl-C and on errors; all on 127.0.0.1):
+
+- the mock upstream (`mock_upstream.py`): pre-encoded answers, raw asyncio + uvloop;
+- toolwire (`python -m toolwire serve`, the project's `.venv`), log level warning;
+- the LiteLLM proxy (`litellm[proxy]==LITELLM_VERSION` in `benchmarks/.venv-litellm`, created here),
+  one worker, no database, telemetry off, log level warning;
+- the load generator (`loadgen.py`, and `wrk` for throughput when it is installed or installable).
+
+With two or more CPUs the gateways share one CPU and the mock and the load generator another
+(`--no-pin` turns that off), so a gateway's figures are per core and it never competes with the
+client for CPU. Extra tools live in `benchmarks/.venv-bench` (matplotlib, psutil, uvloop, py-spy),
+created on first use; this script re-executes itself there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime as dt
+import json
+import os
+import platform
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+SCRATCH = HERE / ".scratch"
+BENCH_VENV = HERE / ".venv-bench"
+LITELLM_VENV = HERE / ".venv-litellm"
+PROJECT_PY = ROOT / ".venv" / "bin" / "python"
+
+# The newest litellm[proxy] whose dependencies resolve on this machine's package index (1.103.8 to
+# 1.109.1 need certifi>=2026.10.19, which it does not carry).
+LITELLM_VERSION = "1.103.7"
+BENCH_REQUIREMENTS = ["matplotlib==3.11.2", "psutil==7.2.2", "uvloop==0.23.0", "py-spy==0.4.3"]
+
+STREAM_CHUNKS = 500
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "description": "Current weather for a city.",
+            "parameters": {
+                "type": "object",
+                "properties": {"city": {"type": "string"}, "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
+                "required": ["city"],
+            },
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "write_file",
+            "description": "Write a file in the workspace.",
+            "parameters": {
+                "type": "object",
+                "properties": {"path": {"type": "string"}, "content": {"type": "string"}},
+                "required": ["path", "content"],
+            },
+        },
+    },
+]
+MESSAGES = [
+    {"role": "system", "content": "You are a helpful assistant. Use the tools when they help. " * 8},
+    {"role": "user", "content": "What is the weather in Paris right now?"},
+]
+RESPONSES_TOOLS = [{"type": "function", **t["function"]} for t in TOOLS]
+
+
+# -- bootstrap --------------------------------------------------------------------------------
+
+
+def log(message: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
+
+
+def venv_python(venv: Path) -> Path:
+    return venv / "bin" / "python"
+
+
+def ensure_bench_env() -> None:
+    """Re-execute in benchmarks/.venv-bench unless this interpreter already has what we need."""
+    try:
+        import matplotlib  # noqa: F401
+        import psutil  # noqa: F401
+
+        return
+    except ImportError:
+        pass
+    py = venv_python(BENCH_VENV)
+    if Path(sys.prefix).resolve() == BENCH_VENV.resolve():
+        sys.exit("benchmarks/.venv-bench is incomplete: delete it and run again")
+    if not py.exists():
+        log(f"creating {BENCH_VENV.relative_to(ROOT)} ({', '.join(BENCH_REQUIREMENTS)})")
+        subprocess.run([sys.executable, "-m", "venv", str(BENCH_VENV)], check=True)
+    probe = subprocess.run([str(py), "-c", "import matplotlib, psutil"], capture_output=True)
+    if probe.returncode != 0:
+        subprocess.run([str(py), "-m", "pip", "install", "--quiet", *BENCH_REQUIREMENTS], check=True, timeout=900)
+    os.execv(str(py), [str(py), str(Path(__file__).resolve()), *sys.argv[1:]])
+
+
+def ensure_project_env() -> None:
+    if PROJECT_PY.exists() and subprocess.run([str(PROJECT_PY), "-c", "import toolwire"], capture_output=True).returncode == 0:
+        return
+    log("the project venv is missing: creating it as `make test` would (.venv, pip install -e .[dev])")
+    if shutil.which("make"):
+        subprocess.run(["make", "-C", str(ROOT), ".venv/.installed"], check=True, timeout=1800)
+    else:
+        subprocess.run([sys.executable, "-m", "venv", str(ROOT / ".venv")], check=True)
+        subprocess.run([str(PROJECT_PY), "-m", "pip", "install", "--quiet", "-e", f"{ROOT}[dev]"], check=True, timeout=1800)
+
+
+def ensure_litellm(version: str) -> tuple[Path | None, str]:
+    """The pinned LiteLLM proxy in its own venv: (litellm executable or None, why not)."""
+    py = venv_python(LITELLM_VENV)
+    exe = LITELLM_VENV / "bin" / "litellm"
+    have = subprocess.run(
+        [str(py), "-c", "import importlib.metadata as m; print(m.version('litellm'))"], capture_output=True, text=True
+    ) if py.exists() else None
+    if have is not None and have.returncode == 0 and have.stdout.strip() == version and exe.exists():
+        return exe, ""
+    try:
+        if not py.exists():
+            log(f"creating {LITELLM_VENV.relative_to(ROOT)} with litellm[proxy]=={version}")
+            subprocess.run([sys.executable, "-m", "venv", str(LITELLM_VENV)], check=True)
+        else:
+            log(f"installing litellm[proxy]=={version} into {LITELLM_VENV.relative_to(ROOT)}")
+        done = subprocess.run(
+            [str(py), "-m", "pip", "install", "--quiet", f"litellm[proxy]=={version}"],
+            capture_output=True, text=True, timeout=1200,
+        )
+    except (subprocess.SubprocessError, OSError) as exc:
+        return None, f"could not install litellm[proxy]=={version}: {exc}"
+    if done.returncode != 0 or not exe.exists():
+        tail = [line for line in done.stderr.splitlines() if not line.startswith("WARNING: Location")][-3:]
+        return None, f"pip install litellm[proxy]=={version} failed: {' / '.join(tail)}"
+    return exe, ""
+
+
+def find_wrk(allow_install: bool) -> str | None:
+    found = shutil.which("wrk")
+    if found or not allow_install:
+        return found
+    if os.geteuid() == 0 and shutil.which("apt-get"):
+        log("wrk not found: trying apt-get install -y wrk (use --no-wrk to skip)")
+        with contextlib.suppress(subprocess.SubprocessError, OSError):
+            subprocess.run(["apt-get", "install", "-y", "-q", "wrk"], capture_output=True, timeout=240,
+                           env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
+    found = shutil.which("wrk")
+    if not found:
+        log("wrk unavailable: throughput uses the Python asyncio load generator")
+    return found
+
+
+# -- processes --------------------------------------------------------------------------------
+
+
+class Processes:
+    """Everything we start; each in its own session so its children die with it."""
+
+    def __init__(self) -> None:
+        self.procs: list[tuple[str, subprocess.Popen[bytes]]] = []
+
+    def start(self, name: str, argv: list[str], *, env: dict[str, str] | None = None,
+              cpus: set[int] | None = None, cwd: Path | None = None) -> subprocess.Popen[bytes]:
+        logfile = open(SCRATCH / f"{name}.log", "wb")  # noqa: SIM115
+        preexec = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
+        proc = subprocess.Popen(argv, stdout=logfile, stderr=subprocess.STDOUT, env=env, cwd=cwd,
+                                start_new_session=True, preexec_fn=preexec)
+        logfile.close()
+        self.procs.append((name, proc))
+        return proc
+
+    def stop(self, proc: subprocess.Popen[bytes], grace: float = 8.0) -> None:
+        if proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(grace)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(5)
+        else:  # the leader is gone; make sure nothing it spawned outlives it
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
+
+    def stop_all(self) -> None:
+        for _, proc in reversed(self.procs):
+            with contextlib.suppress(Exception):
+                self.stop(proc)
+        self.procs.clear()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_http(url: str, proc: subprocess.Popen[bytes], name: str, timeout: float = 90.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{name} exited with {proc.returncode}; see {SCRATCH / (name + '.log')}")
+        with contextlib.suppress(OSError):
+            with urllib.request.urlopen(url, timeout=2) as response:
+                if response.status == 200:
+                    return
+        time.sleep(0.2)
+    raise RuntimeError(f"{name} did not answer {url} within {timeout:.0f} s")
+
+
+class RssSampler:
+    """Samples RSS (process + children) and CPU time of each watched process every 100 ms."""
+
+    def __init__(self, interval: float = 0.1) -> None:
+        import psutil
+
+        self.psutil = psutil
+        self.interval = interval
+        self.watch: dict[str, psutil.Process] = {}
+        self.peak: dict[str, int] = {}
+        self.active: set[str] = set()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def add(self, name: str, pid: int) -> None:
+        self.watch[name] = self.psutil.Process(pid)
+
+    def tree(self, name: str) -> list[Any]:
+        proc = self.watch[name]
+        try:
+            return [proc, *proc.children(recursive=True)]
+        except self.psutil.Error:
+            return []
+
+    def rss(self, name: str) -> int:
+        total = 0
+        for p in self.tree(name):
+            with contextlib.suppress(self.psutil.Error):
+                total += p.memory_info().rss
+        return total
+
+    def cpu_seconds(self, name: str) -> float:
+        total = 0.0
+        for p in self.tree(name):
+            with contextlib.suppress(self.psutil.Error):
+                t = p.cpu_times()
+                total += t.user + t.system
+        return total
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            for name in list(self.active):
+                value = self.rss(name)
+                if value > self.peak.get(name, 0):
+                    self.peak[name] = value
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(2)
+
+
+# -- the workloads ----------------------------------------------------------------------------
+
+
+def run_loadgen(args: list[str], cpus: set[int] | None, timeout: float) -> Any:
+    out = SCRATCH / f"loadgen-{time.monotonic_ns()}.json"
+    preexec = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
+    subprocess.run([sys.executable, str(HERE / "loadgen.py"), *args, "--out", str(out)], check=True,
+                   timeout=timeout, preexec_fn=preexec)
+    with open(out) as f:
+        return json.load(f)
+
+
+def sequential(name: str, targets: dict[str, str], body: dict[str, Any], *, stream: bool, kind: str,
+               expected: str, warmup: int, requests: int, models: dict[str, str], cpus: set[int] | None) -> Any:
+    spec = {"targets": targets, "body": body, "stream": stream, "kind": kind, "expected_args": expected,
+            "warmup": warmup, "requests": requests, "models": models}
+    path = SCRATCH / f"spec-{name}.json"
+    path.write_text(json.dumps(spec))
+    log(f"{name}: {requests} requests per target, interleaved over {', '.join(targets)}")
+    return run_loadgen(["sequential", "--spec", str(path)], cpus, timeout=1800)
+
+
+WRK_SCRIPT = """
+local f = io.open("%s", "rb"); wrk.body = f:read("*a"); f:close()
+wrk.method = "POST"
+wrk.headers["Content-Type"] = "application/json"
+wrk.headers["Authorization"] = "Bearer sk-bench"
+function done(summary, latency, requests)
+  local e = summary.errors
+  io.write(string.format('WRKJSON {"requests":%%d,"duration_us":%%d,"connect":%%d,"read":%%d,"write":%%d,"status":%%d,"timeout":%%d,"p50_us":%%d,"p99_us":%%d}\\n',
+    summary.requests, summary.duration, e.connect, e.read, e.write, e.status, e.timeout,
+    latency:percentile(50), latency:percentile(99)))
+end
+"""
+
+
+def throughput(url: str, body: bytes, concurrency: int, duration: float, wrk: str | None,
+               cpus: set[int] | None) -> dict[str, Any]:
+    body_path = SCRATCH / "throughput-body.json"
+    body_path.write_bytes(body)
+    if wrk is None:
+        return run_loadgen(["throughput", "--url", url, "--body", str(body_path), "--concurrency", str(concurrency),
+                            "--duration", str(duration)], cpus, timeout=duration + 120)
+    script = SCRATCH / "post.lua"
+    script.write_text(WRK_SCRIPT % body_path)
+    preexec = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
+    done = subprocess.run([wrk, "-t1", f"-c{concurrency}", f"-d{max(1, round(duration))}s", "--timeout", "10s", "-s", str(script), url],
+                          capture_output=True, text=True, timeout=duration + 120, preexec_fn=preexec)
+    line = next((ln for ln in done.stdout.splitlines() if ln.startswith("WRKJSON ")), None)
+    if line is None:
+        raise RuntimeError(f"wrk failed: {done.stdout[-500:]} {done.stderr[-500:]}")
+    w = json.loads(line[8:])
+    errors = w["connect"] + w["read"] + w["write"] + w["status"] + w["timeout"]
+    ok = w["requests"] - w["status"]
+    seconds = w["duration_us"] / 1e6
+    return {"tool": "wrk", "requests": ok, "errors": errors, "seconds": seconds, "rps": ok / seconds,
+            "p50_us": w["p50_us"], "p99_us": w["p99_us"], "error_detail": {k: w[k] for k in ("connect", "read", "write", "status", "timeout")}}
+
+
+# -- versions and machine -----------------------------------------------------------------------
+
+
+def versions_in(py: Path, packages: list[str]) -> dict[str, str]:
+    code = ("import importlib.metadata as m, json, sys\nout={'python': sys.version.split()[0]}\n"
+            f"for p in {packages!r}:\n    try: out[p]=m.version(p)\n    except Exception: out[p]='-'\nprint(json.dumps(out))")
+    done = subprocess.run([str(py), "-c", code], capture_output=True, text=True)
+    return json.loads(done.stdout) if done.returncode == 0 else {}
+
+
+def machine() -> dict[str, Any]:
+    cpu = platform.processor() or "?"
+    with contextlib.suppress(OSError), open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    ram = 0
+    with contextlib.suppress(OSError), open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("MemTotal"):
+                ram = int(line.split()[1]) * 1024
+    return {"cpu": cpu, "cores": os.cpu_count(), "usable_cpus": len(os.sched_getaffinity(0)), "ram_bytes": ram,
+            "os": f"{platform.system()} {platform.release()}", "platform": platform.platform()}
+
+
+def git_commit() -> str:
+    done = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--", "src"], capture_output=True, text=True)
+    return done.stdout.strip() + (" (src modified)" if dirty.stdout.strip() else "") if done.returncode == 0 else "?"
+
+
+# -- main ---------------------------------------------------------------------------------------
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description="toolwire vs direct vs LiteLLM against a mock upstream")
+    parser.add_argument("--duration", type=float, default=None, help="seconds per throughput point (default 20; 3 with --quick)")
+    parser.add_argument("--concurrency", default="1,16,64", help="throughput concurrency levels (default 1,16,64)")
+    parser.add_argument("--requests", type=int, default=None, help="sequential non-streaming requests per target (default 2000)")
+    parser.add_argument("--stream-requests", type=int, default=None, help="500-chunk streams per target (default 150)")
+    parser.add_argument("--responses-requests", type=int, default=None, help="/v1/responses requests per target and mode (default 500)")
+    parser.add_argument("--quick", action="store_true", help="a ~2 minute smoke run (short points, fewer requests)")
+    parser.add_argument("--skip-litellm", action="store_true", help="leave LiteLLM out")
+    parser.add_argument("--litellm-version", default=LITELLM_VERSION)
+    parser.add_argument("--no-pin", action="store_true", help="do not pin gateways and client to separate CPUs")
+    parser.add_argument("--no-wrk", action="store_true", help="use the Python load generator for throughput")
+    parser.add_argument("--profile", action="store_true", help="also profile toolwire with py-spy (writes PROFILE.md)")
+    parser.add_argument("--profile-seconds", type=float, default=15.0)
+    parser.add_argument("--max-minutes", type=float, default=45.0, help="hard limit on the whole run")
+    parser.add_argument("--results-dir", default=str(HERE), help="where RESULTS.md and plots/ go")
+    args = parser.parse_args()
+    quick = args.quick
+    args.duration = args.duration if args.duration is not None else (3.0 if quick else 20.0)
+    args.requests = args.requests or (300 if quick else 2000)
+    args.stream_requests = args.stream_requests or (20 if quick else 150)
+    args.responses_requests = args.responses_requests or (100 if quick else 500)
+    args.levels = [int(c) for c in args.concurrency.split(",") if c.strip()]
+    return args
+
+
+class Timeout(Exception):
+    pass
+
+
+def main() -> None:
+    args = parse_args()
+    ensure_bench_env()
+    SCRATCH.mkdir(exist_ok=True)
+    ensure_project_env()
+
+    def on_signal(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt if signum != signal.SIGALRM else Timeout(f"--max-minutes {args.max_minutes} reached")
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGALRM, on_signal)
+    signal.alarm(int(args.max_minutes * 60))
+
+    litellm_exe, litellm_why = (None, "skipped (--skip-litellm)") if args.skip_litellm else ensure_litellm(args.litellm_version)
+    if litellm_exe is None:
+        log(f"LiteLLM left out: {litellm_why}")
+    wrk = None if args.no_wrk else find_wrk(allow_install=True)
+
+    cpus = sorted(os.sched_getaffinity(0))
+    if args.no_pin or len(cpus) < 2:
+        gw_cpus = client_cpus = mock_cpus = None
+    elif len(cpus) == 2:
+        gw_cpus, client_cpus, mock_cpus = {cpus[0]}, {cpus[1]}, {cpus[1]}
+    else:
+        gw_cpus, client_cpus, mock_cpus = {cpus[0]}, {cpus[1]}, {cpus[2]}
+
+    procs = Processes()
+    sampler = RssSampler()
+    results: dict[str, Any] = {
+        "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "command": "python benchmarks/run.py " + " ".join(sys.argv[1:]),
+        "machine": machine(),
+        "commit": git_commit(),
+        "settings": {"duration": args.duration, "levels": args.levels, "requests": args.requests,
+                     "stream_requests": args.stream_requests, "responses_requests": args.responses_requests,
+                     "stream_chunks": STREAM_CHUNKS, "pinning": None if gw_cpus is None else
+                     {"gateways": sorted(gw_cpus), "client": sorted(client_cpus or []), "mock": sorted(mock_cpus or [])},
+                     "load_tool": "wrk" if wrk else "python-asyncio"},
+        "versions": {
+            "toolwire_env": versions_in(PROJECT_PY, ["toolwire", "uvicorn", "starlette", "httpx", "httpcore", "orjson", "uvloop", "httptools"]),
+            "bench_env": versions_in(Path(sys.executable), ["matplotlib", "psutil", "uvloop", "py-spy"]),
+        },
+        "litellm_note": litellm_why,
+    }
+    if wrk:
+        v = subprocess.run([wrk, "-v"], capture_output=True, text=True)
+        results["versions"]["wrk"] = (v.stdout or v.stderr).split("[")[0].strip()
+    if litellm_exe is not None:
+        results["versions"]["litellm_env"] = versions_in(venv_python(LITELLM_VENV), ["litellm", "fastapi", "uvicorn", "httpx", "aiohttp", "openai"])
+
+    try:
+        sys.path.insert(0, str(HERE))
+        from mock_upstream import SHORT_ARGS, long_arguments
+
+        long_args = long_arguments(STREAM_CHUNKS - 4)[0]
+
+        # -- start everything --------------------------------------------------------------
+        mock_port, tw_port, ll_port = free_port(), free_port(), free_port()
+        mock_url = f"http://127.0.0.1:{mock_port}/v1"
+        mock = procs.start("mock", [sys.executable, str(HERE / "mock_upstream.py"), "--port", str(mock_port),
+                                    "--chunks", str(STREAM_CHUNKS)], cpus=mock_cpus)
+        wait_http(f"{mock_url}/health", mock, "mock")
+        log(f"mock upstream up at {mock_url}")
+
+        db = SCRATCH / "toolwire-bench.db"
+        for suffix in ("", "-wal", "-shm"):
+            with contextlib.suppress(FileNotFoundError):
+                Path(str(db) + suffix).unlink()
+        tw_env = {**os.environ, "TOOLWIRE_LOG_LEVEL": "warning"}
+        toolwire = procs.start("toolwire", [str(PROJECT_PY), "-m", "toolwire", "serve", "--upstream", mock_url,
+                                            "--db", f"sqlite:///{db}", "--port", str(tw_port)],
+                               env=tw_env, cpus=gw_cpus, cwd=ROOT)
+        wait_http(f"http://127.0.0.1:{tw_port}/health", toolwire, "toolwire")
+        sampler.add("toolwire", toolwire.pid)
+        log(f"toolwire up at http://127.0.0.1:{tw_port}/v1 (pid {toolwire.pid})")
+
+        litellm = None
+        if litellm_exe is not None:
+            cfg = SCRATCH / "litellm.yaml"
+            entries = [("mock-tool", "openai/mock-tool"), ("mock-stream", "openai/mock-stream"),
+                       # the Responses bridge: `openai/chat_completions/<model>` makes LiteLLM translate
+                       # /v1/responses into chat completions (a plain openai/ model would pass
+                       # /v1/responses through to the upstream's own Responses endpoint)
+                       ("mock-tool-bridge", "openai/chat_completions/mock-tool")]
+            cfg.write_text("model_list:\n" + "".join(
+                f"  - model_name: {name}\n    litellm_params:\n      model: {model}\n      api_base: {mock_url}\n      api_key: sk-dummy\n"
+                for name, model in entries) + "litellm_settings:\n  telemetry: false\n  drop_params: true\n")
+            ll_env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "LITELLM_TELEMETRY": "False",
+                      "LITELLM_LOG": "WARNING", "LITELLM_MODE": "PRODUCTION", "DISABLE_SCHEMA_UPDATE": "true",
+                      "NO_DOCS": "True", "NO_REDOC": "True"}
+            ll_env.pop("DATABASE_URL", None)
+            litellm = procs.start("litellm", [str(litellm_exe), "--config", str(cfg), "--host", "127.0.0.1",
+                                              "--port", str(ll_port), "--num_workers", "1", "--telemetry", "False"],
+                                  env=ll_env, cpus=gw_cpus, cwd=SCRATCH)
+            try:
+                wait_http(f"http://127.0.0.1:{ll_port}/health/liveliness", litellm, "litellm", timeout=180)
+                sampler.add("litellm", litellm.pid)
+                log(f"LiteLLM {args.litellm_version} up at http://127.0.0.1:{ll_port}/v1 (pid {litellm.pid})")
+            except RuntimeError as exc:
+                results["litellm_note"] = f"the LiteLLM proxy did not start: {exc}"
+                log(results["litellm_note"])
+                procs.stop(litellm)
+                litellm = None
+        sampler.start()
+
+        bases = {"direct": mock_url, "toolwire": f"http://127.0.0.1:{tw_port}/v1"}
+        if litellm is not None:
+            bases["litellm"] = f"http://127.0.0.1:{ll_port}/v1"
+        chat = {k: f"{v}/chat/completions" for k, v in bases.items()}
+        idle_rss = {name: sampler.rss(name) for name in sampler.watch}
+
+        # -- (a) sequential non-streaming with a tool call -----------------------------------
+        body_a = {"model": "mock-tool", "messages": MESSAGES, "tools": TOOLS}
+        results["a"] = sequential("a", chat, body_a, stream=False, kind="chat", expected=SHORT_ARGS,
+                                  warmup=min(200, args.requests // 5), requests=args.requests, models={}, cpus=client_cpus)
+        # -- (b) one 500-chunk streamed tool call -------------------------------------------
+        body_b = {"model": "mock-stream", "messages": MESSAGES, "tools": TOOLS, "stream": True}
+        results["b"] = sequential("b", chat, body_b, stream=True, kind="chat", expected=long_args,
+                                  warmup=max(3, args.stream_requests // 10), requests=args.stream_requests, models={}, cpus=client_cpus)
+        # -- (d) /v1/responses with a function tool ------------------------------------------
+        responses = {k: f"{v}/responses" for k, v in bases.items()}
+        body_d = {"model": "mock-tool", "input": "What is the weather in Paris right now?", "tools": RESPONSES_TOOLS}
+        models_d = {"litellm": "mock-tool-bridge"}
+        results["d"] = {}
+        for mode, stream in (("non-streaming", False), ("streaming", True)):
+            results["d"][mode] = sequential(f"d-{mode}", responses, {**body_d, "stream": stream}, stream=stream,
+                                            kind="responses", expected=SHORT_ARGS, warmup=min(50, args.responses_requests // 5),
+                                            requests=args.responses_requests, models=models_d, cpus=client_cpus)
+        # -- (c) throughput at each concurrency, (e) RSS under it ------------------------------
+        results["c"] = {}
+        results["e"] = {"idle_rss": idle_rss, "peak_rss": {}, "cpu_us_per_request": {}}
+        body_c = json.dumps(body_a).encode()
+        for level in args.levels:
+            results["c"][str(level)] = {}
+            for name, url in chat.items():
+                log(f"c: concurrency {level}, {name}, {args.duration:g} s")
+                watched = name in sampler.watch
+                if watched:
+                    sampler.active.add(name)
+                    cpu0 = sampler.cpu_seconds(name)
+                res = throughput(url, body_c, level, args.duration, wrk, client_cpus)
+                if watched:
+                    sampler.active.discard(name)
+                    res["cpu_seconds"] = sampler.cpu_seconds(name) - cpu0
+                    res["cpu_us_per_request"] = res["cpu_seconds"] / max(res["requests"], 1) * 1e6
+                    results["e"]["cpu_us_per_request"].setdefault(name, {})[str(level)] = res["cpu_us_per_request"]
+                results["c"][str(level)][name] = res
+                log(f"   {res['rps']:.0f} req/s, {res['errors']} errors, p50 {res['p50_us'] / 1000:.2f} ms")
+                time.sleep(1.0)
+        results["e"]["peak_rss"] = dict(sampler.peak)
+
+        if args.profile:
+            import profile_toolwire
+
+            results["profile"] = profile_toolwire.profile(
+                pid=toolwire.pid, chat_url=chat["toolwire"], body_a=body_c, body_b=json.dumps(body_b).encode(),
+                seconds=args.profile_seconds, wrk=wrk, client_cpus=client_cpus, scratch=SCRATCH, out_dir=Path(args.results_dir),
+            )
+    except (KeyboardInterrupt, Timeout) as exc:
+        log(f"interrupted ({exc or 'Ctrl-C'}): stopping every process")
+        sampler.stop()
+        procs.stop_all()
+        sys.exit(130)
+    finally:
+        signal.alarm(0)
+        sampler.stop()
+        procs.stop_all()
+
+    (SCRATCH / "results.json").write_text(json.dumps(results, indent=1))
+    import report
+
+    out = report.write(results, Path(args.results_dir))
+    log(f"wrote {out} (raw figures in {SCRATCH / 'results.json'})")
+    print(report.summary(results))
+
+
+if __name__ == "__main__":
+    main()
