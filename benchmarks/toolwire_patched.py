@@ -9,6 +9,11 @@ proposed for `src/` (see the note in RESULTS.md):
   httpcore cannot return the connection to the pool and every model call opens (and closes) a
   new TCP connection. The patch reads the rest of the body (bounded: 50 ms) before closing.
   Proposed src change: in `_streamed`, keep iterating `aiter_raw()` to its end after `[DONE]`.
+- `aiohttp`: the upstream client keeps httpx's API but sends through aiohttp
+  (`httpx_aiohttp.AiohttpTransport`: aiohttp's C HTTP parser instead of httpcore + h11 + anyio).
+  Proposed src change: pass `transport=AiohttpTransport(...)` to the `httpx.AsyncClient` in
+  `ChatCompletionsUpstream.__init__` (two dependencies: aiohttp, httpx-aiohttp), or talk to the
+  upstream with aiohttp directly. Needs `benchmarks/.extra-site` (`run.py` installs it).
 - `uvloop`: `toolwire serve` runs `asyncio.run(...)`, i.e. the stdlib selector loop, although
   uvloop is installed (uvicorn[standard]); the patch runs the same coroutine on uvloop.
   Proposed src change: `asyncio.Runner(loop_factory=uvloop.new_event_loop)` in `cli.serve` when
@@ -21,9 +26,12 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from pathlib import Path
 from typing import Any
 
-KNOWN = ("drain", "uvloop")
+sys.path.append(str(Path(__file__).resolve().parent / ".extra-site"))  # aiohttp, httpx-aiohttp
+
+KNOWN = ("drain", "uvloop", "aiohttp")
 
 
 def patch_drain() -> None:
@@ -49,6 +57,25 @@ def patch_drain() -> None:
         return response
 
     ChatCompletionsUpstream._open_stream = _open_stream  # type: ignore[method-assign]
+
+
+def patch_aiohttp() -> None:
+    import httpx
+    from httpx_aiohttp import AiohttpTransport
+
+    from toolwire.upstream.chat_completions import ChatCompletionsUpstream
+
+    original = ChatCompletionsUpstream.__init__
+
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        original(self, *args, **kwargs)
+        old = self._client
+        limits = httpx.Limits(max_connections=self.config.max_connections,
+                              max_keepalive_connections=self.config.max_connections, keepalive_expiry=60.0)
+        self._client = httpx.AsyncClient(base_url=old.base_url, headers=old.headers, timeout=old.timeout,
+                                         transport=AiohttpTransport(limits=limits))
+
+    ChatCompletionsUpstream.__init__ = __init__  # type: ignore[method-assign]
 
 
 def patch_uvloop() -> None:

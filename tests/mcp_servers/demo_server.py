@@ -62,6 +62,9 @@ def main() -> None:
     from starlette.types import Receive, Scope, Send
 
     port = int(sys.argv[2])
+    if transport == "sse":
+        uvicorn.run(server.sse_app(), host="127.0.0.1", port=port, log_level="warning")
+        return
     token = sys.argv[3] if len(sys.argv) > 3 else None
     app = server.streamable_http_app()
 
