@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import importlib
 import json
 import time
 from pathlib import Path
@@ -15,25 +14,10 @@ from toolwire.agent import Agent
 from toolwire.console import TracePrinter
 from toolwire.errors import ToolwireError
 from toolwire.loop.state import LoopSettings
-from toolwire.tools.base import Tool, tool
+from toolwire.tools.base import Tool
+from toolwire.tools.loading import load_tools
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
-
-
-def load_tools(specs: list[str]) -> list[Tool]:
-    """`module:attr` -> tools; attr may be a Tool, a function, or a list of either."""
-    tools: list[Tool] = []
-    for spec in specs:
-        module_name, _, attr = spec.partition(":")
-        if not attr:
-            raise typer.BadParameter(f"--tool wants module:object, got {spec!r}")
-        try:
-            obj: Any = getattr(importlib.import_module(module_name), attr)
-        except (ImportError, AttributeError) as exc:
-            raise typer.BadParameter(f"cannot load tool {spec!r}: {exc}") from exc
-        for item in obj if isinstance(obj, list | tuple) else [obj]:
-            tools.append(item if isinstance(item, Tool) else tool(item))
-    return tools
 
 
 @app.command()
@@ -76,7 +60,11 @@ def run(
         client = ChatCompletionsUpstream(upstream, api_key_env=api_key_env)
     except ToolwireError as exc:
         raise typer.BadParameter(exc.message) from exc
-    status = asyncio.run(_run(client, model, load_tools(tool_spec), instructions, settings, prompt))
+    try:
+        tools = load_tools(tool_spec)
+    except ToolwireError as exc:
+        raise typer.BadParameter(exc.message, param_hint="--tool") from None
+    status = asyncio.run(_run(client, model, tools, instructions, settings, prompt))
     raise typer.Exit(0 if status == "completed" else 1)
 
 

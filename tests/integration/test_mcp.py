@@ -313,7 +313,9 @@ def test_mcp_server_time_over_stdio(mg: Gateway) -> None:
     assert "UTC" in call.output and "datetime" in call.output
 
 
-@pytest.mark.parametrize("suffix", ["/sse", "/sse?tenant=a"], ids=["sse-url", "fallback-from-streamable"])
+@pytest.mark.parametrize(
+    "suffix", ["/sse", "/sse?tenant=a"], ids=["sse-url", "fallback-from-streamable"]
+)
 def test_an_sse_only_server_works(mg: Gateway, calls_log: Path, suffix: str) -> None:
     """A URL ending in /sse goes straight to SSE; any other URL tries streamable HTTP first and
     falls back to SSE when the server does not speak it."""
@@ -333,7 +335,12 @@ def test_an_sse_only_server_works(mg: Gateway, calls_log: Path, suffix: str) -> 
             except OSError:
                 time.sleep(0.05)
         mg.upstream.add(Reply(tool_calls=[("add", {"a": 4, "b": 5})]), Reply(text="9"))
-        tool = {"type": "mcp", "server_label": "legacy", "server_url": f"http://127.0.0.1:{port}{suffix}", "require_approval": "never"}
+        tool = {
+            "type": "mcp",
+            "server_label": "legacy",
+            "server_url": f"http://127.0.0.1:{port}{suffix}",
+            "require_approval": "never",
+        }
         response = mg.client.responses.create(model="m", input="4+5", tools=[tool])
         call = next(i for i in response.output if i.type == "mcp_call")
         assert call.output == "9"

@@ -10,7 +10,9 @@ from toolwire.errors import ConfigError
 from toolwire.upstream import local_llama
 
 
-def test_without_the_local_extra_the_message_says_how_to_get_it(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_without_the_local_extra_the_message_says_how_to_get_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setattr(local_llama, "local_extra_installed", lambda: False)
     with pytest.raises(ConfigError) as info:
         local_llama.ManagedLlamaServer()

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import orjson
@@ -91,13 +91,7 @@ class ChatProxy:
                 raise InvalidRequestError(
                     f"{name} must be a number between {low} and {high}", param=name
                 )
-        settings = LoopSettings(
-            max_iterations=self.settings.max_iterations,
-            leak_mode=self.settings.leak_mode,
-            leak_retries=self.settings.leak_retries,
-            repeated_failure_limit=self.settings.repeated_failure_limit,
-            stream=True,
-        )
+        settings = replace(self.settings, stream=True)
         tool_choice = body.get("tool_choice")
         if tool_choice is None and isinstance(body.get("function_call"), str | dict):
             legacy = body["function_call"]

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
 
 import uvicorn
 from starlette.applications import Starlette
@@ -17,26 +15,11 @@ from toolwire.server.app import create_app
 from toolwire.server.mcp_tools import configured_server
 from toolwire.server.responses_service import ResponsesService
 from toolwire.store.database import Store
-from toolwire.tools.base import Tool, tool
+from toolwire.tools.base import Tool
+from toolwire.tools.loading import load_tools
 from toolwire.tools.mcp.pool import McpPool
 from toolwire.upstream.chat_completions import ChatCompletionsConfig, ChatCompletionsUpstream
 from toolwire.upstream.local_llama import ManagedLlamaServer
-
-
-def load_tool_objects(specs: list[str]) -> list[Tool]:
-    """`module:attr` -> tools; attr may be a Tool, a function, or a list of either."""
-    tools: list[Tool] = []
-    for spec in specs:
-        module_name, _, attr = spec.partition(":")
-        if not attr:
-            raise ConfigError(f"a tool is named module:object, got {spec!r}")
-        try:
-            obj: Any = getattr(importlib.import_module(module_name), attr)
-        except (ImportError, AttributeError) as exc:
-            raise ConfigError(f"cannot load tool {spec!r}: {exc}") from exc
-        for item in obj if isinstance(obj, list | tuple) else [obj]:
-            tools.append(item if isinstance(item, Tool) else tool(item))
-    return tools
 
 
 def _workspace_tools(config: ServerConfig) -> list[Tool]:
@@ -80,7 +63,7 @@ async def build_app(config: ServerConfig) -> Starlette:
         upstream=upstream,
         store=store,
         default_model=default_model,
-        server_tools=[*load_tool_objects(config.tools), *_workspace_tools(config)],
+        server_tools=[*load_tools(config.tools), *_workspace_tools(config)],
         loop_settings=LoopSettings(
             leak_mode=config.leaked_calls,
             leak_retries=config.leak_retries,

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import orjson
@@ -105,15 +105,7 @@ class ResponsesService:
         client_specs, mcp_uses = self._request_tools(request.tools)
         tool_choice = self._tool_choice(request, client_specs)
         decisions, resume = _approval_decisions(history, input_items)
-        settings = LoopSettings(
-            max_tool_calls=request.max_tool_calls,
-            max_iterations=self.loop_settings.max_iterations,
-            leak_mode=self.loop_settings.leak_mode,
-            leak_retries=self.loop_settings.leak_retries,
-            repeated_failure_limit=self.loop_settings.repeated_failure_limit,
-            stream=self.loop_settings.stream,
-            max_concurrent_tools=self.loop_settings.max_concurrent_tools,
-        )
+        settings = replace(self.loop_settings, max_tool_calls=request.max_tool_calls)
         loop_request = LoopRequest(
             model=model,
             input=items_to_transcript(history + input_items, frozenset(decisions)),
