@@ -12,7 +12,7 @@ A bare ASGI callable on uvicorn, served exactly as `toolwire serve` serves its a
 
 The answer is the same tool call the mock sends (JSON, or a 4-frame SSE stream when the client
 asked for a stream), so the harness's correctness checks pass. Run with the project's venv;
-aiohttp comes from `benchmarks/.extra-site` (appended to sys.path, created by `run.py --floors`).
+aiohttp comes from `benchmarks/.pip-extras` (appended to sys.path, created by `run.py --floors`).
 
     .venv/bin/python benchmarks/floors.py --mode httpx --upstream http://127.0.0.1:9100/v1 --port 9400
 """
@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-sys.path.append(str(HERE / ".extra-site"))
+sys.path.append(str(HERE / ".pip-extras"))  # aiohttp when the project venv lacks it
 sys.path.insert(0, str(HERE))
 
 from mock_upstream import SHORT_ARGS, TOOL_NAME, completion_body, long_arguments  # noqa: E402
@@ -41,17 +41,31 @@ def answers(chunks: int) -> dict[tuple[bool, bool], bytes]:
     """(long?, stream?) -> body."""
     long_args = long_arguments(chunks - 4)[0]
     out = {}
+    base = {
+        "id": "chatcmpl-floor",
+        "object": "chat.completion.chunk",
+        "created": 0,
+        "model": "mock",
+    }
+
+    def frame(delta: dict[str, Any], finish: str | None = None) -> bytes:
+        doc = {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+        return b"data: " + json.dumps(doc).encode() + b"\n\n"
+
     for is_long, args in ((False, SHORT_ARGS), (True, long_args)):
         out[(is_long, False)] = completion_body("mock", args)
-        base = {"id": "chatcmpl-floor", "object": "chat.completion.chunk", "created": 0, "model": "mock"}
 
-        def frame(delta: dict[str, Any], finish: str | None = None) -> bytes:
-            doc = {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
-            return b"data: " + json.dumps(doc).encode() + b"\n\n"
-
-        call = {"index": 0, "id": "call_mock_0001", "type": "function", "function": {"name": TOOL_NAME, "arguments": args}}
+        call = {
+            "index": 0,
+            "id": "call_mock_0001",
+            "type": "function",
+            "function": {"name": TOOL_NAME, "arguments": args},
+        }
         out[(is_long, True)] = (
-            frame({"role": "assistant", "content": ""}) + frame({"tool_calls": [call]}) + frame({}, "tool_calls") + b"data: [DONE]\n\n"
+            frame({"role": "assistant", "content": ""})
+            + frame({"tool_calls": [call]})
+            + frame({}, "tool_calls")
+            + b"data: [DONE]\n\n"
         )
     return out
 
@@ -62,11 +76,19 @@ def make_app(mode: str, upstream: str, chunks: int) -> Any:
     state: dict[str, Any] = {}
 
     async def forward(body: bytes) -> None:
-        upstream_body = STREAM_RE.sub(b'"stream":true', body) if STREAM_RE.search(body) else body[:-1] + b',"stream":true}'
+        upstream_body = (
+            STREAM_RE.sub(b'"stream":true', body)
+            if STREAM_RE.search(body)
+            else body[:-1] + b',"stream":true}'
+        )
         if mode == "httpx":
             client = state["client"]
-            request = client.build_request("POST", url, content=upstream_body,
-                                           headers={"content-type": "application/json", "accept": "text/event-stream"})
+            request = client.build_request(
+                "POST",
+                url,
+                content=upstream_body,
+                headers={"content-type": "application/json", "accept": "text/event-stream"},
+            )
             response = await client.send(request, stream=True)
             try:
                 async for _ in response.aiter_raw():
@@ -74,7 +96,9 @@ def make_app(mode: str, upstream: str, chunks: int) -> Any:
             finally:
                 await response.aclose()
         elif mode == "aiohttp":
-            async with state["session"].post(url, data=upstream_body, headers={"content-type": "application/json"}) as response:
+            async with state["session"].post(
+                url, data=upstream_body, headers={"content-type": "application/json"}
+            ) as response:
                 async for _ in response.content.iter_any():
                     pass
 
@@ -86,11 +110,16 @@ def make_app(mode: str, upstream: str, chunks: int) -> Any:
                     if mode == "httpx":
                         import httpx
 
-                        state["client"] = httpx.AsyncClient(timeout=60, limits=httpx.Limits(max_connections=256, max_keepalive_connections=256))
+                        state["client"] = httpx.AsyncClient(
+                            timeout=60,
+                            limits=httpx.Limits(max_connections=256, max_keepalive_connections=256),
+                        )
                     elif mode == "aiohttp":
                         import aiohttp
 
-                        state["session"] = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=256))
+                        state["session"] = aiohttp.ClientSession(
+                            connector=aiohttp.TCPConnector(limit=256)
+                        )
                     await send({"type": "lifespan.startup.complete"})
                 elif message["type"] == "lifespan.shutdown":
                     if "client" in state:
@@ -102,7 +131,13 @@ def make_app(mode: str, upstream: str, chunks: int) -> Any:
         if scope["type"] != "http":
             return
         if scope["path"].endswith("/health"):
-            await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json")]})
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": 200,
+                    "headers": [(b"content-type", b"application/json")],
+                }
+            )
             await send({"type": "http.response.body", "body": b'{"status":"ok"}'})
             return
         parts = []
@@ -119,7 +154,9 @@ def make_app(mode: str, upstream: str, chunks: int) -> Any:
         stream = STREAM_RE.search(body) is not None
         answer = bodies[(is_long, stream)]
         kind = b"text/event-stream" if stream else b"application/json"
-        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", kind)]})
+        await send(
+            {"type": "http.response.start", "status": 200, "headers": [(b"content-type", kind)]}
+        )
         await send({"type": "http.response.body", "body": answer})
 
     return app
@@ -131,12 +168,20 @@ def main() -> None:
     parser.add_argument("--upstream", default="http://127.0.0.1:9100/v1")
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--chunks", type=int, default=500)
-    parser.add_argument("--uvloop", action="store_true", help="run on uvloop (toolwire serve does not)")
+    parser.add_argument(
+        "--uvloop", action="store_true", help="run on uvloop (toolwire serve does not)"
+    )
     args = parser.parse_args()
     import uvicorn
 
-    server = uvicorn.Server(uvicorn.Config(make_app(args.mode, args.upstream, args.chunks), host="127.0.0.1",
-                                           port=args.port, log_level="warning"))
+    server = uvicorn.Server(
+        uvicorn.Config(
+            make_app(args.mode, args.upstream, args.chunks),
+            host="127.0.0.1",
+            port=args.port,
+            log_level="warning",
+        )
+    )
     if args.uvloop:
         import uvloop
 

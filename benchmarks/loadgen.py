@@ -258,8 +258,9 @@ def check_responses(body: bytes, stream: bool, expected_args: str) -> tuple[bool
 
 def sequential(spec: dict[str, Any]) -> dict[str, Any]:
     """spec: {"targets": {name: url}, "body": {...}, "stream": bool, "kind": "chat"|"responses",
-    "expected_args": str, "warmup": n, "requests": n, "models": {name: model}}.
-    Requests go round-robin over the targets (interleaved), one connection each."""
+    "expected_args": str, "warmup": n, "requests": n, "models": {name: model}, "block": n}.
+    Requests go to the targets in blocks of `block` (1: strictly round-robin), the targets
+    rotating, one keep-alive connection each; warm-up requests are not recorded."""
     targets: dict[str, str] = spec["targets"]
     stream = bool(spec["stream"])
     kind = spec["kind"]
@@ -272,36 +273,50 @@ def sequential(spec: dict[str, Any]) -> dict[str, Any]:
         body["model"] = spec.get("models", {}).get(name, body.get("model"))
         requests[name] = client.request_bytes(json.dumps(body).encode())
     results: dict[str, dict[str, Any]] = {
-        name: {"total_us": [], "ttfb_us": [], "marker_us": [], "errors": 0, "bad": 0, "why": "", "chunks": 0}
+        name: {
+            "total_us": [],
+            "ttfb_us": [],
+            "marker_us": [],
+            "errors": 0,
+            "bad": 0,
+            "why": "",
+            "chunks": 0,
+        }
         for name in targets
     }
     order = list(targets)
+    block = max(1, int(spec.get("block", 1)))
+    schedule = []  # (phase, target) in order: blocks of `block` requests, targets rotating
     for phase, count in (("warmup", spec["warmup"]), ("measure", spec["requests"])):
-        for i in range(count):
-            names = order[i % len(order) :] + order[: i % len(order)]  # rotate who goes first
+        for round_no, start in enumerate(range(0, count, block)):
+            names = (
+                order[round_no % len(order) :] + order[: round_no % len(order)]
+            )  # who goes first rotates
             for name in names:
-                res = results[name]
-                try:
-                    status, first, marker_at, total, body = clients[name].post(requests[name], marker)
-                except (OSError, HTTPError) as exc:
-                    if phase == "measure":
-                        res["errors"] += 1
-                        res["why"] = res["why"] or f"{type(exc).__name__}: {exc}"
-                    continue
-                if phase == "warmup":
-                    continue
-                if status != 200:
-                    res["errors"] += 1
-                    res["why"] = res["why"] or f"HTTP {status}: {body[:300].decode(errors='replace')}"
-                    continue
-                ok, why, chunks = check(body, stream, spec["expected_args"])
-                if not ok:
-                    res["bad"] += 1
-                    res["why"] = res["why"] or why
-                res["chunks"] = max(res["chunks"], chunks)
-                res["total_us"].append(total / 1000)
-                res["ttfb_us"].append(first / 1000)
-                res["marker_us"].append(marker_at / 1000)
+                schedule += [(phase, name)] * min(block, count - start)
+    for phase, name in schedule:
+        res = results[name]
+        try:
+            status, first, marker_at, total, body = clients[name].post(requests[name], marker)
+        except (OSError, HTTPError) as exc:
+            if phase == "measure":
+                res["errors"] += 1
+                res["why"] = res["why"] or f"{type(exc).__name__}: {exc}"
+            continue
+        if phase == "warmup":
+            continue
+        if status != 200:
+            res["errors"] += 1
+            res["why"] = res["why"] or f"HTTP {status}: {body[:300].decode(errors='replace')}"
+            continue
+        ok, why, chunks = check(body, stream, spec["expected_args"])
+        if not ok:
+            res["bad"] += 1
+            res["why"] = res["why"] or why
+        res["chunks"] = max(res["chunks"], chunks)
+        res["total_us"].append(total / 1000)
+        res["ttfb_us"].append(first / 1000)
+        res["marker_us"].append(marker_at / 1000)
     for client in clients.values():
         client.close()
     return results
@@ -354,7 +369,9 @@ class _Conn(asyncio.Protocol):
                 self.need = end + 4 + int(head[at + 15 : stop if stop >= 0 else len(head)])
             else:
                 self.need = 0  # chunked: complete at the terminating chunk
-        if (self.need and len(buf) >= self.need) or (not self.need and buf.endswith(b"\r\n0\r\n\r\n")):
+        if (self.need and len(buf) >= self.need) or (
+            not self.need and buf.endswith(b"\r\n0\r\n\r\n")
+        ):
             self.runner.record(self.status, perf() - self.start)
             self.send()
 

@@ -19,7 +19,9 @@ Routes (with or without the `/v1` prefix):
   vLLM do, but written in one go.
 - `POST /responses`: a native Responses API answer (a `function_call` output item), JSON or SSE:
   the "direct" baseline of workload (d).
-- `GET /models`, `GET /health`.
+- `GET /models`, `GET /health`, and `GET /stats`: per listening port, connections accepted and
+  requests answered (chat/responses, streamed/JSON). `--extra-ports` adds listeners, so each
+  gateway can have its own port and the harness can see what each sends upstream.
 """
 
 from __future__ import annotations
@@ -43,7 +45,9 @@ def long_arguments(pieces: int) -> tuple[str, list[str]]:
     payload = json.dumps(
         {
             "path": "src/toolwire/upstream/assembler.py",
-            "content": "".join(f"line {i}: the quick brown fox jumps over the lazy dog\n" for i in range(40)),
+            "content": "".join(
+                f"line {i}: the quick brown fox jumps over the lazy dog\n" for i in range(40)
+            ),
         }
     )
     step = -(-len(payload) // pieces)
@@ -83,10 +87,19 @@ def completion_body(model: str, arguments: str) -> bytes:
 
 def stream_events(model: str, pieces: list[str]) -> list[bytes]:
     """SSE frames: role, call header, one frame per argument piece, finish, usage, [DONE]."""
-    base = {"id": "chatcmpl-mock", "object": "chat.completion.chunk", "created": CREATED, "model": model}
+    base = {
+        "id": "chatcmpl-mock",
+        "object": "chat.completion.chunk",
+        "created": CREATED,
+        "model": model,
+    }
 
     def chunk(delta: dict, finish: str | None = None, **extra: object) -> bytes:
-        payload = {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}], **extra}
+        payload = {
+            **base,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}],
+            **extra,
+        }
         return b"data: " + json.dumps(payload, separators=(",", ":")).encode() + b"\n\n"
 
     frames = [chunk({"role": "assistant", "content": None})]
@@ -94,14 +107,27 @@ def stream_events(model: str, pieces: list[str]) -> list[bytes]:
         chunk(
             {
                 "tool_calls": [
-                    {"index": 0, "id": "call_mock_0001", "type": "function", "function": {"name": TOOL_NAME, "arguments": ""}}
+                    {
+                        "index": 0,
+                        "id": "call_mock_0001",
+                        "type": "function",
+                        "function": {"name": TOOL_NAME, "arguments": ""},
+                    }
                 ]
             }
         )
     )
     frames += [chunk({"tool_calls": [{"index": 0, "function": {"arguments": p}}]}) for p in pieces]
     frames.append(chunk({}, "tool_calls"))
-    usage = {**base, "choices": [], "usage": {"prompt_tokens": 42, "completion_tokens": len(pieces) + 2, "total_tokens": len(pieces) + 44}}
+    usage = {
+        **base,
+        "choices": [],
+        "usage": {
+            "prompt_tokens": 42,
+            "completion_tokens": len(pieces) + 2,
+            "total_tokens": len(pieces) + 44,
+        },
+    }
     frames.append(b"data: " + json.dumps(usage, separators=(",", ":")).encode() + b"\n\n")
     frames.append(b"data: [DONE]\n\n")
     return frames
@@ -142,26 +168,52 @@ def responses_events(model: str) -> list[bytes]:
         {"type": "response.output_item.added", "output_index": 0, "item": added},
     ]
     for piece in ('{"city": ', '"Paris", ', '"unit": ', '"celsius"}'):
-        events.append({"type": "response.function_call_arguments.delta", "item_id": "fc_mock", "output_index": 0, "delta": piece})
-    events.append({"type": "response.function_call_arguments.done", "item_id": "fc_mock", "output_index": 0, "arguments": SHORT_ARGS})
+        events.append(
+            {
+                "type": "response.function_call_arguments.delta",
+                "item_id": "fc_mock",
+                "output_index": 0,
+                "delta": piece,
+            }
+        )
+    events.append(
+        {
+            "type": "response.function_call_arguments.done",
+            "item_id": "fc_mock",
+            "output_index": 0,
+            "arguments": SHORT_ARGS,
+        }
+    )
     events.append({"type": "response.output_item.done", "output_index": 0, "item": item})
     events.append({"type": "response.completed", "response": done})
     frames = []
     for n, event in enumerate(events):
         event["sequence_number"] = n
-        frames.append(b"event: " + event["type"].encode() + b"\ndata: " + json.dumps(event, separators=(",", ":")).encode() + b"\n\n")
+        frames.append(
+            b"event: "
+            + event["type"].encode()
+            + b"\ndata: "
+            + json.dumps(event, separators=(",", ":")).encode()
+            + b"\n\n"
+        )
     return frames
 
 
 def http_json(body: bytes, status: bytes = b"200 OK") -> bytes:
     return (
-        b"HTTP/1.1 " + status + b"\r\ncontent-type: application/json\r\ncontent-length: "
-        + str(len(body)).encode() + b"\r\nconnection: keep-alive\r\n\r\n" + body
+        b"HTTP/1.1 "
+        + status
+        + b"\r\ncontent-type: application/json\r\ncontent-length: "
+        + str(len(body)).encode()
+        + b"\r\nconnection: keep-alive\r\n\r\n"
+        + body
     )
 
 
 def http_sse(frames: list[bytes]) -> bytes:
-    out = [b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\ntransfer-encoding: chunked\r\nconnection: keep-alive\r\n\r\n"]
+    out = [
+        b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\ntransfer-encoding: chunked\r\nconnection: keep-alive\r\n\r\n"
+    ]
     for frame in frames:
         out.append(b"%x\r\n" % len(frame) + frame + b"\r\n")
     out.append(b"0\r\n\r\n")
@@ -177,10 +229,21 @@ class Answers:
         self.long_payload, self.long_pieces = long_arguments(chunks - 4)
         self.short_pieces = ['{"city": ', '"Paris", ', '"unit": ', '"celsius"}']
         self.models = http_json(
-            json.dumps({"object": "list", "data": [{"id": m, "object": "model", "created": CREATED, "owned_by": "mock"} for m in ("mock-tool", "mock-stream")]}).encode()
+            json.dumps(
+                {
+                    "object": "list",
+                    "data": [
+                        {"id": m, "object": "model", "created": CREATED, "owned_by": "mock"}
+                        for m in ("mock-tool", "mock-stream")
+                    ],
+                }
+            ).encode()
         )
         self.health = http_json(b'{"status":"ok"}')
-        self.not_found = http_json(b'{"error":{"message":"not found","type":"invalid_request_error","param":null,"code":null}}', b"404 Not Found")
+        self.not_found = http_json(
+            b'{"error":{"message":"not found","type":"invalid_request_error","param":null,"code":null}}',
+            b"404 Not Found",
+        )
 
     def get(self, model: bytes, stream: bool, responses: bool) -> bytes:
         key = (model, stream, responses)
@@ -188,26 +251,51 @@ class Answers:
         if answer is None:
             name = model.decode(errors="replace")
             if responses:
-                answer = http_sse(responses_events(name)) if stream else http_json(json.dumps(responses_object(name)).encode())
+                answer = (
+                    http_sse(responses_events(name))
+                    if stream
+                    else http_json(json.dumps(responses_object(name)).encode())
+                )
             elif b"stream" in model:
-                answer = http_sse(stream_events(name, self.long_pieces)) if stream else http_json(completion_body(name, self.long_payload))
+                answer = (
+                    http_sse(stream_events(name, self.long_pieces))
+                    if stream
+                    else http_json(completion_body(name, self.long_payload))
+                )
             else:
-                answer = http_sse(stream_events(name, self.short_pieces)) if stream else http_json(completion_body(name, SHORT_ARGS))
+                answer = (
+                    http_sse(stream_events(name, self.short_pieces))
+                    if stream
+                    else http_json(completion_body(name, SHORT_ARGS))
+                )
             if len(self._cache) < 64:
                 self._cache[key] = answer
         return answer
 
 
-class MockProtocol(asyncio.Protocol):
-    __slots__ = ("answers", "buffer", "transport")
+def new_stats() -> dict[str, int]:
+    return {
+        "connections": 0,
+        "chat_stream": 0,
+        "chat_json": 0,
+        "responses_stream": 0,
+        "responses_json": 0,
+        "other": 0,
+    }
 
-    def __init__(self, answers: Answers) -> None:
+
+class MockProtocol(asyncio.Protocol):
+    __slots__ = ("answers", "buffer", "stats", "transport")
+
+    def __init__(self, answers: Answers, stats: dict[str, int]) -> None:
         self.answers = answers
+        self.stats = stats
         self.buffer = b""
         self.transport: asyncio.Transport | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
+        self.stats["connections"] += 1
 
     def data_received(self, data: bytes) -> None:
         buffer = self.buffer + data if self.buffer else data
@@ -249,13 +337,21 @@ class MockProtocol(asyncio.Protocol):
         if method == b"POST" and path in (b"/chat/completions", b"/responses"):
             found = MODEL_RE.search(body)
             model = found.group(1) if found else b"mock-tool"
-            answer = answers.get(model, STREAM_RE.search(body) is not None, path == b"/responses")
+            stream = STREAM_RE.search(body) is not None
+            responses = path == b"/responses"
+            answer = answers.get(model, stream, responses)
+            self.stats[
+                ("responses_" if responses else "chat_") + ("stream" if stream else "json")
+            ] += 1
         elif path == b"/models":
             answer = answers.models
         elif path == b"/health":
             answer = answers.health
+        elif path == b"/stats":
+            answer = http_json(json.dumps(STATS).encode())
         else:
             answer = answers.not_found
+            self.stats["other"] += 1
         assert self.transport is not None
         self.transport.write(answer)
 
@@ -281,23 +377,50 @@ def _dechunk(buffer: bytes, start: int) -> tuple[bytes, int] | None:
         pos = eol + 2 + size + 2
 
 
-async def main(host: str, port: int, chunks: int) -> None:
+STATS: dict[int, dict[str, int]] = {}
+
+
+async def main(host: str, ports: list[int], chunks: int) -> None:
+    """One listener per port, all answering alike; `GET /stats` counts connections and requests
+    per listening port (give each gateway its own port to see what it sends upstream)."""
     answers = Answers(chunks)
     loop = asyncio.get_running_loop()
-    server = await loop.create_server(lambda: MockProtocol(answers), host, port, backlog=1024, reuse_address=True)
+    servers = []
+    for port in ports:
+        stats = STATS.setdefault(port, new_stats())
+        servers.append(
+            await loop.create_server(
+                lambda stats=stats: MockProtocol(answers, stats),
+                host,
+                port,
+                backlog=1024,
+                reuse_address=True,
+            )
+        )
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    print(f"mock upstream on http://{host}:{port}/v1 ({chunks}-chunk stream)", flush=True)
-    async with server:
-        await stop.wait()
+    print(
+        f"mock upstream on {', '.join(f'http://{host}:{p}/v1' for p in ports)} ({chunks}-chunk stream)",
+        flush=True,
+    )
+    await stop.wait()
+    for server in servers:
+        server.close()
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=9100)
-    parser.add_argument("--chunks", type=int, default=500, help="SSE events in the long stream (>= 8)")
+    parser.add_argument(
+        "--extra-ports",
+        default="",
+        help="more ports to listen on, comma-separated (stats are kept per port)",
+    )
+    parser.add_argument(
+        "--chunks", type=int, default=500, help="SSE events in the long stream (>= 8)"
+    )
     args = parser.parse_args()
     try:
         import uvloop
@@ -306,4 +429,5 @@ if __name__ == "__main__":
     except ImportError:
         factory = None
     with asyncio.Runner(loop_factory=factory) as runner:
-        runner.run(main(args.host, args.port, max(args.chunks, 8)))
+        ports = [args.port, *(int(p) for p in args.extra_ports.split(",") if p.strip())]
+        runner.run(main(args.host, ports, max(args.chunks, 8)))

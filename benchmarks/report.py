@@ -1,6 +1,6 @@
 """RESULTS.md and the plots, from the results `run.py` collected (also re-runnable on its JSON):
 
-    benchmarks/.venv-bench/bin/python benchmarks/report.py benchmarks/.scratch/results.json
+benchmarks/.venv-bench/bin/python benchmarks/report.py benchmarks/.scratch/results.json
 """
 
 from __future__ import annotations
@@ -14,8 +14,26 @@ TARGET_ADDED_P50_MS = 1.0
 TARGET_CHUNK_US = 20.0
 TARGET_THROUGHPUT_X = 3.0
 TARGET_RSS_MB = 150.0
-NAMES = {"direct": "direct (mock)", "toolwire": "toolwire", "litellm": "LiteLLM"}
-COLORS = {"direct": "#7f7f7f", "toolwire": "#1f77b4", "litellm": "#d62728"}
+NAMES = {
+    "direct": "direct (mock)",
+    "toolwire": "toolwire",
+    "patched": "toolwire + proposed fixes",
+    "litellm": "LiteLLM",
+    "floor-bare": "floor: uvicorn, no upstream",
+    "floor-httpx": "floor: uvicorn + httpx forward",
+    "floor-aiohttp": "floor: uvicorn + aiohttp forward",
+}
+ORDER = list(NAMES)
+MAIN = ("direct", "toolwire", "patched", "litellm")
+COLORS = {
+    "direct": "#7f7f7f",
+    "toolwire": "#1f77b4",
+    "patched": "#2ca02c",
+    "litellm": "#d62728",
+    "floor-bare": "#bcbd22",
+    "floor-httpx": "#9467bd",
+    "floor-aiohttp": "#17becf",
+}
 
 
 def pct(values: list[float], p: float) -> float:
@@ -50,8 +68,8 @@ def stream_overhead(b: dict[str, Any], name: str) -> float:
     return (pct(b[name]["total_us"], 50) - pct(b["direct"]["total_us"], 50)) / chunks
 
 
-def names_in(section: dict[str, Any]) -> list[str]:
-    return [n for n in ("direct", "toolwire", "litellm") if n in section]
+def names_in(section: dict[str, Any], only: tuple[str, ...] | None = None) -> list[str]:
+    return [n for n in ORDER if n in section and (only is None or n in only)]
 
 
 def correctness(entry: dict[str, Any]) -> str:
@@ -75,7 +93,9 @@ def latency_table(section: dict[str, Any], *, ttfb: bool = False) -> list[str]:
     for name in names:
         t = section[name]["total_us"]
         p50 = pct(t, 50)
-        row = f"| {NAMES[name]} | {ms(p50)} | {ms(pct(t, 90))} | {ms(pct(t, 99))} | {ms(mean(t))} | "
+        row = (
+            f"| {NAMES[name]} | {ms(p50)} | {ms(pct(t, 90))} | {ms(pct(t, 99))} | {ms(mean(t))} | "
+        )
         row += "–" if name == "direct" else f"{(p50 - direct_p50) / 1000:+.3f}"
         row += " |"
         if ttfb:
@@ -95,31 +115,68 @@ def write(results: dict[str, Any], out_dir: Path) -> Path:
     return path
 
 
-def targets(results: dict[str, Any]) -> list[tuple[str, str, str, bool | None]]:
-    """(target, figure, detail, met) for the four targets of the issue."""
+def targets(
+    results: dict[str, Any], who: str = "toolwire"
+) -> list[tuple[str, str, str, bool | None]]:
+    """(target, figure, how, met) for the four targets of the issue, for `who`."""
     a, b, c, e = results["a"], results["b"], results.get("c", {}), results.get("e", {})
     rows: list[tuple[str, str, str, bool | None]] = []
-    added = (pct(a["toolwire"]["total_us"], 50) - pct(a["direct"]["total_us"], 50)) / 1000
-    rows.append(("added p50 latency, non-streaming, ≤ 1 ms", f"{added:.3f} ms",
-                 f"toolwire p50 {ms(pct(a['toolwire']['total_us'], 50))} ms − direct p50 {ms(pct(a['direct']['total_us'], 50))} ms",
-                 added <= TARGET_ADDED_P50_MS))
-    per_chunk = stream_overhead(b, "toolwire")
-    rows.append(("overhead per streamed chunk ≤ 20 µs", f"{per_chunk:.1f} µs",
-                 f"(toolwire p50 {ms(pct(b['toolwire']['total_us'], 50))} ms − direct p50 {ms(pct(b['direct']['total_us'], 50))} ms) / 500",
-                 per_chunk <= TARGET_CHUNK_US))
+    if who not in a:
+        return rows
+    label = NAMES[who]
+    added = (pct(a[who]["total_us"], 50) - pct(a["direct"]["total_us"], 50)) / 1000
+    rows.append(
+        (
+            "added p50 latency, non-streaming, ≤ 1 ms",
+            f"{added:.3f} ms",
+            f"{label} p50 {ms(pct(a[who]['total_us'], 50))} ms − direct p50 {ms(pct(a['direct']['total_us'], 50))} ms",
+            added <= TARGET_ADDED_P50_MS,
+        )
+    )
+    per_chunk = stream_overhead(b, who)
+    rows.append(
+        (
+            "overhead per streamed chunk ≤ 20 µs",
+            f"{per_chunk:.1f} µs",
+            f"({label} p50 {ms(pct(b[who]['total_us'], 50))} ms − direct p50 {ms(pct(b['direct']['total_us'], 50))} ms) / 500",
+            per_chunk <= TARGET_CHUNK_US,
+        )
+    )
     top = str(max(int(k) for k in c)) if c else None
-    if top and "litellm" in c[top]:
-        x = c[top]["toolwire"]["rps"] / max(c[top]["litellm"]["rps"], 1e-9)
-        rows.append((f"throughput at concurrency {top} ≥ 3× LiteLLM's", f"{x:.2f}×",
-                     f"toolwire {c[top]['toolwire']['rps']:.0f} req/s vs LiteLLM {c[top]['litellm']['rps']:.0f} req/s",
-                     x >= TARGET_THROUGHPUT_X))
+    if top and "litellm" in c[top] and who in c[top]:
+        x = c[top][who]["rps"] / max(c[top]["litellm"]["rps"], 1e-9)
+        rows.append(
+            (
+                f"throughput at concurrency {top} ≥ 3× LiteLLM's",
+                f"{x:.2f}×",
+                f"{label} {c[top][who]['rps']:.0f} req/s vs LiteLLM {c[top]['litellm']['rps']:.0f} req/s",
+                x >= TARGET_THROUGHPUT_X,
+            )
+        )
     else:
-        rows.append(("throughput at concurrency 64 ≥ 3× LiteLLM's", "not measured", results.get("litellm_note", ""), None))
-    peak = e.get("peak_rss", {}).get("toolwire")
+        rows.append(
+            (
+                "throughput at concurrency 64 ≥ 3× LiteLLM's",
+                "not measured",
+                results.get("litellm_note", ""),
+                None,
+            )
+        )
+    peak = e.get("peak_rss", {}).get(who)
     if peak:
-        rows.append(("peak RSS under load ≤ 150 MB", f"{mb(peak)} MB", "toolwire process, sampled every 100 ms during (c)",
-                     peak / 1e6 <= TARGET_RSS_MB))
+        rows.append(
+            (
+                "peak RSS under load ≤ 150 MB",
+                f"{mb(peak)} MB",
+                f"{label} process, sampled every 100 ms during (c)",
+                peak / 1e6 <= TARGET_RSS_MB,
+            )
+        )
     return rows
+
+
+def met_text(met: bool | None) -> str:
+    return "met" if met else ("–" if met is None else "**not met**")
 
 
 def render(results: dict[str, Any], plot_paths: list[Path]) -> str:
@@ -128,59 +185,123 @@ def render(results: dict[str, Any], plot_paths: list[Path]) -> str:
     s = results["settings"]
     tw = v.get("toolwire_env", {})
     ll = v.get("litellm_env", {})
-    a, b, c, d, e = results["a"], results["b"], results.get("c", {}), results["d"], results.get("e", {})
+    a, b, c, d, e = (
+        results["a"],
+        results["b"],
+        results.get("c", {}),
+        results["d"],
+        results.get("e", {}),
+    )
+    patches = s.get("patches") or []
     out: list[str] = []
     w = out.append
     w("# Gateway benchmark: what toolwire adds\n")
-    w("Generated by `" + results["command"].strip() + f"` on {results['date']} (commit {results['commit']}). "
-      "Do not edit by hand: the run rewrites this file and `plots/`.\n")
-    w("The same workload three ways, in one run: client → mock upstream (**direct**); client → **toolwire** → mock; "
-      "client → **LiteLLM** proxy → mock. The mock (`mock_upstream.py`) answers from pre-encoded bytes. "
-      "Published anchors, all against a mock upstream: Bifrost (Go) adds ~0.4–0.6 ms per request, Portkey ~2.4 ms, LiteLLM 2–12 ms.\n")
+    w(
+        "Generated by `"
+        + results["command"].strip()
+        + f"` on {results['date']} (commit {results['commit']}). "
+        "Do not edit by hand: the run rewrites this file and `plots/`.\n"
+    )
+    w(
+        "The same workload three ways, in one run: client → mock upstream (**direct**); client → **toolwire** → mock; "
+        "client → **LiteLLM** proxy → mock. The mock (`mock_upstream.py`) answers from pre-encoded bytes. "
+        "Published anchors, all against a mock upstream: Bifrost (Go) adds ~0.4–0.6 ms per request, Portkey ~2.4 ms, LiteLLM 2–12 ms.\n"
+    )
+    if patches or any(n.startswith("floor-") for n in a):
+        w("Two kinds of extra paths help read the figures (they are not gateways):\n")
+        if patches:
+            w(
+                f"- **toolwire + proposed fixes**: the same `toolwire serve` with the fixes this benchmark proposes for `src/` "
+                f"applied as monkeypatches (`toolwire_patched.py {','.join(patches)}`; each patch is explained there). "
+                "It shows what the changes would buy, measured in the same run."
+            )
+        if any(n.startswith("floor-") for n in a):
+            w(
+                "- **floors** (`floors.py`): a bare ASGI callable served exactly as toolwire is (uvicorn + httptools, the stdlib "
+                "event loop), answering from pre-encoded bytes with no upstream, or after forwarding the request to the mock with "
+                "httpx (as toolwire does: `stream: true`, the whole stream read) or with aiohttp. A Python gateway on this "
+                "stack cannot add less than its floor."
+            )
+        w("")
     w("## Targets\n")
-    w("| target | figure | how | met |")
-    w("|---|---:|---|---|")
-    for name, figure, detail, met in targets(results):
-        w(f"| {name} | **{figure}** | {detail} | {'met' if met else ('–' if met is None else '**not met**')} |")
+    base_rows = targets(results, "toolwire")
+    patched_rows = targets(results, "patched") if "patched" in a else []
+    if patched_rows:
+        w(
+            "| target | toolwire as is | met | toolwire + proposed fixes | met | how (toolwire as is) |"
+        )
+        w("|---|---:|---|---:|---|---|")
+        for (name, fig, how, met), (_, pfig, _, pmet) in zip(base_rows, patched_rows, strict=False):
+            w(f"| {name} | **{fig}** | {met_text(met)} | **{pfig}** | {met_text(pmet)} | {how} |")
+    else:
+        w("| target | figure | how | met |")
+        w("|---|---:|---|---|")
+        for name, fig, how, met in base_rows:
+            w(f"| {name} | **{fig}** | {how} | {met_text(met)} |")
     w("")
     w("## Machine and versions\n")
-    w(f"- CPU: {m['cpu']}, {m['cores']} cores ({m['usable_cpus']} usable); RAM {m['ram_bytes'] / 2**30:.1f} GiB; {m['os']}")
+    w(
+        f"- CPU: {m['cpu']}, {m['cores']} cores ({m['usable_cpus']} usable); RAM {m['ram_bytes'] / 2**30:.1f} GiB; {m['os']}"
+    )
     pin = s.get("pinning")
     if pin:
-        w(f"- CPU pinning: both gateways on CPU {pin['gateways']}, the load generator on {pin['client']}, the mock on {pin['mock']} "
-          "(a gateway's figures are per core; it never competes with the client)")
+        w(
+            f"- CPU pinning: every gateway (and floor) on CPU {pin['gateways']}, the load generator on {pin['client']}, the mock on {pin['mock']} "
+            "(a gateway's figures are per core, and it never competes with the client; idle gateways sleep)"
+        )
     else:
         w("- no CPU pinning")
-    w(f"- toolwire {tw.get('toolwire', '?')} on Python {tw.get('python', '?')}: uvicorn {tw.get('uvicorn', '?')}, starlette {tw.get('starlette', '?')}, "
-      f"httpx {tw.get('httpx', '?')}, httpcore {tw.get('httpcore', '?')}, orjson {tw.get('orjson', '?')}, uvloop {tw.get('uvloop', '?')}, httptools {tw.get('httptools', '?')}; "
-      "run as `python -m toolwire serve --upstream MOCK --db sqlite:///… --port P` with `TOOLWIRE_LOG_LEVEL=warning`, everything else default")
+    w(
+        f"- toolwire {tw.get('toolwire', '?')} on Python {tw.get('python', '?')}: uvicorn {tw.get('uvicorn', '?')}, starlette {tw.get('starlette', '?')}, "
+        f"httpx {tw.get('httpx', '?')}, httpcore {tw.get('httpcore', '?')}, h11 {tw.get('h11', '?')}, anyio {tw.get('anyio', '?')}, orjson {tw.get('orjson', '?')}, "
+        f"uvloop {tw.get('uvloop', '?')}, httptools {tw.get('httptools', '?')}; "
+        "run as `python -m toolwire serve --upstream MOCK --db sqlite:///… --port P` with `TOOLWIRE_LOG_LEVEL=warning`, everything else default"
+    )
+    if v.get("extra_site"):
+        w(
+            "- for the aiohttp floor and patch only: "
+            + ", ".join(f"{k} {x}" for k, x in v["extra_site"].items())
+            + " (`benchmarks/.pip-extras`)"
+        )
     if ll:
-        w(f"- LiteLLM {ll.get('litellm', '?')} (`litellm[proxy]`, pinned) on Python {ll.get('python', '?')}: fastapi {ll.get('fastapi', '?')}, uvicorn {ll.get('uvicorn', '?')}, "
-          f"httpx {ll.get('httpx', '?')}, aiohttp {ll.get('aiohttp', '?')}, openai {ll.get('openai', '?')}; "
-          "`litellm --config … --num_workers 1 --telemetry False`, no database, `LITELLM_LOG=WARNING`, local model-cost map; "
-          "models `openai/mock-tool`, `openai/mock-stream`, and `openai/chat_completions/mock-tool` for the Responses bridge")
+        w(
+            f"- LiteLLM {ll.get('litellm', '?')} (`litellm[proxy]`, pinned) on Python {ll.get('python', '?')}: fastapi {ll.get('fastapi', '?')}, uvicorn {ll.get('uvicorn', '?')}, "
+            f"httpx {ll.get('httpx', '?')}, aiohttp {ll.get('aiohttp', '?')}, openai {ll.get('openai', '?')}; "
+            "`litellm --config … --num_workers 1 --telemetry False`, no database, `LITELLM_LOG=WARNING`, local model-cost map; "
+            "models `openai/mock-tool`, `openai/mock-stream`, and `openai/chat_completions/mock-tool` for the Responses bridge"
+        )
     else:
         w(f"- LiteLLM: not measured — {results.get('litellm_note', '')}")
     bench = v.get("bench_env", {})
-    w(f"- load generator: `loadgen.py` (raw-socket HTTP/1.1 client, Python {bench.get('python', '?')}) for latency; "
-      f"{v.get('wrk', 'the asyncio client in loadgen.py')} for throughput")
-    w(f"- settings: {s['requests']} sequential requests per path for (a), {s['stream_requests']} streams for (b), "
-      f"{s['responses_requests']} per mode for (d), {s['duration']:g} s per throughput point; requests interleaved round-robin "
-      "over the paths, one keep-alive connection each, after a warm-up\n")
+    w(
+        f"- load generator: `loadgen.py` (raw-socket HTTP/1.1 client, Python {bench.get('python', '?')}) for latency; "
+        f"{v.get('wrk', 'the asyncio client in loadgen.py')} for throughput"
+    )
+    blocks = s.get("blocks", {})
+    w(
+        f"- settings: {s['requests']} sequential requests per path for (a), {s['stream_requests']} streams for (b), "
+        f"{s['responses_requests']} per mode for (d), {s['duration']:g} s per throughput point. Sequential requests go in blocks "
+        f"({blocks.get('a', 1)} for (a), {blocks.get('b', 1)} for (b), {blocks.get('d', 1)} for (d)) to each path in turn, the order "
+        "rotating, one keep-alive connection per path, after a warm-up; so every path sees the same drift, and a gateway is "
+        "not measured right after another process flushed its caches\n"
+    )
 
     w("## (a) Sequential non-streaming chat completion with a tool call\n")
-    w("`POST /v1/chat/completions` (system + user message, two tools); the answer is one `get_weather` call. "
-      "Every response was checked (one call, name, arguments, `finish_reason`). toolwire's loop asks the upstream for a "
-      "stream even when the client did not (`LoopSettings.stream` is always true on the proxy), so toolwire → mock is a "
-      "short SSE stream of the same call; LiteLLM asks for a JSON body.\n")
+    w(
+        "`POST /v1/chat/completions` (system + user message, two tools); the answer is one `get_weather` call. "
+        "Every response was checked (one call, name, arguments, `finish_reason`). What each path asked of the mock "
+        "(JSON or a stream, and how many new connections it opened) is in the table at the end.\n"
+    )
     out.extend(latency_table(a))
     w("")
     w("## (b) Streaming chat completion: 500 chunks carrying a tool call\n")
-    w("The mock streams 500 `chat.completion.chunk` events (role, call header, 496 argument pieces of ~4 characters, "
-      "finish, usage) and `[DONE]`. Overhead per chunk = (gateway p50 total − direct p50 total) / 500. "
-      "*First byte* is the first body byte; *first tool-call byte* the first byte of a chunk carrying `tool_calls`. "
-      "toolwire holds tool calls until the turn ends (it assembles and validates them), so it sends the role chunk at once "
-      "and the whole call at the end; the arguments were checked to reassemble exactly on every path.\n")
+    w(
+        "The mock streams 500 `chat.completion.chunk` events (role, call header, 496 argument pieces of ~4 characters, "
+        "finish, usage) and `[DONE]`. Overhead per chunk = (path p50 total − direct p50 total) / 500. "
+        "*First byte* is the first body byte; *first tool-call byte* the first byte of a chunk carrying `tool_calls`. "
+        "toolwire holds tool calls until the turn ends (it assembles and validates them), so it sends the role chunk at once "
+        "and the whole call at the end; the arguments were checked to reassemble exactly on every path.\n"
+    )
     out.extend(latency_table(b, ttfb=True))
     w("")
     w("| path | overhead per chunk µs | chunks received |")
@@ -192,26 +313,37 @@ def render(results: dict[str, Any], plot_paths: list[Path]) -> str:
     w("## (c) Throughput by concurrency (non-streaming, as in (a))\n")
     if c:
         levels = sorted(c, key=int)
-        w(f"Each point runs {s['duration']:g} s with {s['load_tool']}; errors are connection errors, timeouts and non-2xx answers. "
-          "CPU/request is the gateway process's CPU time over the point divided by its requests.\n")
-        w("| concurrency | path | req/s | errors | p50 ms | p99 ms | CPU µs/request | toolwire/direct | LiteLLM/toolwire |")
+        w(
+            f"Each point runs {s['duration']:g} s with {s['load_tool']}; errors are connection errors, timeouts and non-2xx answers. "
+            "CPU/request is the path's process CPU time over the point divided by its requests. Floors run at the highest "
+            "concurrency only.\n"
+        )
+        w(
+            "| concurrency | path | req/s | errors | p50 ms | p99 ms | CPU µs/request | toolwire/direct | LiteLLM/toolwire |"
+        )
         w("|---:|---|---:|---:|---:|---:|---:|---:|---:|")
         for level in levels:
             row = c[level]
             for name in names_in(row):
                 r = row[name]
                 cpu = r.get("cpu_us_per_request")
-                w(f"| {level} | {NAMES[name]} | {r['rps']:.0f} | {r['errors']} | {r['p50_us'] / 1000:.2f} | {r['p99_us'] / 1000:.2f} | "
-                  f"{'–' if cpu is None else f'{cpu:.0f}'} | {ratio(r['rps'], row['direct']['rps']) if name == 'toolwire' else '–'} | "
-                  f"{ratio(r['rps'], row['toolwire']['rps']) if name == 'litellm' else '–'} |")
+                w(
+                    f"| {level} | {NAMES[name]} | {r['rps']:.0f} | {r['errors']} | {r['p50_us'] / 1000:.2f} | {r['p99_us'] / 1000:.2f} | "
+                    f"{'–' if cpu is None else f'{cpu:.0f}'} | {ratio(r['rps'], row['direct']['rps']) if name in ('toolwire', 'patched') else '–'} | "
+                    f"{ratio(r['rps'], row['toolwire']['rps']) if name == 'litellm' else '–'} |"
+                )
         w("")
-        w("Direct throughput is the mock's (and the load generator's) ceiling on its CPU; it is far above either gateway, "
-          "so the mock is not the bottleneck.\n")
+        w(
+            "Direct throughput is the mock's (and the load generator's) ceiling on their shared CPU; it is far above every "
+            "gateway, so the mock is not the bottleneck.\n"
+        )
     w("## (d) `/v1/responses` with a function tool\n")
-    w("`POST /v1/responses` (`input` text, two function tools); the answer is one `function_call` item. **direct** is the "
-      "mock answering natively from pre-encoded Responses bytes; **toolwire** runs its loop (chat-completions stream "
-      "upstream, response stored in SQLite, as by default); **LiteLLM** runs its Responses → chat-completions bridge. "
-      "Checked: one `get_weather` `function_call` with the right arguments (streaming: in `response.completed`).\n")
+    w(
+        "`POST /v1/responses` (`input` text, two function tools); the answer is one `function_call` item. **direct** is the "
+        "mock answering natively from pre-encoded Responses bytes; **toolwire** runs its loop (chat-completions stream "
+        "upstream, response stored in SQLite, as by default); **LiteLLM** runs its Responses → chat-completions bridge. "
+        "Checked: one `get_weather` `function_call` with the right arguments (streaming: in `response.completed`).\n"
+    )
     for mode in ("non-streaming", "streaming"):
         w(f"**{mode}**\n")
         out.extend(latency_table(d[mode], ttfb=(mode == "streaming")))
@@ -219,16 +351,53 @@ def render(results: dict[str, Any], plot_paths: list[Path]) -> str:
     note = results.get("litellm_note")
     if note:
         w(f"LiteLLM: {note}\n")
+    seen = results.get("upstream", {})
+    if seen:
+        w("## What each path sent to the mock\n")
+        w(
+            "Counted by the mock, which listens on one port per path: upstream requests per client request, by kind, and "
+            "new TCP connections per client request (0 when the path keeps a pooled keep-alive connection; 1 when it "
+            "connects anew for every request).\n"
+        )
+        w(
+            "| workload | path | upstream requests per client request | new connections per client request |"
+        )
+        w("|---|---|---|---:|")
+        labels = {
+            "chat_json": "chat JSON",
+            "chat_stream": "chat stream",
+            "responses_json": "responses JSON",
+            "responses_stream": "responses stream",
+            "other": "other",
+        }
+        for key, per_path in seen.items():
+            for name in names_in(per_path):
+                entry = per_path[name]
+                kinds = (
+                    ", ".join(
+                        f"{v:.2f} {labels.get(k, k)}"
+                        for k, v in entry["upstream_per_request"].items()
+                    )
+                    or "none"
+                )
+                w(f"| {key} | {NAMES[name]} | {kinds} | {entry['connections_per_request']:.3f} |")
+        w("")
     w("## (e) Memory under load\n")
     if e.get("peak_rss"):
-        w("RSS of each gateway process and its children, sampled every 100 ms during (c).\n")
-        w("| gateway | idle RSS MB (after start) | peak RSS MB under (c) | CPU µs/request at each concurrency |")
+        w("RSS of each process and its children, sampled every 100 ms during (c).\n")
+        w(
+            "| path | idle RSS MB (after start) | peak RSS MB under (c) | CPU µs/request at each concurrency |"
+        )
         w("|---|---:|---:|---|")
-        for name in ("toolwire", "litellm"):
+        for name in ORDER:
             if name in e["peak_rss"]:
                 cpu = e.get("cpu_us_per_request", {}).get(name, {})
-                cpus = ", ".join(f"c={k}: {v:.0f}" for k, v in sorted(cpu.items(), key=lambda kv: int(kv[0])))
-                w(f"| {NAMES[name]} | {mb(e['idle_rss'].get(name, 0))} | {mb(e['peak_rss'][name])} | {cpus} |")
+                cpus = ", ".join(
+                    f"c={k}: {x:.0f}" for k, x in sorted(cpu.items(), key=lambda kv: int(kv[0]))
+                )
+                w(
+                    f"| {NAMES[name]} | {mb(e['idle_rss'].get(name, 0))} | {mb(e['peak_rss'][name])} | {cpus} |"
+                )
         w("")
     if plot_paths:
         w("## Plots\n")
@@ -248,26 +417,34 @@ def make_plots(results: dict[str, Any], plots: Path) -> list[Path]:
 
     made: list[Path] = []
     a = results["a"]
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4), dpi=90)
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.2), dpi=80)
     for name in names_in(a):
         t = sorted(x / 1000 for x in a[name]["total_us"])
         if not t:
             continue
         ys = [(i + 1) / len(t) for i in range(len(t))]
-        ax1.plot(t, ys, label=f"{NAMES[name]} (p50 {pct(t, 50):.2f} ms)", color=COLORS[name])
-        hi = pct(t, 99.5)
-        ax2.hist([x for x in t if x <= hi], bins=60, alpha=0.6, label=NAMES[name], color=COLORS[name])
+        style = "--" if name.startswith("floor-") else "-"
+        ax1.plot(t, ys, style, label=f"{NAMES[name]} (p50 {pct(t, 50):.2f} ms)", color=COLORS[name])
+        if name in MAIN:
+            hi = pct(t, 99.5)
+            ax2.hist(
+                [x for x in t if x <= hi],
+                bins=80,
+                alpha=0.55,
+                label=NAMES[name],
+                color=COLORS[name],
+            )
     ax1.set_xscale("log")
     ax1.set_xlabel("latency, ms (log)")
     ax1.set_ylabel("fraction of requests")
     ax1.set_title("(a) non-streaming tool call: latency CDF")
     ax1.grid(True, which="both", alpha=0.3)
-    ax1.legend(loc="lower right", fontsize=8)
+    ax1.legend(loc="lower right", fontsize=7)
     ax2.set_xscale("log")
     ax2.set_xlabel("latency, ms (log; up to p99.5)")
     ax2.set_ylabel("requests")
     ax2.set_title("(a) latency histogram")
-    ax2.legend(fontsize=8)
+    ax2.legend(fontsize=7)
     fig.tight_layout()
     path = plots / "latency_a.png"
     fig.savefig(path)
@@ -275,11 +452,11 @@ def make_plots(results: dict[str, Any], plots: Path) -> list[Path]:
     made.append(path)
 
     b = results["b"]
-    fig, ax = plt.subplots(figsize=(7, 3.6), dpi=90)
+    fig, ax = plt.subplots(figsize=(8, 0.5 + 0.45 * len(names_in(b))), dpi=80)
     names = names_in(b)
     data = [[x / 1000 for x in b[n]["total_us"]] for n in names]
     box = ax.boxplot(data, vert=False, showfliers=False, patch_artist=True)
-    ax.set_yticks(range(1, len(names) + 1), [NAMES[n] for n in names])
+    ax.set_yticks(range(1, len(names) + 1), [NAMES[n] for n in names], fontsize=8)
     for patch, n in zip(box["boxes"], names, strict=True):
         patch.set_facecolor(COLORS[n])
         patch.set_alpha(0.6)
@@ -296,23 +473,33 @@ def make_plots(results: dict[str, Any], plots: Path) -> list[Path]:
     c = results.get("c")
     if c:
         levels = sorted(c, key=int)
-        names = [n for n in ("direct", "toolwire", "litellm") if all(n in c[lv] for lv in levels)]
-        fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4), dpi=90)
+        names = [n for n in MAIN if all(n in c[lv] for lv in levels)]
+        fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.2), dpi=80)
         width = 0.8 / max(len(names), 1)
+        gateways = [n for n in names if n != "direct"]
+        gwidth = 0.8 / max(len(gateways), 1)
         for i, name in enumerate(names):
             xs = [j + i * width for j in range(len(levels))]
             rps = [c[lv][name]["rps"] for lv in levels]
             bars = ax1.bar(xs, rps, width, label=NAMES[name], color=COLORS[name])
             ax1.bar_label(bars, [f"{r:.0f}" for r in rps], fontsize=7)
-            if name != "direct":
-                gw = [c[lv][name]["rps"] for lv in levels]
-                bars = ax2.bar(xs, gw, width, label=NAMES[name], color=COLORS[name])
-                ax2.bar_label(bars, [f"{r:.0f}" for r in gw], fontsize=7)
-        for ax, title in ((ax1, "(c) throughput, log scale"), (ax2, "(c) gateways only, linear")):
-            ax.set_xticks([j + width * (len(names) - 1) / 2 for j in range(len(levels))], [f"c={lv}" for lv in levels])
+        for i, name in enumerate(gateways):
+            xs = [j + i * gwidth for j in range(len(levels))]
+            rps = [c[lv][name]["rps"] for lv in levels]
+            bars = ax2.bar(xs, rps, gwidth, label=NAMES[name], color=COLORS[name])
+            ax2.bar_label(bars, [f"{r:.0f}" for r in rps], fontsize=7)
+        ax1.set_xticks(
+            [j + width * (len(names) - 1) / 2 for j in range(len(levels))],
+            [f"c={lv}" for lv in levels],
+        )
+        ax2.set_xticks(
+            [j + gwidth * (len(gateways) - 1) / 2 for j in range(len(levels))],
+            [f"c={lv}" for lv in levels],
+        )
+        for ax, title in ((ax1, "(c) throughput (log scale)"), (ax2, "(c) gateways only (linear)")):
             ax.set_ylabel("requests / s")
             ax.set_title(title)
-            ax.legend(fontsize=8)
+            ax.legend(fontsize=7)
             ax.grid(True, axis="y", alpha=0.3)
         ax1.set_yscale("log")
         fig.tight_layout()
@@ -324,14 +511,25 @@ def make_plots(results: dict[str, Any], plots: Path) -> list[Path]:
 
 
 def summary(results: dict[str, Any]) -> str:
-    lines = ["", "target                                        figure        met"]
-    for name, figure, _detail, met in targets(results):
-        lines.append(f"{name:<46}{figure:<14}{'yes' if met else ('-' if met is None else 'NO')}")
+    lines = []
+    for who in ("toolwire", "patched"):
+        rows = targets(results, who)
+        if not rows:
+            continue
+        lines += ["", f"{NAMES[who]:<46}figure        met"]
+        for name, figure, _how, met in rows:
+            lines.append(
+                f"  {name:<44}{figure:<14}{'yes' if met else ('-' if met is None else 'NO')}"
+            )
     return "\n".join(lines)
 
 
 if __name__ == "__main__":
-    src = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).parent / ".scratch" / "results.json"
+    src = (
+        Path(sys.argv[1])
+        if len(sys.argv) > 1
+        else Path(__file__).parent / ".scratch" / "results.json"
+    )
     res = json.loads(src.read_text())
     print(write(res, Path(sys.argv[2]) if len(sys.argv) > 2 else Path(__file__).parent))
     print(summary(res))

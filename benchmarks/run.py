@@ -46,6 +46,9 @@ SCRATCH = HERE / ".scratch"
 BENCH_VENV = HERE / ".venv-bench"
 LITELLM_VENV = HERE / ".venv-litellm"
 PROJECT_PY = ROOT / ".venv" / "bin" / "python"
+EXTRA_SITE = HERE / ".pip-extras"
+EXTRA_REQUIREMENTS = ["aiohttp==3.14.5", "httpx-aiohttp==0.2.0"]
+DEFAULT_PATCHES = "drain,aiohttp,uvloop,sink,restarts"
 
 # The newest litellm[proxy] whose dependencies resolve on this machine's package index (1.103.8 to
 # 1.109.1 need certifi>=2026.10.19, which it does not carry).
@@ -61,7 +64,10 @@ TOOLS = [
             "description": "Current weather for a city.",
             "parameters": {
                 "type": "object",
-                "properties": {"city": {"type": "string"}, "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
+                "properties": {
+                    "city": {"type": "string"},
+                    "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
+                },
                 "required": ["city"],
             },
         },
@@ -80,7 +86,10 @@ TOOLS = [
     },
 ]
 MESSAGES = [
-    {"role": "system", "content": "You are a helpful assistant. Use the tools when they help. " * 8},
+    {
+        "role": "system",
+        "content": "You are a helpful assistant. Use the tools when they help. " * 8,
+    },
     {"role": "user", "content": "What is the weather in Paris right now?"},
 ]
 RESPONSES_TOOLS = [{"type": "function", **t["function"]} for t in TOOLS]
@@ -114,29 +123,56 @@ def ensure_bench_env() -> None:
         subprocess.run([sys.executable, "-m", "venv", str(BENCH_VENV)], check=True)
     probe = subprocess.run([str(py), "-c", "import matplotlib, psutil"], capture_output=True)
     if probe.returncode != 0:
-        subprocess.run([str(py), "-m", "pip", "install", "--quiet", *BENCH_REQUIREMENTS], check=True, timeout=900)
+        subprocess.run(
+            [str(py), "-m", "pip", "install", "--quiet", *BENCH_REQUIREMENTS],
+            check=True,
+            timeout=900,
+        )
     os.execv(str(py), [str(py), str(Path(__file__).resolve()), *sys.argv[1:]])
 
 
 def ensure_project_env() -> None:
-    if PROJECT_PY.exists() and subprocess.run([str(PROJECT_PY), "-c", "import toolwire"], capture_output=True).returncode == 0:
+    if (
+        PROJECT_PY.exists()
+        and subprocess.run(
+            [str(PROJECT_PY), "-c", "import toolwire"], capture_output=True
+        ).returncode
+        == 0
+    ):
         return
-    log("the project venv is missing: creating it as `make test` would (.venv, pip install -e .[dev])")
+    log(
+        "the project venv is missing: creating it as `make test` would (.venv, pip install -e .[dev])"
+    )
     if shutil.which("make"):
         subprocess.run(["make", "-C", str(ROOT), ".venv/.installed"], check=True, timeout=1800)
     else:
         subprocess.run([sys.executable, "-m", "venv", str(ROOT / ".venv")], check=True)
-        subprocess.run([str(PROJECT_PY), "-m", "pip", "install", "--quiet", "-e", f"{ROOT}[dev]"], check=True, timeout=1800)
+        subprocess.run(
+            [str(PROJECT_PY), "-m", "pip", "install", "--quiet", "-e", f"{ROOT}[dev]"],
+            check=True,
+            timeout=1800,
+        )
 
 
 def ensure_litellm(version: str) -> tuple[Path | None, str]:
     """The pinned LiteLLM proxy in its own venv: (litellm executable or None, why not)."""
     py = venv_python(LITELLM_VENV)
     exe = LITELLM_VENV / "bin" / "litellm"
-    have = subprocess.run(
-        [str(py), "-c", "import importlib.metadata as m; print(m.version('litellm'))"], capture_output=True, text=True
-    ) if py.exists() else None
-    if have is not None and have.returncode == 0 and have.stdout.strip() == version and exe.exists():
+    have = (
+        subprocess.run(
+            [str(py), "-c", "import importlib.metadata as m; print(m.version('litellm'))"],
+            capture_output=True,
+            text=True,
+        )
+        if py.exists()
+        else None
+    )
+    if (
+        have is not None
+        and have.returncode == 0
+        and have.stdout.strip() == version
+        and exe.exists()
+    ):
         return exe, ""
     try:
         if not py.exists():
@@ -146,14 +182,53 @@ def ensure_litellm(version: str) -> tuple[Path | None, str]:
             log(f"installing litellm[proxy]=={version} into {LITELLM_VENV.relative_to(ROOT)}")
         done = subprocess.run(
             [str(py), "-m", "pip", "install", "--quiet", f"litellm[proxy]=={version}"],
-            capture_output=True, text=True, timeout=1200,
+            capture_output=True,
+            text=True,
+            timeout=1200,
         )
     except (subprocess.SubprocessError, OSError) as exc:
         return None, f"could not install litellm[proxy]=={version}: {exc}"
     if done.returncode != 0 or not exe.exists():
-        tail = [line for line in done.stderr.splitlines() if not line.startswith("WARNING: Location")][-3:]
+        tail = [
+            line for line in done.stderr.splitlines() if not line.startswith("WARNING: Location")
+        ][-3:]
         return None, f"pip install litellm[proxy]=={version} failed: {' / '.join(tail)}"
     return exe, ""
+
+
+def ensure_extra_site() -> str:
+    """aiohttp + httpx-aiohttp in benchmarks/.pip-extras for the floors and the `aiohttp` patch
+    (a `pip install --target` with the project's interpreter; its venv is left untouched).
+    Returns why not, or ''."""
+    marker = EXTRA_SITE / ".complete"
+    have = subprocess.run(
+        [str(PROJECT_PY), "-c", "import aiohttp, httpx_aiohttp"], capture_output=True
+    )
+    if marker.exists() or have.returncode == 0:
+        return ""
+    log(f"installing {', '.join(EXTRA_REQUIREMENTS)} into {EXTRA_SITE.relative_to(ROOT)}")
+    try:
+        done = subprocess.run(
+            [
+                str(PROJECT_PY),
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--target",
+                str(EXTRA_SITE),
+                *EXTRA_REQUIREMENTS,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
+    except (subprocess.SubprocessError, OSError) as exc:
+        return f"could not install {EXTRA_REQUIREMENTS}: {exc}"
+    if done.returncode != 0:
+        return f"pip install --target failed: {done.stderr.strip().splitlines()[-1:]}"
+    marker.touch()
+    return ""
 
 
 def find_wrk(allow_install: bool) -> str | None:
@@ -163,8 +238,12 @@ def find_wrk(allow_install: bool) -> str | None:
     if os.geteuid() == 0 and shutil.which("apt-get"):
         log("wrk not found: trying apt-get install -y wrk (use --no-wrk to skip)")
         with contextlib.suppress(subprocess.SubprocessError, OSError):
-            subprocess.run(["apt-get", "install", "-y", "-q", "wrk"], capture_output=True, timeout=240,
-                           env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
+            subprocess.run(
+                ["apt-get", "install", "-y", "-q", "wrk"],
+                capture_output=True,
+                timeout=240,
+                env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"},
+            )
     found = shutil.which("wrk")
     if not found:
         log("wrk unavailable: throughput uses the Python asyncio load generator")
@@ -180,12 +259,26 @@ class Processes:
     def __init__(self) -> None:
         self.procs: list[tuple[str, subprocess.Popen[bytes]]] = []
 
-    def start(self, name: str, argv: list[str], *, env: dict[str, str] | None = None,
-              cpus: set[int] | None = None, cwd: Path | None = None) -> subprocess.Popen[bytes]:
+    def start(
+        self,
+        name: str,
+        argv: list[str],
+        *,
+        env: dict[str, str] | None = None,
+        cpus: set[int] | None = None,
+        cwd: Path | None = None,
+    ) -> subprocess.Popen[bytes]:
         logfile = open(SCRATCH / f"{name}.log", "wb")  # noqa: SIM115
         preexec = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
-        proc = subprocess.Popen(argv, stdout=logfile, stderr=subprocess.STDOUT, env=env, cwd=cwd,
-                                start_new_session=True, preexec_fn=preexec)
+        proc = subprocess.Popen(
+            argv,
+            stdout=logfile,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=cwd,
+            start_new_session=True,
+            preexec_fn=preexec,
+        )
         logfile.close()
         self.procs.append((name, proc))
         return proc
@@ -221,13 +314,47 @@ def wait_http(url: str, proc: subprocess.Popen[bytes], name: str, timeout: float
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise RuntimeError(f"{name} exited with {proc.returncode}; see {SCRATCH / (name + '.log')}")
-        with contextlib.suppress(OSError):
-            with urllib.request.urlopen(url, timeout=2) as response:
-                if response.status == 200:
-                    return
+            raise RuntimeError(
+                f"{name} exited with {proc.returncode}; see {SCRATCH / (name + '.log')}"
+            )
+        with contextlib.suppress(OSError), urllib.request.urlopen(url, timeout=2) as response:
+            if response.status == 200:
+                return
         time.sleep(0.2)
     raise RuntimeError(f"{name} did not answer {url} within {timeout:.0f} s")
+
+
+class MockStats:
+    """What each path sent to the mock: `GET /stats` before and after a workload."""
+
+    def __init__(self, url: str, ports: dict[str, int]) -> None:
+        self.url = url
+        self.ports = ports
+
+    def snapshot(self) -> dict[str, dict[str, int]]:
+        with urllib.request.urlopen(self.url, timeout=5) as response:
+            raw = json.loads(response.read())
+        return {name: raw.get(str(port), {}) for name, port in self.ports.items()}
+
+    @staticmethod
+    def delta(
+        before: dict[str, dict[str, int]], after: dict[str, dict[str, int]], calls: dict[str, int]
+    ) -> dict[str, Any]:
+        """Per path: upstream requests by kind and new connections, per client request."""
+        out: dict[str, Any] = {}
+        for name, now in after.items():
+            if name not in calls or not calls[name]:
+                continue
+            d = {k: now.get(k, 0) - before.get(name, {}).get(k, 0) for k in now}
+            n = calls[name]
+            out[name] = {
+                "client_requests": n,
+                "connections_per_request": d.get("connections", 0) / n,
+                "upstream_per_request": {
+                    k: v / n for k, v in d.items() if k != "connections" and v
+                },
+            }
+        return out
 
 
 class RssSampler:
@@ -290,19 +417,47 @@ class RssSampler:
 def run_loadgen(args: list[str], cpus: set[int] | None, timeout: float) -> Any:
     out = SCRATCH / f"loadgen-{time.monotonic_ns()}.json"
     preexec = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
-    subprocess.run([sys.executable, str(HERE / "loadgen.py"), *args, "--out", str(out)], check=True,
-                   timeout=timeout, preexec_fn=preexec)
+    subprocess.run(
+        [sys.executable, str(HERE / "loadgen.py"), *args, "--out", str(out)],
+        check=True,
+        timeout=timeout,
+        preexec_fn=preexec,
+    )
     with open(out) as f:
         return json.load(f)
 
 
-def sequential(name: str, targets: dict[str, str], body: dict[str, Any], *, stream: bool, kind: str,
-               expected: str, warmup: int, requests: int, models: dict[str, str], cpus: set[int] | None) -> Any:
-    spec = {"targets": targets, "body": body, "stream": stream, "kind": kind, "expected_args": expected,
-            "warmup": warmup, "requests": requests, "models": models}
+def sequential(
+    name: str,
+    targets: dict[str, str],
+    body: dict[str, Any],
+    *,
+    stream: bool,
+    kind: str,
+    expected: str,
+    warmup: int,
+    requests: int,
+    models: dict[str, str],
+    cpus: set[int] | None,
+    block: int,
+) -> Any:
+    """One sequential workload (loadgen.py in its own process): per path, timings and checks."""
+    spec = {
+        "targets": targets,
+        "body": body,
+        "stream": stream,
+        "kind": kind,
+        "expected_args": expected,
+        "warmup": warmup,
+        "requests": requests,
+        "models": models,
+        "block": block,
+    }
     path = SCRATCH / f"spec-{name}.json"
     path.write_text(json.dumps(spec))
-    log(f"{name}: {requests} requests per target, interleaved over {', '.join(targets)}")
+    log(
+        f"{name}: {requests} requests per path, in blocks of {block}, rotating over {', '.join(targets)}"
+    )
     return run_loadgen(["sequential", "--spec", str(path)], cpus, timeout=1800)
 
 
@@ -320,18 +475,47 @@ end
 """
 
 
-def throughput(url: str, body: bytes, concurrency: int, duration: float, wrk: str | None,
-               cpus: set[int] | None) -> dict[str, Any]:
+def throughput(
+    url: str, body: bytes, concurrency: int, duration: float, wrk: str | None, cpus: set[int] | None
+) -> dict[str, Any]:
     body_path = SCRATCH / "throughput-body.json"
     body_path.write_bytes(body)
     if wrk is None:
-        return run_loadgen(["throughput", "--url", url, "--body", str(body_path), "--concurrency", str(concurrency),
-                            "--duration", str(duration)], cpus, timeout=duration + 120)
+        return run_loadgen(
+            [
+                "throughput",
+                "--url",
+                url,
+                "--body",
+                str(body_path),
+                "--concurrency",
+                str(concurrency),
+                "--duration",
+                str(duration),
+            ],
+            cpus,
+            timeout=duration + 120,
+        )
     script = SCRATCH / "post.lua"
     script.write_text(WRK_SCRIPT % body_path)
     preexec = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
-    done = subprocess.run([wrk, "-t1", f"-c{concurrency}", f"-d{max(1, round(duration))}s", "--timeout", "10s", "-s", str(script), url],
-                          capture_output=True, text=True, timeout=duration + 120, preexec_fn=preexec)
+    done = subprocess.run(
+        [
+            wrk,
+            "-t1",
+            f"-c{concurrency}",
+            f"-d{max(1, round(duration))}s",
+            "--timeout",
+            "10s",
+            "-s",
+            str(script),
+            url,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=duration + 120,
+        preexec_fn=preexec,
+    )
     line = next((ln for ln in done.stdout.splitlines() if ln.startswith("WRKJSON ")), None)
     if line is None:
         raise RuntimeError(f"wrk failed: {done.stdout[-500:]} {done.stderr[-500:]}")
@@ -339,16 +523,26 @@ def throughput(url: str, body: bytes, concurrency: int, duration: float, wrk: st
     errors = w["connect"] + w["read"] + w["write"] + w["status"] + w["timeout"]
     ok = w["requests"] - w["status"]
     seconds = w["duration_us"] / 1e6
-    return {"tool": "wrk", "requests": ok, "errors": errors, "seconds": seconds, "rps": ok / seconds,
-            "p50_us": w["p50_us"], "p99_us": w["p99_us"], "error_detail": {k: w[k] for k in ("connect", "read", "write", "status", "timeout")}}
+    return {
+        "tool": "wrk",
+        "requests": ok,
+        "errors": errors,
+        "seconds": seconds,
+        "rps": ok / seconds,
+        "p50_us": w["p50_us"],
+        "p99_us": w["p99_us"],
+        "error_detail": {k: w[k] for k in ("connect", "read", "write", "status", "timeout")},
+    }
 
 
 # -- versions and machine -----------------------------------------------------------------------
 
 
 def versions_in(py: Path, packages: list[str]) -> dict[str, str]:
-    code = ("import importlib.metadata as m, json, sys\nout={'python': sys.version.split()[0]}\n"
-            f"for p in {packages!r}:\n    try: out[p]=m.version(p)\n    except Exception: out[p]='-'\nprint(json.dumps(out))")
+    code = (
+        "import importlib.metadata as m, json, sys\nout={'python': sys.version.split()[0]}\n"
+        f"for p in {packages!r}:\n    try: out[p]=m.version(p)\n    except Exception: out[p]='-'\nprint(json.dumps(out))"
+    )
     done = subprocess.run([str(py), "-c", code], capture_output=True, text=True)
     return json.loads(done.stdout) if done.returncode == 0 else {}
 
@@ -365,34 +559,93 @@ def machine() -> dict[str, Any]:
         for line in f:
             if line.startswith("MemTotal"):
                 ram = int(line.split()[1]) * 1024
-    return {"cpu": cpu, "cores": os.cpu_count(), "usable_cpus": len(os.sched_getaffinity(0)), "ram_bytes": ram,
-            "os": f"{platform.system()} {platform.release()}", "platform": platform.platform()}
+    return {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "usable_cpus": len(os.sched_getaffinity(0)),
+        "ram_bytes": ram,
+        "os": f"{platform.system()} {platform.release()}",
+        "platform": platform.platform(),
+    }
 
 
 def git_commit() -> str:
-    done = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
-    dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--", "src"], capture_output=True, text=True)
-    return done.stdout.strip() + (" (src modified)" if dirty.stdout.strip() else "") if done.returncode == 0 else "?"
+    done = subprocess.run(
+        ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+    )
+    dirty = subprocess.run(
+        ["git", "-C", str(ROOT), "status", "--porcelain", "--", "src"],
+        capture_output=True,
+        text=True,
+    )
+    return (
+        done.stdout.strip() + (" (src modified)" if dirty.stdout.strip() else "")
+        if done.returncode == 0
+        else "?"
+    )
 
 
 # -- main ---------------------------------------------------------------------------------------
 
 
 def parse_args() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description="toolwire vs direct vs LiteLLM against a mock upstream")
-    parser.add_argument("--duration", type=float, default=None, help="seconds per throughput point (default 20; 3 with --quick)")
-    parser.add_argument("--concurrency", default="1,16,64", help="throughput concurrency levels (default 1,16,64)")
-    parser.add_argument("--requests", type=int, default=None, help="sequential non-streaming requests per target (default 2000)")
-    parser.add_argument("--stream-requests", type=int, default=None, help="500-chunk streams per target (default 150)")
-    parser.add_argument("--responses-requests", type=int, default=None, help="/v1/responses requests per target and mode (default 500)")
-    parser.add_argument("--quick", action="store_true", help="a ~2 minute smoke run (short points, fewer requests)")
+    parser = argparse.ArgumentParser(
+        description="toolwire vs direct vs LiteLLM against a mock upstream"
+    )
+    parser.add_argument(
+        "--duration",
+        type=float,
+        default=None,
+        help="seconds per throughput point (default 20; 3 with --quick)",
+    )
+    parser.add_argument(
+        "--concurrency", default="1,16,64", help="throughput concurrency levels (default 1,16,64)"
+    )
+    parser.add_argument(
+        "--requests",
+        type=int,
+        default=None,
+        help="sequential non-streaming requests per path (default 2000)",
+    )
+    parser.add_argument(
+        "--stream-requests", type=int, default=None, help="500-chunk streams per path (default 150)"
+    )
+    parser.add_argument(
+        "--responses-requests",
+        type=int,
+        default=None,
+        help="/v1/responses requests per path and mode (default 500)",
+    )
+    parser.add_argument(
+        "--quick", action="store_true", help="a ~2 minute smoke run (short points, fewer requests)"
+    )
     parser.add_argument("--skip-litellm", action="store_true", help="leave LiteLLM out")
     parser.add_argument("--litellm-version", default=LITELLM_VERSION)
-    parser.add_argument("--no-pin", action="store_true", help="do not pin gateways and client to separate CPUs")
-    parser.add_argument("--no-wrk", action="store_true", help="use the Python load generator for throughput")
-    parser.add_argument("--profile", action="store_true", help="also profile toolwire with py-spy (writes PROFILE.md)")
+    parser.add_argument(
+        "--patches",
+        default=DEFAULT_PATCHES,
+        help=f"also measure toolwire with these proposed fixes applied (toolwire_patched.py; default {DEFAULT_PATCHES}; '' for none)",
+    )
+    parser.add_argument(
+        "--no-floors",
+        action="store_true",
+        help="leave out the floor paths (bare uvicorn, +httpx, +aiohttp)",
+    )
+    parser.add_argument(
+        "--no-pin", action="store_true", help="do not pin gateways and client to separate CPUs"
+    )
+    parser.add_argument(
+        "--no-wrk", action="store_true", help="use the Python load generator for throughput"
+    )
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="also profile toolwire with py-spy (writes PROFILE.md)",
+    )
     parser.add_argument("--profile-seconds", type=float, default=15.0)
-    parser.add_argument("--max-minutes", type=float, default=45.0, help="hard limit on the whole run")
+    parser.add_argument(
+        "--max-minutes", type=float, default=45.0, help="hard limit on the whole run"
+    )
     parser.add_argument("--results-dir", default=str(HERE), help="where RESULTS.md and plots/ go")
     args = parser.parse_args()
     quick = args.quick
@@ -401,11 +654,66 @@ def parse_args() -> argparse.Namespace:
     args.stream_requests = args.stream_requests or (20 if quick else 150)
     args.responses_requests = args.responses_requests or (100 if quick else 500)
     args.levels = [int(c) for c in args.concurrency.split(",") if c.strip()]
+    args.patch_list = [p for p in args.patches.split(",") if p.strip()]
     return args
 
 
 class Timeout(Exception):
     pass
+
+
+class Path_:
+    """One way to the mock: its base URL, the process behind it (None: direct), what it serves."""
+
+    def __init__(
+        self,
+        name: str,
+        base: str,
+        proc: subprocess.Popen[bytes] | None,
+        *,
+        responses: bool,
+        all_levels: bool,
+    ) -> None:
+        self.name, self.base, self.proc, self.responses, self.all_levels = (
+            name,
+            base,
+            proc,
+            responses,
+            all_levels,
+        )
+
+
+def start_toolwire(
+    procs: Processes,
+    name: str,
+    argv_head: list[str],
+    mock_url: str,
+    port: int,
+    cpus: set[int] | None,
+) -> subprocess.Popen[bytes]:
+    db = SCRATCH / f"{name}.db"
+    for suffix in ("", "-wal", "-shm"):
+        with contextlib.suppress(FileNotFoundError):
+            Path(str(db) + suffix).unlink()
+    env = {**os.environ, "TOOLWIRE_LOG_LEVEL": "warning"}
+    proc = procs.start(
+        name,
+        [
+            *argv_head,
+            "serve",
+            "--upstream",
+            mock_url,
+            "--db",
+            f"sqlite:///{db}",
+            "--port",
+            str(port),
+        ],
+        env=env,
+        cpus=cpus,
+        cwd=ROOT,
+    )
+    wait_http(f"http://127.0.0.1:{port}/health", proc, name)
+    return proc
 
 
 def main() -> None:
@@ -415,16 +723,52 @@ def main() -> None:
     ensure_project_env()
 
     def on_signal(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt if signum != signal.SIGALRM else Timeout(f"--max-minutes {args.max_minutes} reached")
+        raise (
+            KeyboardInterrupt
+            if signum != signal.SIGALRM
+            else Timeout(f"--max-minutes {args.max_minutes} reached")
+        )
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGALRM, on_signal)
     signal.alarm(int(args.max_minutes * 60))
 
-    litellm_exe, litellm_why = (None, "skipped (--skip-litellm)") if args.skip_litellm else ensure_litellm(args.litellm_version)
+    litellm_exe, litellm_why = (
+        (None, "skipped (--skip-litellm)")
+        if args.skip_litellm
+        else ensure_litellm(args.litellm_version)
+    )
     if litellm_exe is None:
         log(f"LiteLLM left out: {litellm_why}")
     wrk = None if args.no_wrk else find_wrk(allow_install=True)
+    extra_why = ensure_extra_site() if (not args.no_floors or "aiohttp" in args.patch_list) else ""
+    if extra_why:
+        log(f"aiohttp unavailable ({extra_why}): no aiohttp floor, no aiohttp patch")
+        args.patch_list = [p for p in args.patch_list if p != "aiohttp"]
+
+    patch_state: dict[str, str] = {}
+    if args.patch_list:
+        check = subprocess.run(
+            [
+                str(PROJECT_PY),
+                str(HERE / "toolwire_patched.py"),
+                "--check",
+                ",".join(args.patch_list),
+            ],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            env={**os.environ, "PYTHONPATH": str(EXTRA_SITE)},
+        )
+        patch_state = (
+            json.loads(check.stdout)
+            if check.returncode == 0
+            else {p: "applies" for p in args.patch_list}
+        )
+        landed = [p for p, state in patch_state.items() if state == "landed"]
+        if landed:
+            log(f"already in src/, not patched: {', '.join(landed)}")
+        args.patch_list = [p for p, state in patch_state.items() if state == "applies"]
 
     cpus = sorted(os.sched_getaffinity(0))
     if args.no_pin or len(cpus) < 2:
@@ -441,22 +785,59 @@ def main() -> None:
         "command": "python benchmarks/run.py " + " ".join(sys.argv[1:]),
         "machine": machine(),
         "commit": git_commit(),
-        "settings": {"duration": args.duration, "levels": args.levels, "requests": args.requests,
-                     "stream_requests": args.stream_requests, "responses_requests": args.responses_requests,
-                     "stream_chunks": STREAM_CHUNKS, "pinning": None if gw_cpus is None else
-                     {"gateways": sorted(gw_cpus), "client": sorted(client_cpus or []), "mock": sorted(mock_cpus or [])},
-                     "load_tool": "wrk" if wrk else "python-asyncio"},
+        "settings": {
+            "duration": args.duration,
+            "levels": args.levels,
+            "requests": args.requests,
+            "stream_requests": args.stream_requests,
+            "responses_requests": args.responses_requests,
+            "stream_chunks": STREAM_CHUNKS,
+            "pinning": None
+            if gw_cpus is None
+            else {
+                "gateways": sorted(gw_cpus),
+                "client": sorted(client_cpus or []),
+                "mock": sorted(mock_cpus or []),
+            },
+            "load_tool": "wrk" if wrk else "python-asyncio",
+            "patches": args.patch_list,
+            "patch_state": patch_state,
+            "blocks": {"a": 50, "b": 10, "d": 25},
+        },
         "versions": {
-            "toolwire_env": versions_in(PROJECT_PY, ["toolwire", "uvicorn", "starlette", "httpx", "httpcore", "orjson", "uvloop", "httptools"]),
-            "bench_env": versions_in(Path(sys.executable), ["matplotlib", "psutil", "uvloop", "py-spy"]),
+            "toolwire_env": versions_in(
+                PROJECT_PY,
+                [
+                    "toolwire",
+                    "uvicorn",
+                    "starlette",
+                    "httpx",
+                    "httpcore",
+                    "h11",
+                    "anyio",
+                    "orjson",
+                    "uvloop",
+                    "httptools",
+                ],
+            ),
+            "bench_env": versions_in(
+                Path(sys.executable), ["matplotlib", "psutil", "uvloop", "py-spy"]
+            ),
         },
         "litellm_note": litellm_why,
     }
+    if not extra_why and EXTRA_SITE.exists():
+        results["versions"]["extra_site"] = {
+            r.split("==")[0]: r.split("==")[1] for r in EXTRA_REQUIREMENTS
+        }
     if wrk:
         v = subprocess.run([wrk, "-v"], capture_output=True, text=True)
         results["versions"]["wrk"] = (v.stdout or v.stderr).split("[")[0].strip()
     if litellm_exe is not None:
-        results["versions"]["litellm_env"] = versions_in(venv_python(LITELLM_VENV), ["litellm", "fastapi", "uvicorn", "httpx", "aiohttp", "openai"])
+        results["versions"]["litellm_env"] = versions_in(
+            venv_python(LITELLM_VENV),
+            ["litellm", "fastapi", "uvicorn", "httpx", "aiohttp", "openai"],
+        )
 
     try:
         sys.path.insert(0, str(HERE))
@@ -465,97 +846,295 @@ def main() -> None:
         long_args = long_arguments(STREAM_CHUNKS - 4)[0]
 
         # -- start everything --------------------------------------------------------------
-        mock_port, tw_port, ll_port = free_port(), free_port(), free_port()
-        mock_url = f"http://127.0.0.1:{mock_port}/v1"
-        mock = procs.start("mock", [sys.executable, str(HERE / "mock_upstream.py"), "--port", str(mock_port),
-                                    "--chunks", str(STREAM_CHUNKS)], cpus=mock_cpus)
+        planned = (
+            ["direct", "toolwire"]
+            + (["patched"] if args.patch_list else [])
+            + (["litellm"] if litellm_exe else [])
+        )
+        if not args.no_floors:
+            planned += ["floor-bare", "floor-httpx"] + ([] if extra_why else ["floor-aiohttp"])
+        # one mock listener per path (and one to ask for /stats): the mock counts, per port, the
+        # connections each path opened and the requests it sent upstream
+        control_port = free_port()
+        mock_ports = {name: free_port() for name in planned}
+        upstream = {name: f"http://127.0.0.1:{port}/v1" for name, port in mock_ports.items()}
+        mock_url = f"http://127.0.0.1:{control_port}/v1"
+        mock = procs.start(
+            "mock",
+            [
+                sys.executable,
+                str(HERE / "mock_upstream.py"),
+                "--port",
+                str(control_port),
+                "--extra-ports",
+                ",".join(map(str, mock_ports.values())),
+                "--chunks",
+                str(STREAM_CHUNKS),
+            ],
+            cpus=mock_cpus,
+        )
         wait_http(f"{mock_url}/health", mock, "mock")
-        log(f"mock upstream up at {mock_url}")
+        stats = MockStats(f"{mock_url}/stats", mock_ports)
+        log(f"mock upstream up at {mock_url} (+ one port per path)")
+        paths: list[Path_] = [
+            Path_("direct", upstream["direct"], None, responses=True, all_levels=True)
+        ]
 
-        db = SCRATCH / "toolwire-bench.db"
-        for suffix in ("", "-wal", "-shm"):
-            with contextlib.suppress(FileNotFoundError):
-                Path(str(db) + suffix).unlink()
-        tw_env = {**os.environ, "TOOLWIRE_LOG_LEVEL": "warning"}
-        toolwire = procs.start("toolwire", [str(PROJECT_PY), "-m", "toolwire", "serve", "--upstream", mock_url,
-                                            "--db", f"sqlite:///{db}", "--port", str(tw_port)],
-                               env=tw_env, cpus=gw_cpus, cwd=ROOT)
-        wait_http(f"http://127.0.0.1:{tw_port}/health", toolwire, "toolwire")
-        sampler.add("toolwire", toolwire.pid)
-        log(f"toolwire up at http://127.0.0.1:{tw_port}/v1 (pid {toolwire.pid})")
+        port = free_port()
+        toolwire = start_toolwire(
+            procs,
+            "toolwire",
+            [str(PROJECT_PY), "-m", "toolwire"],
+            upstream["toolwire"],
+            port,
+            gw_cpus,
+        )
+        paths.append(
+            Path_(
+                "toolwire", f"http://127.0.0.1:{port}/v1", toolwire, responses=True, all_levels=True
+            )
+        )
+        log(f"toolwire up at http://127.0.0.1:{port}/v1 (pid {toolwire.pid})")
 
-        litellm = None
+        if args.patch_list:
+            port = free_port()
+            patched = start_toolwire(
+                procs,
+                "toolwire-patched",
+                [str(PROJECT_PY), str(HERE / "toolwire_patched.py"), ",".join(args.patch_list)],
+                upstream["patched"],
+                port,
+                gw_cpus,
+            )
+            paths.append(
+                Path_(
+                    "patched",
+                    f"http://127.0.0.1:{port}/v1",
+                    patched,
+                    responses=True,
+                    all_levels=True,
+                )
+            )
+            log(
+                f"toolwire + patches {','.join(args.patch_list)} up at http://127.0.0.1:{port}/v1 (pid {patched.pid})"
+            )
+
         if litellm_exe is not None:
+            port = free_port()
             cfg = SCRATCH / "litellm.yaml"
-            entries = [("mock-tool", "openai/mock-tool"), ("mock-stream", "openai/mock-stream"),
-                       # the Responses bridge: `openai/chat_completions/<model>` makes LiteLLM translate
-                       # /v1/responses into chat completions (a plain openai/ model would pass
-                       # /v1/responses through to the upstream's own Responses endpoint)
-                       ("mock-tool-bridge", "openai/chat_completions/mock-tool")]
-            cfg.write_text("model_list:\n" + "".join(
-                f"  - model_name: {name}\n    litellm_params:\n      model: {model}\n      api_base: {mock_url}\n      api_key: sk-dummy\n"
-                for name, model in entries) + "litellm_settings:\n  telemetry: false\n  drop_params: true\n")
-            ll_env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "LITELLM_TELEMETRY": "False",
-                      "LITELLM_LOG": "WARNING", "LITELLM_MODE": "PRODUCTION", "DISABLE_SCHEMA_UPDATE": "true",
-                      "NO_DOCS": "True", "NO_REDOC": "True"}
+            entries = [
+                ("mock-tool", "openai/mock-tool"),
+                ("mock-stream", "openai/mock-stream"),
+                # the Responses bridge: `openai/chat_completions/<model>` makes LiteLLM translate
+                # /v1/responses into chat completions (a plain openai/ model would pass
+                # /v1/responses through to the upstream's own Responses endpoint)
+                ("mock-tool-bridge", "openai/chat_completions/mock-tool"),
+            ]
+            cfg.write_text(
+                "model_list:\n"
+                + "".join(
+                    f"  - model_name: {name}\n    litellm_params:\n      model: {model}\n      api_base: {upstream['litellm']}\n      api_key: sk-dummy\n"
+                    for name, model in entries
+                )
+                + "litellm_settings:\n  telemetry: false\n  drop_params: true\n"
+            )
+            ll_env = {
+                **os.environ,
+                "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+                "LITELLM_TELEMETRY": "False",
+                "LITELLM_LOG": "WARNING",
+                "LITELLM_MODE": "PRODUCTION",
+                "DISABLE_SCHEMA_UPDATE": "true",
+                "NO_DOCS": "True",
+                "NO_REDOC": "True",
+            }
             ll_env.pop("DATABASE_URL", None)
-            litellm = procs.start("litellm", [str(litellm_exe), "--config", str(cfg), "--host", "127.0.0.1",
-                                              "--port", str(ll_port), "--num_workers", "1", "--telemetry", "False"],
-                                  env=ll_env, cpus=gw_cpus, cwd=SCRATCH)
+            litellm = procs.start(
+                "litellm",
+                [
+                    str(litellm_exe),
+                    "--config",
+                    str(cfg),
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    str(port),
+                    "--num_workers",
+                    "1",
+                    "--telemetry",
+                    "False",
+                ],
+                env=ll_env,
+                cpus=gw_cpus,
+                cwd=SCRATCH,
+            )
             try:
-                wait_http(f"http://127.0.0.1:{ll_port}/health/liveliness", litellm, "litellm", timeout=180)
-                sampler.add("litellm", litellm.pid)
-                log(f"LiteLLM {args.litellm_version} up at http://127.0.0.1:{ll_port}/v1 (pid {litellm.pid})")
+                wait_http(
+                    f"http://127.0.0.1:{port}/health/liveliness", litellm, "litellm", timeout=180
+                )
+                paths.append(
+                    Path_(
+                        "litellm",
+                        f"http://127.0.0.1:{port}/v1",
+                        litellm,
+                        responses=True,
+                        all_levels=True,
+                    )
+                )
+                log(
+                    f"LiteLLM {args.litellm_version} up at http://127.0.0.1:{port}/v1 (pid {litellm.pid})"
+                )
             except RuntimeError as exc:
                 results["litellm_note"] = f"the LiteLLM proxy did not start: {exc}"
                 log(results["litellm_note"])
                 procs.stop(litellm)
-                litellm = None
-        sampler.start()
 
-        bases = {"direct": mock_url, "toolwire": f"http://127.0.0.1:{tw_port}/v1"}
-        if litellm is not None:
-            bases["litellm"] = f"http://127.0.0.1:{ll_port}/v1"
-        chat = {k: f"{v}/chat/completions" for k, v in bases.items()}
+        if not args.no_floors:
+            for mode in ("bare", "httpx", "aiohttp"):
+                if mode == "aiohttp" and extra_why:
+                    continue
+                port = free_port()
+                floor = procs.start(
+                    f"floor-{mode}",
+                    [
+                        str(PROJECT_PY),
+                        str(HERE / "floors.py"),
+                        "--mode",
+                        mode,
+                        "--upstream",
+                        upstream[f"floor-{mode}"],
+                        "--port",
+                        str(port),
+                        "--chunks",
+                        str(STREAM_CHUNKS),
+                    ],
+                    cpus=gw_cpus,
+                )
+                wait_http(f"http://127.0.0.1:{port}/health", floor, f"floor-{mode}")
+                paths.append(
+                    Path_(
+                        f"floor-{mode}",
+                        f"http://127.0.0.1:{port}/v1",
+                        floor,
+                        responses=False,
+                        all_levels=False,
+                    )
+                )
+            log("floors up: " + ", ".join(p.name for p in paths if p.name.startswith("floor-")))
+
+        for p in paths:
+            if p.proc is not None:
+                sampler.add(p.name, p.proc.pid)
+        sampler.start()
+        time.sleep(1.0)
         idle_rss = {name: sampler.rss(name) for name in sampler.watch}
+        chat = {p.name: f"{p.base}/chat/completions" for p in paths}
+
+        upstream_seen: dict[str, Any] = {}
+        results["upstream"] = upstream_seen
+
+        def measured(
+            key: str,
+            targets: dict[str, str],
+            body: dict[str, Any],
+            *,
+            warmup: int,
+            requests: int,
+            **kw: Any,
+        ) -> Any:
+            before = stats.snapshot()
+            out = sequential(
+                key, targets, body, warmup=warmup, requests=requests, cpus=client_cpus, **kw
+            )
+            upstream_seen[key] = MockStats.delta(
+                before, stats.snapshot(), {n: warmup + requests for n in targets}
+            )
+            return out
 
         # -- (a) sequential non-streaming with a tool call -----------------------------------
         body_a = {"model": "mock-tool", "messages": MESSAGES, "tools": TOOLS}
-        results["a"] = sequential("a", chat, body_a, stream=False, kind="chat", expected=SHORT_ARGS,
-                                  warmup=min(200, args.requests // 5), requests=args.requests, models={}, cpus=client_cpus)
+        results["a"] = measured(
+            "a",
+            chat,
+            body_a,
+            stream=False,
+            kind="chat",
+            expected=SHORT_ARGS,
+            warmup=min(200, args.requests // 5),
+            requests=args.requests,
+            models={},
+            block=50,
+        )
         # -- (b) one 500-chunk streamed tool call -------------------------------------------
         body_b = {"model": "mock-stream", "messages": MESSAGES, "tools": TOOLS, "stream": True}
-        results["b"] = sequential("b", chat, body_b, stream=True, kind="chat", expected=long_args,
-                                  warmup=max(3, args.stream_requests // 10), requests=args.stream_requests, models={}, cpus=client_cpus)
+        results["b"] = measured(
+            "b",
+            chat,
+            body_b,
+            stream=True,
+            kind="chat",
+            expected=long_args,
+            warmup=max(3, args.stream_requests // 10),
+            requests=args.stream_requests,
+            models={},
+            block=10,
+        )
         # -- (d) /v1/responses with a function tool ------------------------------------------
-        responses = {k: f"{v}/responses" for k, v in bases.items()}
-        body_d = {"model": "mock-tool", "input": "What is the weather in Paris right now?", "tools": RESPONSES_TOOLS}
+        responses = {p.name: f"{p.base}/responses" for p in paths if p.responses}
+        body_d = {
+            "model": "mock-tool",
+            "input": "What is the weather in Paris right now?",
+            "tools": RESPONSES_TOOLS,
+        }
         models_d = {"litellm": "mock-tool-bridge"}
         results["d"] = {}
         for mode, stream in (("non-streaming", False), ("streaming", True)):
-            results["d"][mode] = sequential(f"d-{mode}", responses, {**body_d, "stream": stream}, stream=stream,
-                                            kind="responses", expected=SHORT_ARGS, warmup=min(50, args.responses_requests // 5),
-                                            requests=args.responses_requests, models=models_d, cpus=client_cpus)
+            results["d"][mode] = measured(
+                f"d-{mode}",
+                responses,
+                {**body_d, "stream": stream},
+                stream=stream,
+                kind="responses",
+                expected=SHORT_ARGS,
+                warmup=min(50, args.responses_requests // 5),
+                requests=args.responses_requests,
+                models=models_d,
+                block=25,
+            )
         # -- (c) throughput at each concurrency, (e) RSS under it ------------------------------
         results["c"] = {}
         results["e"] = {"idle_rss": idle_rss, "peak_rss": {}, "cpu_us_per_request": {}}
         body_c = json.dumps(body_a).encode()
+        top = max(args.levels)
+        sampler.peak.clear()
         for level in args.levels:
             results["c"][str(level)] = {}
-            for name, url in chat.items():
+            for p in paths:
+                if not p.all_levels and level != top:
+                    continue
+                name = p.name
                 log(f"c: concurrency {level}, {name}, {args.duration:g} s")
                 watched = name in sampler.watch
                 if watched:
                     sampler.active.add(name)
                     cpu0 = sampler.cpu_seconds(name)
-                res = throughput(url, body_c, level, args.duration, wrk, client_cpus)
+                before = stats.snapshot()
+                res = throughput(chat[name], body_c, level, args.duration, wrk, client_cpus)
+                seen = MockStats.delta(
+                    before, stats.snapshot(), {name: res["requests"] + res["errors"]}
+                )
+                upstream_seen.setdefault(f"c{level}", {}).update(seen)
                 if watched:
                     sampler.active.discard(name)
                     res["cpu_seconds"] = sampler.cpu_seconds(name) - cpu0
                     res["cpu_us_per_request"] = res["cpu_seconds"] / max(res["requests"], 1) * 1e6
-                    results["e"]["cpu_us_per_request"].setdefault(name, {})[str(level)] = res["cpu_us_per_request"]
+                    results["e"]["cpu_us_per_request"].setdefault(name, {})[str(level)] = res[
+                        "cpu_us_per_request"
+                    ]
                 results["c"][str(level)][name] = res
-                log(f"   {res['rps']:.0f} req/s, {res['errors']} errors, p50 {res['p50_us'] / 1000:.2f} ms")
+                log(
+                    f"   {res['rps']:.0f} req/s, {res['errors']} errors, p50 {res['p50_us'] / 1000:.2f} ms"
+                )
                 time.sleep(1.0)
         results["e"]["peak_rss"] = dict(sampler.peak)
 
@@ -563,8 +1142,15 @@ def main() -> None:
             import profile_toolwire
 
             results["profile"] = profile_toolwire.profile(
-                pid=toolwire.pid, chat_url=chat["toolwire"], body_a=body_c, body_b=json.dumps(body_b).encode(),
-                seconds=args.profile_seconds, wrk=wrk, client_cpus=client_cpus, scratch=SCRATCH, out_dir=Path(args.results_dir),
+                pid=toolwire.pid,
+                chat_url=chat["toolwire"],
+                body_a=body_c,
+                body_b=json.dumps(body_b).encode(),
+                seconds=args.profile_seconds,
+                wrk=wrk,
+                client_cpus=client_cpus,
+                scratch=SCRATCH,
+                out_dir=Path(args.results_dir),
             )
     except (KeyboardInterrupt, Timeout) as exc:
         log(f"interrupted ({exc or 'Ctrl-C'}): stopping every process")

@@ -1,8 +1,9 @@
 """`toolwire serve` with the benchmark's proposed fixes applied as monkeypatches (src/ untouched).
 
 The benchmark may not edit `src/`; this launcher shows what each proposed change buys, measured
-by the same harness (`run.py --compare-patches drain,uvloop`). Each patch mirrors a small change
-proposed for `src/` (see the note in RESULTS.md):
+by the same harness (`run.py --patches ...`). Each patch mirrors a small change proposed for
+`src/`; a patch whose change has since landed in `src/` is detected and skipped
+(`--check LIST` prints, as JSON, which apply):
 
 - `drain`: after `data: [DONE]` the upstream's body still holds the chunked-encoding terminator;
   `ChatCompletionsUpstream._streamed` stops reading at `[DONE]` and closes the response, so
@@ -13,13 +14,23 @@ proposed for `src/` (see the note in RESULTS.md):
   (`httpx_aiohttp.AiohttpTransport`: aiohttp's C HTTP parser instead of httpcore + h11 + anyio).
   Proposed src change: pass `transport=AiohttpTransport(...)` to the `httpx.AsyncClient` in
   `ChatCompletionsUpstream.__init__` (two dependencies: aiohttp, httpx-aiohttp), or talk to the
-  upstream with aiohttp directly. Needs `benchmarks/.extra-site` (`run.py` installs it).
+  upstream with aiohttp directly. Needs `benchmarks/.pip-extras` (`run.py` installs it).
+- `sink`: `ChatProxy.stream` passes every `LoopEvent` through an `asyncio.Queue` (a put, a get
+  and a task wake-up per event), including the `ToolCallArgumentsDelta` of every streamed chunk
+  that it then ignores. The patch drops the events the proxy does not use before the queue.
+  Proposed src change: the same filter in `ChatProxy.stream` / `ChatProxy.complete`.
+- `restarts`: `StreamAssembler._restarts` joins all argument parts so far and tries
+  `orjson.loads` on them for every fragment that begins with `"`, `{` or `[` (most token-sized
+  pieces of JSON do), which is quadratic in the arguments' length. The patch first checks that
+  the text could be a whole object (last non-blank part ends with `}`) before joining/parsing.
+  Proposed src change: the same two guards in `_restarts`.
 - `uvloop`: `toolwire serve` runs `asyncio.run(...)`, i.e. the stdlib selector loop, although
   uvloop is installed (uvicorn[standard]); the patch runs the same coroutine on uvloop.
   Proposed src change: `asyncio.Runner(loop_factory=uvloop.new_event_loop)` in `cli.serve` when
   uvloop is importable (uvicorn's own `loop="auto"` only applies to `uvicorn.run`).
 
     .venv/bin/python benchmarks/toolwire_patched.py drain,uvloop serve --upstream URL --port P ...
+    .venv/bin/python benchmarks/toolwire_patched.py --check drain,aiohttp,uvloop,sink,restarts
 """
 
 from __future__ import annotations
@@ -29,9 +40,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-sys.path.append(str(Path(__file__).resolve().parent / ".extra-site"))  # aiohttp, httpx-aiohttp
+sys.path.append(str(Path(__file__).resolve().parent / ".pip-extras"))  # aiohttp, httpx-aiohttp
 
-KNOWN = ("drain", "uvloop", "aiohttp")
+KNOWN = ("drain", "aiohttp", "uvloop", "sink", "restarts")
 
 
 def patch_drain() -> None:
@@ -49,7 +60,7 @@ def patch_drain() -> None:
                     async with asyncio.timeout(0.05):
                         async for _ in response.stream:
                             pass
-                except Exception:  # noqa: S110 - a failed drain just means the connection is not reused
+                except Exception:
                     pass
             await close()
 
@@ -70,12 +81,69 @@ def patch_aiohttp() -> None:
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
         original(self, *args, **kwargs)
         old = self._client
-        limits = httpx.Limits(max_connections=self.config.max_connections,
-                              max_keepalive_connections=self.config.max_connections, keepalive_expiry=60.0)
-        self._client = httpx.AsyncClient(base_url=old.base_url, headers=old.headers, timeout=old.timeout,
-                                         transport=AiohttpTransport(limits=limits))
+        limits = httpx.Limits(
+            max_connections=self.config.max_connections,
+            max_keepalive_connections=self.config.max_connections,
+            keepalive_expiry=60.0,
+        )
+        self._client = httpx.AsyncClient(
+            base_url=old.base_url,
+            headers=old.headers,
+            timeout=old.timeout,
+            transport=AiohttpTransport(limits=limits),
+        )
 
     ChatCompletionsUpstream.__init__ = __init__  # type: ignore[method-assign]
+
+
+def patch_sink() -> None:
+    from toolwire.loop.events import LoopFinished, OutputTextDelta, ReasoningTextDelta
+    from toolwire.server.chat_proxy import ChatProxy
+
+    wanted = (OutputTextDelta, ReasoningTextDelta, LoopFinished)
+
+    class FilteringDriver:
+        def __init__(self, driver: Any) -> None:
+            self.driver = driver
+
+        async def run(self, request: Any, sink: Any) -> Any:
+            return await self.driver.run(
+                request, lambda e: sink(e) if isinstance(e, wanted) else None
+            )
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self.driver, name)
+
+    original = ChatProxy.__init__
+
+    def __init__(self: Any, driver: Any, *args: Any, **kwargs: Any) -> None:
+        original(self, FilteringDriver(driver), *args, **kwargs)
+
+    ChatProxy.__init__ = __init__  # type: ignore[method-assign]
+
+
+def patch_restarts() -> None:
+    from toolwire.upstream.arguments import is_complete_object
+    from toolwire.upstream.assembler import StreamAssembler
+
+    def ends_object(parts: list[str]) -> bool:
+        for part in reversed(parts):
+            stripped = part.rstrip()
+            if stripped:
+                return stripped.endswith("}")
+        return False
+
+    def _restarts(call: Any, fragment: str) -> bool:
+        if call.obj is not None:
+            return True
+        if ends_object(call.parts) and is_complete_object("".join(call.parts)):
+            return True
+        if not fragment.rstrip().endswith("}"):
+            return False
+        built = "".join(call.parts)
+        return fragment.lstrip().startswith(built.strip()) and is_complete_object(fragment)
+
+    StreamAssembler._restarts = staticmethod(_restarts)  # type: ignore[method-assign]
 
 
 def patch_uvloop() -> None:
@@ -88,13 +156,55 @@ def patch_uvloop() -> None:
     asyncio.run = run  # type: ignore[assignment]
 
 
+def landed(name: str) -> bool:
+    """Is the change this patch stands for already in src/? (Then the patch is skipped.)"""
+    import inspect
+
+    if name in ("drain", "aiohttp"):
+        from toolwire.upstream import chat_completions
+
+        return (
+            hasattr(chat_completions, "_drain")
+            if name == "drain"
+            else "AiohttpTransport" in vars(chat_completions)
+        )
+    if name == "uvloop":
+        import toolwire.cli
+        import toolwire.server.main
+
+        return "uvloop" in inspect.getsource(toolwire.cli) + inspect.getsource(toolwire.server.main)
+    if name == "restarts":
+        from toolwire.upstream.assembler import StreamAssembler
+
+        return 'endswith("}")' in inspect.getsource(StreamAssembler._restarts)
+    if name == "sink":
+        from toolwire.server.chat_proxy import ChatProxy
+
+        return "ToolCallArgumentsDelta" in inspect.getsource(
+            ChatProxy
+        )  # the proxy now filters what it queues
+    return False
+
+
 def main() -> None:
     if len(sys.argv) < 2:
         sys.exit(__doc__)
+    if sys.argv[1] == "--check":
+        import json
+
+        print(
+            json.dumps(
+                {n: ("landed" if landed(n) else "applies") for n in sys.argv[2].split(",") if n}
+            )
+        )
+        return
     patches = [p for p in sys.argv[1].split(",") if p]
     for name in patches:
         if name not in KNOWN:
             sys.exit(f"unknown patch {name!r}; known: {', '.join(KNOWN)}")
+        if landed(name):
+            print(f"toolwire_patched: {name} is already in src/, not patched", file=sys.stderr)
+            continue
         globals()[f"patch_{name}"]()
     sys.argv = ["toolwire", *sys.argv[2:]]
     from toolwire.cli import main as toolwire_main

@@ -79,6 +79,9 @@ class ServerConfig(BaseModel):
     leak_retries: int = 2
     max_iterations: int = 20
     log_level: str = "info"
+    access_log: bool = Field(
+        default=False, description="one log line per request (costs ~15% of a proxied request)"
+    )
     mcp_servers: list[McpServerConfig] = Field(default_factory=list)
     workspace: WorkspaceConfig | None = None
     mcp_idle_seconds: float = 300.0

@@ -14,7 +14,7 @@ import pytest
 
 from tests.integration.conftest import Gateway, running_gateway
 from tests.integration.test_stream_corpus import CASES, load, turns_of
-from toolwire.testing import Reply
+from toolwire.testing import Body, Reply
 
 FOLLOW_UP = "I could not make that call."
 
@@ -92,30 +92,83 @@ def script(gw: Gateway, case: dict[str, Any]) -> None:
     gw.upstream.add(Reply(text=FOLLOW_UP), Reply(text=FOLLOW_UP), Reply(text=FOLLOW_UP))
 
 
-@pytest.mark.parametrize("path", CASES, ids=[p.stem for p in CASES])
-def test_corpus_through_the_proxy_non_streaming(gw_for: Any, path: Path) -> None:
-    case = load(path)
-    with gw_for(case) as gw:
-        replay_non_streaming(gw, case)
+WHOLE_BODY_QUIRKS = {
+    # llama-cpp-python: a legacy function_call whose name ends in ':' beside the real call
+    "legacy_colon_beside_tool_calls": (
+        {
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "call_a",
+                    "type": "function",
+                    "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'},
+                }
+            ],
+            "function_call": {"name": "get_weather:", "arguments": '{"city": "Paris"}'},
+        },
+        [("get_weather", {"city": "Paris"})],
+    ),
+    # Ollama-native through proxies: arguments as an object, no id
+    "object_arguments_no_id": (
+        {
+            "content": "",
+            "tool_calls": [{"function": {"name": "get_weather", "arguments": {"city": "Oslo"}}}],
+        },
+        [("get_weather", {"city": "Oslo"})],
+    ),
+    # double-encoded arguments, stray punctuation in the name, finish_reason "stop"
+    "double_encoded_and_stop": (
+        {
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "c1",
+                    "type": "function",
+                    "function": {
+                        "name": " get_weather. ",
+                        "arguments": '"{\\"city\\": \\"Rome\\"}"',
+                    },
+                }
+            ],
+        },
+        [("get_weather", {"city": "Rome"})],
+    ),
+}
 
 
-def replay_non_streaming(gw: Gateway, case: dict[str, Any]) -> None:
-    script(gw, case)
-    kwargs: dict[str, Any] = {"model": "m", "messages": [{"role": "user", "content": "go"}]}
-    if case.get("tools"):
-        kwargs["tools"] = tools_of(case)
-    if "error" in case["expect"]:
-        with pytest.raises(openai.APIStatusError) as info:
-            gw.client.chat.completions.create(**kwargs)
-        assert info.value.status_code in (502, 504)
-        return
-    completion = gw.client.chat.completions.create(**kwargs)
-    message = completion.choices[0].message
-    calls = [
-        {"id": c.id, "name": c.function.name, "arguments": c.function.arguments}
-        for c in message.tool_calls or []
+@pytest.mark.parametrize("quirk", sorted(WHOLE_BODY_QUIRKS))
+def test_non_streaming_quirks_come_out_clean(gw: Gateway, quirk: str) -> None:
+    """A non-streaming agent gets a non-streaming upstream call; whole bodies go through the
+    same assembler as streams."""
+    message, wanted = WHOLE_BODY_QUIRKS[quirk]
+    body = {
+        "id": "x",
+        "object": "chat.completion",
+        "created": 0,
+        "model": "m",
+        "choices": [
+            {"index": 0, "message": {"role": "assistant", **message}, "finish_reason": "stop"}
+        ],
+    }
+    gw.upstream.add(Body(body))
+    weather = [
+        {
+            "type": "function",
+            "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {}}},
+        }
     ]
-    check_clean(case, calls, completion.choices[0].finish_reason, message.content or "")
+    completion = gw.client.chat.completions.create(
+        model="m", messages=[{"role": "user", "content": "go"}], tools=weather
+    )
+    choice = completion.choices[0]
+    assert choice.finish_reason == "tool_calls"
+    calls = [
+        (c.function.name, orjson.loads(c.function.arguments))
+        for c in choice.message.tool_calls or []
+    ]
+    assert calls == wanted
+    assert all(c.id for c in choice.message.tool_calls or [])
+    assert gw.upstream.chat_requests[0].body["stream"] is False
 
 
 @pytest.mark.parametrize("path", CASES, ids=[p.stem for p in CASES])

@@ -91,7 +91,9 @@ class ChatProxy:
                 raise InvalidRequestError(
                     f"{name} must be a number between {low} and {high}", param=name
                 )
-        settings = replace(self.settings, stream=True)
+        # Stream from the upstream only when the agent streams: a whole body is cheaper to
+        # relay, and a streamed one is what lets text reach a streaming agent live.
+        settings = replace(self.settings, stream=bool(body.get("stream")))
         tool_choice = body.get("tool_choice")
         if tool_choice is None and isinstance(body.get("function_call"), str | dict):
             legacy = body["function_call"]

@@ -84,6 +84,12 @@ async def build_app(config: ServerConfig) -> Starlette:
 async def serve(config: ServerConfig) -> None:
     app = await build_app(config)
     server = uvicorn.Server(
-        uvicorn.Config(app, host=config.host, port=config.port, log_level=config.log_level)
+        uvicorn.Config(
+            app,
+            host=config.host,
+            port=config.port,
+            log_level=config.log_level,
+            access_log=config.access_log,
+        )
     )
     await server.serve()
