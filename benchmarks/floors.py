@@ -5,9 +5,10 @@ A bare ASGI callable on uvicorn, served exactly as `toolwire serve` serves its a
 
 - `bare`: reads the request and answers from pre-encoded bytes; no upstream. The ASGI server's
   own cost per request.
-- `httpx`: forwards the body upstream with `stream: true` on a pooled `httpx.AsyncClient`
-  (as toolwire does), reads the whole upstream stream with `aiter_raw()`, and answers with
-  pre-encoded bytes. The ASGI server plus the httpx client: no SSE decoding, no JSON, no loop.
+- `httpx`: forwards the client's body unchanged (JSON or stream, as the client asked) on a
+  pooled `httpx.AsyncClient`, reads the whole upstream answer with `aiter_raw()`, and answers
+  with pre-encoded bytes. The ASGI server plus the httpx client: no SSE decoding, no JSON
+  parsing, no loop.
 - `aiohttp`: the same with a pooled `aiohttp.ClientSession` (C HTTP parser, no anyio layer).
 
 The answer is the same tool call the mock sends (JSON, or a 4-frame SSE stream when the client
@@ -75,20 +76,15 @@ def make_app(mode: str, upstream: str, chunks: int) -> Any:
     url = upstream.rstrip("/") + "/chat/completions"
     state: dict[str, Any] = {}
 
-    async def forward(body: bytes) -> None:
-        upstream_body = (
-            STREAM_RE.sub(b'"stream":true', body)
-            if STREAM_RE.search(body)
-            else body[:-1] + b',"stream":true}'
-        )
+    async def forward(body: bytes, stream: bool) -> None:
+        """The client's body, unchanged, to the upstream; the whole answer is read."""
+        headers = {
+            "content-type": "application/json",
+            "accept": "text/event-stream" if stream else "application/json",
+        }
         if mode == "httpx":
             client = state["client"]
-            request = client.build_request(
-                "POST",
-                url,
-                content=upstream_body,
-                headers={"content-type": "application/json", "accept": "text/event-stream"},
-            )
+            request = client.build_request("POST", url, content=body, headers=headers)
             response = await client.send(request, stream=True)
             try:
                 async for _ in response.aiter_raw():
@@ -96,9 +92,7 @@ def make_app(mode: str, upstream: str, chunks: int) -> Any:
             finally:
                 await response.aclose()
         elif mode == "aiohttp":
-            async with state["session"].post(
-                url, data=upstream_body, headers={"content-type": "application/json"}
-            ) as response:
+            async with state["session"].post(url, data=body, headers=headers) as response:
                 async for _ in response.content.iter_any():
                     pass
 
@@ -147,11 +141,11 @@ def make_app(mode: str, upstream: str, chunks: int) -> Any:
             if not message.get("more_body"):
                 break
         body = b"".join(parts)
-        if mode != "bare":
-            await forward(body)
         found = MODEL_RE.search(body)
         is_long = bool(found and b"stream" in found.group(1))
         stream = STREAM_RE.search(body) is not None
+        if mode != "bare":
+            await forward(body, stream)
         answer = bodies[(is_long, stream)]
         kind = b"text/event-stream" if stream else b"application/json"
         await send(

@@ -218,9 +218,9 @@ def render(results: dict[str, Any], plot_paths: list[Path]) -> str:
         if any(n.startswith("floor-") for n in a):
             w(
                 "- **floors** (`floors.py`): a bare ASGI callable served exactly as toolwire is (uvicorn + httptools, the stdlib "
-                "event loop), answering from pre-encoded bytes with no upstream, or after forwarding the request to the mock with "
-                "httpx (as toolwire does: `stream: true`, the whole stream read) or with aiohttp. A Python gateway on this "
-                "stack cannot add less than its floor."
+                "event loop), answering from pre-encoded bytes with no upstream, or after forwarding the client's body "
+                "unchanged to the mock and reading the whole answer, with a pooled httpx client (httpcore + h11 + anyio) "
+                "or an aiohttp session. A Python gateway on this stack cannot add less than its floor."
             )
         w("")
     w("## Targets\n")
@@ -340,8 +340,8 @@ def render(results: dict[str, Any], plot_paths: list[Path]) -> str:
     w("## (d) `/v1/responses` with a function tool\n")
     w(
         "`POST /v1/responses` (`input` text, two function tools); the answer is one `function_call` item. **direct** is the "
-        "mock answering natively from pre-encoded Responses bytes; **toolwire** runs its loop (chat-completions stream "
-        "upstream, response stored in SQLite, as by default); **LiteLLM** runs its Responses → chat-completions bridge. "
+        "mock answering natively from pre-encoded Responses bytes; **toolwire** runs its loop (chat completions "
+        "upstream, the response stored in SQLite, as by default); **LiteLLM** runs its Responses → chat-completions bridge. "
         "Checked: one `get_weather` `function_call` with the right arguments (streaming: in `response.completed`).\n"
     )
     for mode in ("non-streaming", "streaming"):
@@ -357,7 +357,8 @@ def render(results: dict[str, Any], plot_paths: list[Path]) -> str:
         w(
             "Counted by the mock, which listens on one port per path: upstream requests per client request, by kind, and "
             "new TCP connections per client request (0 when the path keeps a pooled keep-alive connection; 1 when it "
-            "connects anew for every request).\n"
+            "connects anew for every request). Warm-ups are included; in (c) the requests still in flight when the load "
+            "generator stops reach the mock but are not counted by the client, which inflates slow paths' ratios a little.\n"
         )
         w(
             "| workload | path | upstream requests per client request | new connections per client request |"
@@ -455,7 +456,7 @@ def make_plots(results: dict[str, Any], plots: Path) -> list[Path]:
     fig, ax = plt.subplots(figsize=(8, 0.5 + 0.45 * len(names_in(b))), dpi=80)
     names = names_in(b)
     data = [[x / 1000 for x in b[n]["total_us"]] for n in names]
-    box = ax.boxplot(data, vert=False, showfliers=False, patch_artist=True)
+    box = ax.boxplot(data, orientation="horizontal", showfliers=False, patch_artist=True)
     ax.set_yticks(range(1, len(names) + 1), [NAMES[n] for n in names], fontsize=8)
     for patch, n in zip(box["boxes"], names, strict=True):
         patch.set_facecolor(COLORS[n])
@@ -499,7 +500,7 @@ def make_plots(results: dict[str, Any], plots: Path) -> list[Path]:
         for ax, title in ((ax1, "(c) throughput (log scale)"), (ax2, "(c) gateways only (linear)")):
             ax.set_ylabel("requests / s")
             ax.set_title(title)
-            ax.legend(fontsize=7)
+            ax.legend(fontsize=7, loc="center right" if ax is ax1 else "best")
             ax.grid(True, axis="y", alpha=0.3)
         ax1.set_yscale("log")
         fig.tight_layout()

@@ -16,7 +16,6 @@ from typing import Any
 
 import httpx
 import orjson
-from httpx_aiohttp import AiohttpTransport
 from pydantic import BaseModel, Field, SecretStr
 
 from toolwire.errors import (
@@ -88,10 +87,7 @@ class ChatCompletionsUpstream:
             max_keepalive_connections=config.max_connections,
             keepalive_expiry=60.0,
         )
-        # httpx's API over aiohttp's C HTTP parser: the default httpcore/h11 transport costs
-        # ~0.3 ms more per proxied request and more per streamed chunk (benchmarks/RESULTS.md).
         self._client = httpx.AsyncClient(
-            transport=AiohttpTransport(limits=limits),
             base_url=config.base_url.rstrip("/"),
             headers=headers,
             timeout=httpx.Timeout(config.read_timeout, connect=config.connect_timeout),
@@ -214,8 +210,6 @@ class ChatCompletionsUpstream:
                 for sse in decoder.close():
                     if sse.data == "[DONE]":
                         done = True
-        except httpx.ConnectTimeout as exc:  # the aiohttp transport's name for a dropped peer
-            raise UpstreamStreamError(f"the upstream stream broke mid-turn: {exc}") from exc
         except httpx.TimeoutException as exc:
             raise UpstreamTimeoutError(
                 "the upstream stopped sending mid-stream (read timeout)"
