@@ -96,3 +96,7 @@ class UpstreamTimeoutError(UpstreamError):
 
 class UpstreamStreamError(UpstreamError):
     """A stream broke: it ended without `[DONE]` or a finish reason, or carried garbage."""
+
+
+class UpstreamStreamDropped(UpstreamStreamError):
+    """The connection broke or ended mid-stream: worth a retry if nothing was yielded yet."""

@@ -68,7 +68,12 @@ def weather_calls(response: Any) -> list[Any]:
 
 def check_loop_completed(local: Local, response: Any) -> None:
     calls = weather_calls(response)
-    assert calls, (response.status, response.error, response.incomplete_details, [i.type for i in response.output])
+    assert calls, (
+        response.status,
+        response.error,
+        response.incomplete_details,
+        [i.type for i in response.output],
+    )
     first = calls[0]
     arguments = json.loads(first.arguments)
     assert isinstance(arguments.get("city"), str)

@@ -219,3 +219,25 @@ async def test_api_key_from_env_and_extra_headers_are_sent(
 
 async def test_list_models(scripted: ScriptedUpstream, fast: ChatCompletionsUpstream) -> None:
     assert [m["id"] for m in await fast.list_models()] == ["scripted-model"]
+
+
+async def test_a_stream_dropped_before_its_first_event_is_retried(
+    scripted: ScriptedUpstream, fast: ChatCompletionsUpstream
+) -> None:
+    scripted.add(
+        Chunks([_chunk({"content": "never"})], disconnect_after=0), Reply(text="second try")
+    )
+    assert text(await run(fast, request())) == "second try"
+    assert len(scripted.chat_requests) == 2
+
+
+async def test_a_stream_dropped_after_events_went_out_is_not_retried(
+    scripted: ScriptedUpstream, fast: ChatCompletionsUpstream
+) -> None:
+    scripted.add(
+        Chunks([_chunk({"content": "half"}), _chunk({"content": "more"})], disconnect_after=1)
+    )
+    scripted.add(Reply(text="must not be used"))
+    with pytest.raises(UpstreamStreamError):
+        await run(fast, request())
+    assert len(scripted.chat_requests) == 1

@@ -23,6 +23,7 @@ from toolwire.errors import (
     UpstreamConnectionError,
     UpstreamError,
     UpstreamHTTPError,
+    UpstreamStreamDropped,
     UpstreamStreamError,
     UpstreamTimeoutError,
 )
@@ -134,21 +135,36 @@ class ChatCompletionsUpstream:
     async def stream_turn(self, request: TurnRequest) -> AsyncIterator[ModelEvent]:
         declared = [tool.name for tool in request.tools] if request.tools else None
         stream = request.stream and not (request.tools and self.refuses_streamed_tools)
-        if stream:
+        attempt = 0
+        while stream:
+            yielded = False
             try:
                 async for event in self._streamed(request, declared):
+                    yielded = True
                     yield event
                 return
+            except UpstreamStreamDropped:
+                # A stream that broke before its first event (a keep-alive connection the
+                # server had closed, a restarting server) is retried like a refused connect;
+                # once events went out, a retry would duplicate them.
+                delay = None if yielded else self.retry.delay(attempt)
+                if delay is None:
+                    raise
+                await asyncio.sleep(delay)
+                attempt += 1
+                continue
             except UpstreamHTTPError as exc:
                 if not (request.tools and _refuses_streamed_tools(exc)):
                     raise
                 self.refuses_streamed_tools = True
+                break
             except _EmptyStream as exc:
                 # llama-cpp-python answers 200 and then nothing when it cannot stream a tool
                 # call: nothing was yielded, so asking again without streaming is safe.
                 if not request.tools:
                     raise UpstreamStreamError(str(exc)) from None
                 self.refuses_streamed_tools = True
+                break
         for event in await self._whole(request, declared):
             yield event
 
@@ -215,7 +231,7 @@ class ChatCompletionsUpstream:
                 "the upstream stopped sending mid-stream (read timeout)"
             ) from exc
         except httpx.TransportError as exc:
-            raise UpstreamStreamError(
+            raise UpstreamStreamDropped(
                 f"the upstream stream broke mid-turn: {exc.__class__.__name__}: {exc}"
             ) from exc
         finally:
@@ -223,7 +239,7 @@ class ChatCompletionsUpstream:
         if not done and not assembler.saw_chunk:
             raise _EmptyStream("the upstream answered 200 with an empty stream")
         if not done and assembler.finish_reason is None:
-            raise UpstreamStreamError(
+            raise UpstreamStreamDropped(
                 "the upstream stream ended without [DONE] or a finish reason; "
                 "the turn is incomplete (connection dropped?)"
             )
