@@ -107,7 +107,7 @@ def serve(
 ) -> None:
     """Serve the OpenAI-compatible API (/v1/responses, /v1/conversations, /v1/models)."""
     from toolwire.config import load_config
-    from toolwire.server.main import serve as run_server
+    from toolwire.server.main import run as run_server
 
     flags = {
         "upstream": upstream,
@@ -121,7 +121,7 @@ def serve(
     }
     try:
         settings = load_config(config, flags)
-        asyncio.run(run_server(settings))
+        run_server(settings)
     except ToolwireError as exc:
         typer.echo(f"toolwire serve: {exc.message}", err=True)
         raise typer.Exit(2) from None

@@ -122,7 +122,12 @@ class ChatProxy:
 
     async def complete(self, call: ProxyCall) -> dict[str, Any]:
         events: list[LoopEvent] = []
-        state = await self.driver.run(call.request, events.append)
+
+        def keep(event: LoopEvent) -> None:
+            if isinstance(event, OutputTextDelta | ReasoningTextDelta | LoopFinished):
+                events.append(event)
+
+        state = await self.driver.run(call.request, keep)
         finished = events[-1]
         assert isinstance(finished, LoopFinished)
         _raise_if_unanswered(finished)
@@ -154,9 +159,14 @@ class ChatProxy:
     async def stream(self, call: ProxyCall) -> AsyncIterator[bytes]:
         queue: asyncio.Queue[Any] = asyncio.Queue()
 
+        def relay(event: LoopEvent) -> None:
+            # Only what the agent sees crosses the queue: not the per-chunk argument deltas.
+            if isinstance(event, OutputTextDelta | ReasoningTextDelta | LoopFinished):
+                queue.put_nowait(event)
+
         async def produce() -> None:
             try:
-                await self.driver.run(call.request, queue.put_nowait)
+                await self.driver.run(call.request, relay)
             finally:
                 queue.put_nowait(_END)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -79,6 +80,19 @@ async def build_app(config: ServerConfig) -> Starlette:
         responses=service,
         on_shutdown=[pool.close, upstream.aclose, store.close, *shutdown],
     )
+
+
+def run(config: ServerConfig) -> None:
+    """Serve until interrupted, on uvloop when it is installed (uvicorn[standard] brings it):
+    `asyncio.run` would use the slower stdlib loop, as uvicorn's `loop="auto"` only applies to
+    `uvicorn.run`."""
+    try:
+        import uvloop
+    except ImportError:
+        asyncio.run(serve(config))
+        return
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        runner.run(serve(config))
 
 
 async def serve(config: ServerConfig) -> None:

@@ -67,6 +67,15 @@ class _PendingCall:
         return bool(self.parts) and self.obj is None and not is_complete_object("".join(self.parts))
 
 
+def _ends_object(parts: list[str]) -> bool:
+    """Does the text built so far end with `}` (the only way it can be a whole object)?"""
+    for part in reversed(parts):
+        stripped = part.rstrip()
+        if stripped:
+            return stripped.endswith("}")
+    return False
+
+
 def _new_call_id() -> str:
     return "call_" + secrets.token_hex(12)
 
@@ -273,13 +282,17 @@ class StreamAssembler:
         Yes when what was built is already a whole object (a repeat, or a seeded `{}`), or when
         the fragment is itself a whole object beginning with the text built so far (a final
         chunk re-sending everything after a partial stream). A nested value (`{"a": ` then
-        `{"b": 1}}`) is neither, and appends.
+        `{"b": 1}}`) is neither, and appends. The cheap checks on the last characters come
+        first: most token-sized fragments start with `"`, and joining and parsing everything
+        built so far for each of them would make assembly quadratic in the arguments' length.
         """
         if call.obj is not None:
             return True
-        built = "".join(call.parts)
-        if is_complete_object(built):
+        if _ends_object(call.parts) and is_complete_object("".join(call.parts)):
             return True
+        if not fragment.rstrip().endswith("}"):
+            return False
+        built = "".join(call.parts)
         return fragment.lstrip().startswith(built.strip()) and is_complete_object(fragment)
 
     def _start(self, call: _PendingCall, events: list[ModelEvent]) -> None:
