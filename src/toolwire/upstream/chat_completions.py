@@ -57,7 +57,7 @@ class ChatCompletionsConfig(BaseModel):
     initial_backoff: float = 0.5
     max_backoff: float = 20.0
     max_connections: int = 256
-    pool_shards: int = 8
+    pool_shards: int = 32
     name: str = "default"
 
     def resolved_api_key(self) -> str | None:
