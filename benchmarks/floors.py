@@ -10,6 +10,8 @@ A bare ASGI callable on uvicorn, served exactly as `toolwire serve` serves its a
   with pre-encoded bytes. The ASGI server plus the httpx client: no SSE decoding, no JSON
   parsing, no loop.
 - `aiohttp`: the same with a pooled `aiohttp.ClientSession` (C HTTP parser, no anyio layer).
+- `httpx-aiohttp`: httpx's API over aiohttp (`httpx_aiohttp.AiohttpTransport`), as toolwire's
+  upstream client is built: the difference to `aiohttp` is what the httpx facade costs.
 
 The answer is the same tool call the mock sends (JSON, or a 4-frame SSE stream when the client
 asked for a stream), so the harness's correctness checks pass. Run with the project's venv;
@@ -82,7 +84,7 @@ def make_app(mode: str, upstream: str, chunks: int) -> Any:
             "content-type": "application/json",
             "accept": "text/event-stream" if stream else "application/json",
         }
-        if mode == "httpx":
+        if mode in ("httpx", "httpx-aiohttp"):
             client = state["client"]
             request = client.build_request("POST", url, content=body, headers=headers)
             response = await client.send(request, stream=True)
@@ -101,7 +103,15 @@ def make_app(mode: str, upstream: str, chunks: int) -> Any:
             while True:
                 message = await receive()
                 if message["type"] == "lifespan.startup":
-                    if mode == "httpx":
+                    if mode == "httpx-aiohttp":
+                        import httpx
+                        from httpx_aiohttp import AiohttpTransport
+
+                        limits = httpx.Limits(max_connections=256, max_keepalive_connections=256)
+                        state["client"] = httpx.AsyncClient(
+                            timeout=60, transport=AiohttpTransport(limits=limits)
+                        )
+                    elif mode == "httpx":
                         import httpx
 
                         state["client"] = httpx.AsyncClient(
@@ -158,7 +168,9 @@ def make_app(mode: str, upstream: str, chunks: int) -> Any:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--mode", choices=["bare", "httpx", "aiohttp"], required=True)
+    parser.add_argument(
+        "--mode", choices=["bare", "httpx", "aiohttp", "httpx-aiohttp"], required=True
+    )
     parser.add_argument("--upstream", default="http://127.0.0.1:9100/v1")
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--chunks", type=int, default=500)

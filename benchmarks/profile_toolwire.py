@@ -1,8 +1,9 @@
 """py-spy on the running toolwire gateway under the benchmark's load -> PROFILE.md.
 
 Called by `run.py --profile` once the measured workloads are done (toolwire is still up, warm):
-two recordings, one while `wrk` (or the asyncio load generator) drives non-streaming chat
-completions at concurrency 16, one while 500-chunk streams are sent back to back. Each is read
+three recordings: while `wrk` (or the asyncio load generator) drives non-streaming chat
+completions at concurrency 64 (the throughput target's level), while 500-chunk streams are sent back to back, and while
+non-streaming `/v1/responses` requests are sent back to back. Each is read
 from py-spy's collapsed stacks and summarised: self time by package, top functions by self time,
 toolwire's functions by inclusive time. Sampling pauses the process (py-spy's blocking mode; the
 non-blocking mode loses about half the stacks), so absolute throughput drops while recording;
@@ -142,21 +143,23 @@ def profile(
     client_cpus: set[int] | None,
     scratch: Path,
     out_dir: Path,
+    responses_url: str | None = None,
+    body_d: bytes | None = None,
 ) -> dict[str, Any]:
     sys.path.insert(0, str(HERE))
     import loadgen
     import run
 
     run.log(
-        f"profile: py-spy on toolwire (pid {pid}), non-streaming at concurrency 16, {seconds:g} s"
+        f"profile: py-spy on toolwire (pid {pid}), non-streaming at concurrency 64, {seconds:g} s"
     )
     result: dict[str, Any] = {}
 
     def load_a() -> None:
-        run.throughput(chat_url, body_a, 16, seconds - 1, wrk, client_cpus)
+        run.throughput(chat_url, body_a, 64, seconds - 1, wrk, client_cpus)
 
     stacks, note = record(pid, seconds, scratch / "profile-a.txt", client_cpus, load_a)
-    result["non-streaming, concurrency 16"] = {**summarise(stacks), "py_spy": note}
+    result["non-streaming, concurrency 64"] = {**summarise(stacks), "py_spy": note}
 
     run.log(f"profile: py-spy on toolwire, 500-chunk streams back to back, {seconds:g} s")
 
@@ -170,7 +173,24 @@ def profile(
 
     stacks, note = record(pid, seconds, scratch / "profile-b.txt", client_cpus, load_b)
     result["streaming, 500 chunks"] = {**summarise(stacks), "py_spy": note}
+
+    if responses_url and body_d:
+        run.log(
+            f"profile: py-spy on toolwire, /v1/responses non-streaming back to back, {seconds:g} s"
+        )
+
+        def load_d() -> None:
+            client = loadgen.RawClient(responses_url)
+            request = client.request_bytes(body_d)
+            deadline = time.monotonic() + seconds - 1
+            while time.monotonic() < deadline:
+                client.post(request)
+            client.close()
+
+        stacks, note = record(pid, seconds, scratch / "profile-d.txt", client_cpus, load_d)
+        result["/v1/responses non-streaming, sequential"] = {**summarise(stacks), "py_spy": note}
     (scratch / "profile.json").write_text(json.dumps(result, indent=1))
+    out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / "PROFILE.md"
     path.write_text(render(result))
     run.log(f"wrote {path}")

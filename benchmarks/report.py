@@ -18,21 +18,26 @@ NAMES = {
     "direct": "direct (mock)",
     "toolwire": "toolwire",
     "patched": "toolwire + proposed fixes",
+    "patched-b": "toolwire + proposed fixes (b)",
     "litellm": "LiteLLM",
     "floor-bare": "floor: uvicorn, no upstream",
     "floor-httpx": "floor: uvicorn + httpx forward",
     "floor-aiohttp": "floor: uvicorn + aiohttp forward",
+    "floor-httpx-aiohttp": "floor: uvicorn + httpx API over aiohttp",
 }
 ORDER = list(NAMES)
-MAIN = ("direct", "toolwire", "patched", "litellm")
+MAIN = ("direct", "toolwire", "patched", "patched-b", "litellm")
+VARIANTS = ("patched", "patched-b")
 COLORS = {
     "direct": "#7f7f7f",
     "toolwire": "#1f77b4",
     "patched": "#2ca02c",
+    "patched-b": "#ff7f0e",
     "litellm": "#d62728",
     "floor-bare": "#bcbd22",
     "floor-httpx": "#9467bd",
     "floor-aiohttp": "#17becf",
+    "floor-httpx-aiohttp": "#e377c2",
 }
 
 
@@ -55,7 +60,10 @@ def ms(us: float) -> str:
 
 
 def ratio(a: float, b: float) -> str:
-    return "–" if not b or a != a or b != b else f"{a / b:.2f}×"
+    if not b or a != a or b != b:
+        return "–"
+    x = a / b
+    return f"{x:.2f}×" if x >= 0.1 else f"{x:.3f}×"
 
 
 def mb(n: float) -> str:
@@ -106,6 +114,7 @@ def latency_table(section: dict[str, Any], *, ttfb: bool = False) -> list[str]:
 
 
 def write(results: dict[str, Any], out_dir: Path) -> Path:
+    name_variants(results)
     out_dir.mkdir(parents=True, exist_ok=True)
     plots = out_dir / "plots"
     plots.mkdir(exist_ok=True)
@@ -175,6 +184,17 @@ def targets(
     return rows
 
 
+def name_variants(results: dict[str, Any]) -> dict[str, list[str]]:
+    """The patched variants of this run, their names set to the patches they apply."""
+    settings = results.get("settings", {})
+    variants = settings.get("variants") or (
+        {"patched": settings["patches"]} if settings.get("patches") else {}
+    )
+    for name, applied in variants.items():
+        NAMES[name] = "toolwire + " + "+".join(applied)
+    return variants
+
+
 def met_text(met: bool | None) -> str:
     return "met" if met else ("–" if met is None else "**not met**")
 
@@ -192,7 +212,7 @@ def render(results: dict[str, Any], plot_paths: list[Path]) -> str:
         results["d"],
         results.get("e", {}),
     )
-    patches = s.get("patches") or []
+    variants = name_variants(results)
     out: list[str] = []
     w = out.append
     w("# Gateway benchmark: what toolwire adds\n")
@@ -207,32 +227,39 @@ def render(results: dict[str, Any], plot_paths: list[Path]) -> str:
         "client → **LiteLLM** proxy → mock. The mock (`mock_upstream.py`) answers from pre-encoded bytes. "
         "Published anchors, all against a mock upstream: Bifrost (Go) adds ~0.4–0.6 ms per request, Portkey ~2.4 ms, LiteLLM 2–12 ms.\n"
     )
-    if patches or any(n.startswith("floor-") for n in a):
+    if variants or any(n.startswith("floor-") for n in a):
         w("Two kinds of extra paths help read the figures (they are not gateways):\n")
-        if patches:
+        for name, applied in variants.items():
             w(
-                f"- **toolwire + proposed fixes**: the same `toolwire serve` with the fixes this benchmark proposes for `src/` "
-                f"applied as monkeypatches (`toolwire_patched.py {','.join(patches)}`; each patch is explained there). "
-                "It shows what the changes would buy, measured in the same run."
+                f"- **{NAMES[name]}**: the same `toolwire serve` with fixes this benchmark proposes for `src/` "
+                f"applied as monkeypatches (`toolwire_patched.py {','.join(applied)}`; each patch is explained there; "
+                "a patch whose change has landed in `src/` is left out). It shows what the changes would buy, measured in the same run."
             )
         if any(n.startswith("floor-") for n in a):
             w(
                 "- **floors** (`floors.py`): a bare ASGI callable served exactly as toolwire is (uvicorn + httptools, the stdlib "
                 "event loop), answering from pre-encoded bytes with no upstream, or after forwarding the client's body "
-                "unchanged to the mock and reading the whole answer, with a pooled httpx client (httpcore + h11 + anyio) "
-                "or an aiohttp session. A Python gateway on this stack cannot add less than its floor."
+                "unchanged to the mock and reading the whole answer, with a pooled httpx client (httpcore + h11 + anyio), "
+                "an aiohttp session, or httpx's API over aiohttp (`httpx_aiohttp.AiohttpTransport`, how toolwire's upstream "
+                "client is built). A Python gateway on this stack cannot add less than its floor."
             )
         w("")
     w("## Targets\n")
     base_rows = targets(results, "toolwire")
-    patched_rows = targets(results, "patched") if "patched" in a else []
-    if patched_rows:
+    others = [(n, targets(results, n)) for n in variants if n in a]
+    if others:
         w(
-            "| target | toolwire as is | met | toolwire + proposed fixes | met | how (toolwire as is) |"
+            "| target | toolwire as is | met | "
+            + " | ".join(f"{NAMES[n]} | met" for n, _ in others)
+            + " | how (toolwire as is) |"
         )
-        w("|---|---:|---|---:|---|---|")
-        for (name, fig, how, met), (_, pfig, _, pmet) in zip(base_rows, patched_rows, strict=False):
-            w(f"| {name} | **{fig}** | {met_text(met)} | **{pfig}** | {met_text(pmet)} | {how} |")
+        w("|---|---:|---|" + "---:|---|" * len(others) + "---|")
+        for i, (name, fig, how, met) in enumerate(base_rows):
+            cells = "".join(
+                f" **{rows[i][1]}** | {met_text(rows[i][3])} |" if i < len(rows) else " – | – |"
+                for _, rows in others
+            )
+            w(f"| {name} | **{fig}** | {met_text(met)} |{cells} {how} |")
     else:
         w("| target | figure | how | met |")
         w("|---|---:|---|---|")
@@ -319,7 +346,7 @@ def render(results: dict[str, Any], plot_paths: list[Path]) -> str:
             "concurrency only.\n"
         )
         w(
-            "| concurrency | path | req/s | errors | p50 ms | p99 ms | CPU µs/request | toolwire/direct | LiteLLM/toolwire |"
+            "| concurrency | path | req/s | errors | p50 ms | p99 ms | CPU µs/request | ratio to direct | LiteLLM/toolwire |"
         )
         w("|---:|---|---:|---:|---:|---:|---:|---:|---:|")
         for level in levels:
@@ -329,7 +356,7 @@ def render(results: dict[str, Any], plot_paths: list[Path]) -> str:
                 cpu = r.get("cpu_us_per_request")
                 w(
                     f"| {level} | {NAMES[name]} | {r['rps']:.0f} | {r['errors']} | {r['p50_us'] / 1000:.2f} | {r['p99_us'] / 1000:.2f} | "
-                    f"{'–' if cpu is None else f'{cpu:.0f}'} | {ratio(r['rps'], row['direct']['rps']) if name in ('toolwire', 'patched') else '–'} | "
+                    f"{'–' if cpu is None else f'{cpu:.0f}'} | {ratio(r['rps'], row['direct']['rps']) if name != 'direct' else '1.00×'} | "
                     f"{ratio(r['rps'], row['toolwire']['rps']) if name == 'litellm' else '–'} |"
                 )
         w("")
@@ -513,7 +540,8 @@ def make_plots(results: dict[str, Any], plots: Path) -> list[Path]:
 
 def summary(results: dict[str, Any]) -> str:
     lines = []
-    for who in ("toolwire", "patched"):
+    name_variants(results)
+    for who in ("toolwire", *VARIANTS):
         rows = targets(results, who)
         if not rows:
             continue

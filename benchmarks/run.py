@@ -29,6 +29,7 @@ import datetime as dt
 import json
 import os
 import platform
+import re
 import shutil
 import signal
 import socket
@@ -48,7 +49,10 @@ LITELLM_VENV = HERE / ".venv-litellm"
 PROJECT_PY = ROOT / ".venv" / "bin" / "python"
 EXTRA_SITE = HERE / ".pip-extras"
 EXTRA_REQUIREMENTS = ["aiohttp==3.14.5", "httpx-aiohttp==0.2.0"]
-DEFAULT_PATCHES = "drain,aiohttp,uvloop,sink,restarts"
+# Two variants of "toolwire + proposed fixes" (toolwire_patched.py), measured side by side: the
+# upstream client through aiohttp, or httpx's own transport with a sharded pool.
+DEFAULT_PATCHES = "drain,aiohttp,uvloop,sink,restarts;drain,shard,uvloop,sink,restarts"
+VARIANT_NAMES = ("patched", "patched-b")
 
 # The newest litellm[proxy] whose dependencies resolve on this machine's package index (1.103.8 to
 # 1.109.1 need certifi>=2026.10.19, which it does not carry).
@@ -190,7 +194,9 @@ def ensure_litellm(version: str) -> tuple[Path | None, str]:
         return None, f"could not install litellm[proxy]=={version}: {exc}"
     if done.returncode != 0 or not exe.exists():
         tail = [
-            line for line in done.stderr.splitlines() if not line.startswith("WARNING: Location")
+            re.sub(r" \(from versions: [^)]*\)", "", line)
+            for line in done.stderr.splitlines()
+            if not line.startswith("WARNING: Location")
         ][-3:]
         return None, f"pip install litellm[proxy]=={version} failed: {' / '.join(tail)}"
     return exe, ""
@@ -654,7 +660,11 @@ def parse_args() -> argparse.Namespace:
     args.stream_requests = args.stream_requests or (20 if quick else 150)
     args.responses_requests = args.responses_requests or (100 if quick else 500)
     args.levels = [int(c) for c in args.concurrency.split(",") if c.strip()]
-    args.patch_list = [p for p in args.patches.split(",") if p.strip()]
+    args.variants = [
+        [p.strip() for p in variant.split(",") if p.strip()]
+        for variant in args.patches.split(";")
+        if variant.strip()
+    ][: len(VARIANT_NAMES)]
     return args
 
 
@@ -741,34 +751,33 @@ def main() -> None:
     if litellm_exe is None:
         log(f"LiteLLM left out: {litellm_why}")
     wrk = None if args.no_wrk else find_wrk(allow_install=True)
-    extra_why = ensure_extra_site() if (not args.no_floors or "aiohttp" in args.patch_list) else ""
+    wants_aiohttp = any("aiohttp" in v for v in args.variants)
+    extra_why = ensure_extra_site() if (not args.no_floors or wants_aiohttp) else ""
     if extra_why:
         log(f"aiohttp unavailable ({extra_why}): no aiohttp floor, no aiohttp patch")
-        args.patch_list = [p for p in args.patch_list if p != "aiohttp"]
+        args.variants = [[p for p in v if p != "aiohttp"] for v in args.variants]
 
     patch_state: dict[str, str] = {}
-    if args.patch_list:
+    wanted = sorted({p for v in args.variants for p in v})
+    if wanted:
         check = subprocess.run(
-            [
-                str(PROJECT_PY),
-                str(HERE / "toolwire_patched.py"),
-                "--check",
-                ",".join(args.patch_list),
-            ],
+            [str(PROJECT_PY), str(HERE / "toolwire_patched.py"), "--check", ",".join(wanted)],
             capture_output=True,
             text=True,
             cwd=ROOT,
             env={**os.environ, "PYTHONPATH": str(EXTRA_SITE)},
         )
         patch_state = (
-            json.loads(check.stdout)
-            if check.returncode == 0
-            else {p: "applies" for p in args.patch_list}
+            json.loads(check.stdout) if check.returncode == 0 else dict.fromkeys(wanted, "applies")
         )
         landed = [p for p, state in patch_state.items() if state == "landed"]
         if landed:
             log(f"already in src/, not patched: {', '.join(landed)}")
-        args.patch_list = [p for p, state in patch_state.items() if state == "applies"]
+    variants: dict[str, list[str]] = {}
+    for name, variant in zip(VARIANT_NAMES, args.variants, strict=False):
+        applied = [p for p in variant if patch_state.get(p) == "applies"]
+        if applied and applied not in variants.values():
+            variants[name] = applied
 
     cpus = sorted(os.sched_getaffinity(0))
     if args.no_pin or len(cpus) < 2:
@@ -800,7 +809,8 @@ def main() -> None:
                 "mock": sorted(mock_cpus or []),
             },
             "load_tool": "wrk" if wrk else "python-asyncio",
-            "patches": args.patch_list,
+            "patches": sorted({p for v in variants.values() for p in v}),
+            "variants": variants,
             "patch_state": patch_state,
             "blocks": {"a": 50, "b": 10, "d": 25},
         },
@@ -846,13 +856,11 @@ def main() -> None:
         long_args = long_arguments(STREAM_CHUNKS - 4)[0]
 
         # -- start everything --------------------------------------------------------------
-        planned = (
-            ["direct", "toolwire"]
-            + (["patched"] if args.patch_list else [])
-            + (["litellm"] if litellm_exe else [])
-        )
+        planned = ["direct", "toolwire"] + list(variants) + (["litellm"] if litellm_exe else [])
         if not args.no_floors:
-            planned += ["floor-bare", "floor-httpx"] + ([] if extra_why else ["floor-aiohttp"])
+            planned += ["floor-bare", "floor-httpx"] + (
+                [] if extra_why else ["floor-aiohttp", "floor-httpx-aiohttp"]
+            )
         # one mock listener per path (and one to ask for /stats): the mock counts, per port, the
         # connections each path opened and the requests it sent upstream
         control_port = free_port()
@@ -896,27 +904,21 @@ def main() -> None:
         )
         log(f"toolwire up at http://127.0.0.1:{port}/v1 (pid {toolwire.pid})")
 
-        if args.patch_list:
+        for name, applied in variants.items():
             port = free_port()
             patched = start_toolwire(
                 procs,
-                "toolwire-patched",
-                [str(PROJECT_PY), str(HERE / "toolwire_patched.py"), ",".join(args.patch_list)],
-                upstream["patched"],
+                f"toolwire-{name}",
+                [str(PROJECT_PY), str(HERE / "toolwire_patched.py"), ",".join(applied)],
+                upstream[name],
                 port,
                 gw_cpus,
             )
             paths.append(
-                Path_(
-                    "patched",
-                    f"http://127.0.0.1:{port}/v1",
-                    patched,
-                    responses=True,
-                    all_levels=True,
-                )
+                Path_(name, f"http://127.0.0.1:{port}/v1", patched, responses=True, all_levels=True)
             )
             log(
-                f"toolwire + patches {','.join(args.patch_list)} up at http://127.0.0.1:{port}/v1 (pid {patched.pid})"
+                f"toolwire + {','.join(applied)} up at http://127.0.0.1:{port}/v1 (pid {patched.pid})"
             )
 
         if litellm_exe is not None:
@@ -990,8 +992,8 @@ def main() -> None:
                 procs.stop(litellm)
 
         if not args.no_floors:
-            for mode in ("bare", "httpx", "aiohttp"):
-                if mode == "aiohttp" and extra_why:
+            for mode in ("bare", "httpx", "aiohttp", "httpx-aiohttp"):
+                if "aiohttp" in mode and extra_why:
                     continue
                 port = free_port()
                 floor = procs.start(
@@ -1141,17 +1143,23 @@ def main() -> None:
         if args.profile:
             import profile_toolwire
 
-            results["profile"] = profile_toolwire.profile(
-                pid=toolwire.pid,
-                chat_url=chat["toolwire"],
-                body_a=body_c,
-                body_b=json.dumps(body_b).encode(),
-                seconds=args.profile_seconds,
-                wrk=wrk,
-                client_cpus=client_cpus,
-                scratch=SCRATCH,
-                out_dir=Path(args.results_dir),
-            )
+            try:
+                results["profile"] = profile_toolwire.profile(
+                    pid=toolwire.pid,
+                    chat_url=chat["toolwire"],
+                    body_a=body_c,
+                    body_b=json.dumps(body_b).encode(),
+                    responses_url=responses["toolwire"],
+                    body_d=json.dumps({**body_d, "stream": False}).encode(),
+                    seconds=args.profile_seconds,
+                    wrk=wrk,
+                    client_cpus=client_cpus,
+                    scratch=SCRATCH,
+                    out_dir=Path(args.results_dir),
+                )
+            except Exception as exc:  # a failed profile must not lose the measured results
+                log(f"profile failed: {type(exc).__name__}: {exc}")
+
     except (KeyboardInterrupt, Timeout) as exc:
         log(f"interrupted ({exc or 'Ctrl-C'}): stopping every process")
         sampler.stop()
