@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import orjson
 import sqlalchemy as sa
 from platformdirs import user_data_dir
 from sqlalchemy import event
@@ -45,7 +46,11 @@ class Store:
     @classmethod
     async def open(cls, url: str | None = None) -> Store:
         url = normalize_url(url or default_database_url())
-        engine = create_async_engine(url)
+        engine = create_async_engine(
+            url,
+            json_serializer=lambda value: orjson.dumps(value).decode(),
+            json_deserializer=orjson.loads,
+        )
         if engine.dialect.name == "sqlite":
 
             @event.listens_for(engine.sync_engine, "connect")

@@ -12,9 +12,11 @@ import asyncio
 import contextlib
 import itertools
 import os
+import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
+import certifi
 import httpx
 import orjson
 from pydantic import BaseModel, Field, SecretStr
@@ -99,8 +101,10 @@ class ChatCompletionsUpstream:
             max_connections=per_pool, max_keepalive_connections=per_pool, keepalive_expiry=60.0
         )
         timeout = httpx.Timeout(config.read_timeout, connect=config.connect_timeout)
+        # One TLS context for every pool: each default client loads the CA bundle (~0.9 MB).
+        tls = ssl.create_default_context(cafile=certifi.where())
         self._clients = [
-            httpx.AsyncClient(headers=headers, timeout=timeout, limits=limits)
+            httpx.AsyncClient(headers=headers, timeout=timeout, limits=limits, verify=tls)
             for _ in range(shards)
         ]
         self._next_client = itertools.cycle(self._clients).__next__
