@@ -26,7 +26,8 @@ llama-wheel:
 	  echo "Building llama-cpp-python $(LLAMA_VERSION) from source: about 5 minutes on 2 cores, once per machine."; \
 	  set -o pipefail; CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) $(BIN)/pip wheel --no-deps -v \
 	    --wheel-dir $(WHEELS) 'llama-cpp-python==$(LLAMA_VERSION)' 2>&1 \
-	    | grep --line-buffered -E '^ *\[ *[0-9]+%\]|Successfully built|Saved |rror'; \
+	    | grep --line-buffered -E '^ *\[[0-9]+/[0-9]+\]|^ *\[ *[0-9]+%\]|Successfully built|Saved |^ERROR|error:' \
+	    | sed -u -E 's/^ *\[([0-9]+)\/([0-9]+)\].* -o ([^ ]+) .*/  compiling [\1\/\2] \3/'; \
 	fi
 
 # A real model calling a real tool through the gateway (the local model, no GPU needed).
