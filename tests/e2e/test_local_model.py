@@ -214,3 +214,49 @@ def test_toolwire_demo_shows_a_real_model_calling_a_real_tool(tmp_path: Path) ->
     assert "envelope: get_weather" in out and "toolName:" in out and "temperature_c:" in out
     assert "final answer" in out
     assert "stored response id: resp_" in out and "previous_response_id=" in out
+
+
+def test_the_local_server_dies_with_a_killed_gateway(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    port = free_port()
+    gateway = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "toolwire",
+            "serve",
+            "--db",
+            f"sqlite:///{tmp_path / 'db.sqlite'}",
+            "--port",
+            str(port),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        children: list[int] = []
+        while time.monotonic() < deadline and not children:
+            children = [pid for pid in _llama_server_pids() if _parent(pid) == gateway.pid]
+            time.sleep(0.2)
+        assert children, "the gateway started no local model server"
+        gateway.send_signal(signal.SIGKILL)
+        gateway.wait(10)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and any(
+            Path(f"/proc/{pid}").exists() and _state(pid) != "Z" for pid in children
+        ):
+            time.sleep(0.1)
+        assert not [pid for pid in children if Path(f"/proc/{pid}").exists() and _state(pid) != "Z"]
+    finally:
+        if gateway.poll() is None:
+            gateway.kill()
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return "gone"

@@ -32,7 +32,7 @@ class Gateway:
 
 @contextmanager
 def running_gateway(db: Path, extra: tuple[str, ...] = ()) -> Iterator[Gateway]:
-    """`toolwire serve` as a child process, with a 2 s upstream read timeout and no retries."""
+    """`toolwire serve` as a child process, with a 2 s upstream read timeout and one retry."""
     port = free_port()
     with ScriptedUpstream() as upstream:
         args = [
@@ -49,7 +49,7 @@ def running_gateway(db: Path, extra: tuple[str, ...] = ()) -> Iterator[Gateway]:
         ]
         base = f"http://127.0.0.1:{port}"
         saved = {k: os.environ.get(k) for k in ("TOOLWIRE_READ_TIMEOUT", "TOOLWIRE_MAX_RETRIES")}
-        os.environ.update({"TOOLWIRE_READ_TIMEOUT": "2", "TOOLWIRE_MAX_RETRIES": "0"})
+        os.environ.update({"TOOLWIRE_READ_TIMEOUT": "2", "TOOLWIRE_MAX_RETRIES": "1"})
         try:
             with toolwire_process(*args, health=base + "/health"):
                 yield Gateway(upstream, base + "/v1", db)

@@ -75,7 +75,7 @@ async def test_case(path: Path, server: ScriptedUpstream) -> None:
     case = load(path)
     expect = case["expect"]
     server.add(*turns_of(case))
-    upstream = ChatCompletionsUpstream(server.base_url, max_retries=0)
+    upstream = ChatCompletionsUpstream(server.base_url, max_retries=1, initial_backoff=0.01)
     tools = [ToolSpec(name) for name in case.get("tools", [])]
     request = TurnRequest("m", [UserMessage("go")], tools=tools, stream=case.get("stream", True))
     events = []

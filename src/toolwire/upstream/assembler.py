@@ -418,6 +418,11 @@ class StreamAssembler:
             return None
         return value if isinstance(value, dict) else None
 
+    @property
+    def is_empty(self) -> bool:
+        """Nothing at all arrived: no text, no reasoning, no call."""
+        return not (self.saw_text or self.saw_reasoning or self._calls or self._legacy)
+
     # -- finishing ------------------------------------------------------------------------
 
     def finish(self) -> list[ModelEvent]:

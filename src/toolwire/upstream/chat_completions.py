@@ -253,6 +253,12 @@ class ChatCompletionsUpstream:
             await response.aclose()
         if not done and not assembler.saw_chunk:
             raise _EmptyStream("the upstream answered 200 with an empty stream")
+        if assembler.finish_reason is None and assembler.is_empty:
+            # llama-cpp-python, first request after a restart: the role chunk, then [DONE].
+            # Nothing was said, so asking again is safe; a turn of nothing is never an answer.
+            raise UpstreamStreamDropped(
+                "the upstream ended the stream with no content, no call and no finish reason"
+            )
         if not done and assembler.finish_reason is None:
             raise UpstreamStreamDropped(
                 "the upstream stream ended without [DONE] or a finish reason; "
