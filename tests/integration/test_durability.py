@@ -14,23 +14,28 @@ from tests.processes import free_port, toolwire_process
 from toolwire.testing import Chunks, Reply, ScriptedUpstream
 
 
+def serve_args(upstream: ScriptedUpstream, db: Path) -> tuple[str, list[str]]:
+    """A fresh port for `toolwire serve` on this database: its base URL and its arguments."""
+    port = free_port()
+    args = [
+        "serve",
+        "--upstream",
+        upstream.base_url,
+        "--db",
+        f"sqlite:///{db}",
+        "--port",
+        str(port),
+    ]
+    return f"http://127.0.0.1:{port}", args
+
+
 def test_sigkill_mid_request_loses_nothing_completed(tmp_path: Path) -> None:
     db = tmp_path / "toolwire.db"
     slow = {"choices": [{"index": 0, "delta": {"content": "…"}, "finish_reason": None}]}
     with ScriptedUpstream() as upstream:
         upstream.add(*[Reply(text=f"answer {i}") for i in range(20)])
         upstream.add(*[Chunks([slow] * 100, delay=0.1) for _ in range(3)])
-        port = free_port()
-        base = f"http://127.0.0.1:{port}"
-        args = [
-            "serve",
-            "--upstream",
-            upstream.base_url,
-            "--db",
-            f"sqlite:///{db}",
-            "--port",
-            str(port),
-        ]
+        base, args = serve_args(upstream, db)
         completed: dict[str, str] = {}
         with toolwire_process(*args, health=base + "/health") as server:
             client = openai.OpenAI(base_url=base + "/v1", api_key="x", max_retries=0)
@@ -59,17 +64,7 @@ def test_sigkill_mid_request_loses_nothing_completed(tmp_path: Path) -> None:
                 thread.join(10)
 
         assert sqlite3.connect(db).execute("PRAGMA integrity_check").fetchone() == ("ok",)
-        port = free_port()
-        base = f"http://127.0.0.1:{port}"
-        args = [
-            "serve",
-            "--upstream",
-            upstream.base_url,
-            "--db",
-            f"sqlite:///{db}",
-            "--port",
-            str(port),
-        ]
+        base, args = serve_args(upstream, db)
         with toolwire_process(*args, health=base + "/health"):
             client = openai.OpenAI(base_url=base + "/v1", api_key="x", max_retries=0)
             for response_id, text in completed.items():

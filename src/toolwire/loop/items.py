@@ -188,7 +188,7 @@ def items_to_transcript(
             else:
                 transcript.append(UserMessage(_user_content(content)))
         elif kind == "function_call":
-            call = _call(item["call_id"], item["name"], item.get("arguments", ""))
+            call = call_from_item(item["call_id"], item["name"], item.get("arguments", ""))
             names[call.id] = call.name
             open_assistant().tool_calls.append(call)
         elif kind == "function_call_output":
@@ -203,14 +203,14 @@ def items_to_transcript(
             request_id = item["id"]
             if request_id in answered:
                 continue  # its mcp_call item carries the call and its result
-            call = _call(request_id, item["name"], item.get("arguments", ""))
+            call = call_from_item(request_id, item["name"], item.get("arguments", ""))
             open_assistant().tool_calls.append(call)
             if request_id not in answering:
                 envelope = render_envelope(call.name, ok=False, error=UNANSWERED_APPROVAL)
                 transcript.append(ToolMessage(call.id, call.name, envelope))
         elif kind == "mcp_call":
             call_id = item.get("approval_request_id") or item.get("id") or new_id("call")
-            call = _call(call_id, item["name"], item.get("arguments", ""))
+            call = call_from_item(call_id, item["name"], item.get("arguments", ""))
             open_assistant().tool_calls.append(call)
             error = item.get("error")
             envelope = render_envelope(
@@ -220,7 +220,7 @@ def items_to_transcript(
     return transcript
 
 
-def _call(call_id: str, name: str, arguments: str) -> ToolCall:
+def call_from_item(call_id: str, name: str, arguments: str) -> ToolCall:
     import orjson
 
     try:

@@ -15,7 +15,7 @@ import orjson
 from toolwire.config import McpServerConfig
 from toolwire.errors import InvalidRequestError, NotFoundError, ToolwireError
 from toolwire.loop.driver import LoopDriver
-from toolwire.loop.items import _call, items_to_transcript, normalize_input
+from toolwire.loop.items import call_from_item, items_to_transcript, normalize_input
 from toolwire.loop.state import LoopRequest, LoopSettings, LoopState
 from toolwire.server.mcp_tools import McpServerUse, configured_use, redacted, request_use
 from toolwire.server.requests import CreateResponse, parse_create
@@ -487,7 +487,7 @@ def _approval_decisions(
         if request_id in answered or request_id in decisions:
             continue
         decisions[request_id] = item["approve"]
-        calls.append(_call(request_id, request["name"], request.get("arguments", "")))
+        calls.append(call_from_item(request_id, request["name"], request.get("arguments", "")))
     return decisions, calls
 
 
