@@ -3,18 +3,19 @@ or `async for event in agent.stream(...)`. A thin door onto `LoopDriver`; it dec
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
+from toolwire.errors import StopReason
 from toolwire.loop.driver import LoopDriver
-from toolwire.loop.events import LoopEvent, LoopFinished
+from toolwire.loop.events import LoopEvent
+from toolwire.loop.pump import pump
 from toolwire.loop.state import LoopRequest, LoopSettings, LoopState
 from toolwire.tools.base import Tool, tool
 from toolwire.tools.envelope import EnvelopeLimits
 from toolwire.transcript import Transcript, TranscriptMessage, UserMessage
-from toolwire.upstream.base import Upstream
+from toolwire.upstream.base import Sampling, Upstream
 from toolwire.upstream.chat_completions import ChatCompletionsUpstream
 from toolwire.upstream.events import Usage
 
@@ -25,10 +26,14 @@ class RunResult:
 
     text: str
     status: str
-    reason: str | None
+    """completed, incomplete, failed or cancelled."""
+    reason: StopReason | None
+    """Why it stopped (a `str` enum: `answered`, `max_iterations`, `leaked_tool_call`, …)."""
     events: list[LoopEvent]
     usage: Usage
     transcript: Transcript = field(default_factory=list)
+    message: str | None = None
+    """The reason in words, for people (e.g. the upstream's error)."""
 
 
 class Agent:
@@ -60,6 +65,8 @@ class Agent:
         messages: Transcript = (
             [UserMessage(user_input)] if isinstance(user_input, str) else list(user_input)
         )
+        options = dict(self.request_options)
+        sampling = {f.name: options.pop(f.name) for f in fields(Sampling) if f.name in options}
         return LoopRequest(
             model=self.model,
             input=messages,
@@ -67,7 +74,8 @@ class Agent:
             instructions=self.instructions,
             tools=self.tools,
             settings=self.settings,
-            **self.request_options,
+            sampling=Sampling(**sampling),
+            **options,
         )
 
     async def run(self, user_input: str | Sequence[TranscriptMessage]) -> RunResult:
@@ -80,23 +88,26 @@ class Agent:
         self, user_input: str | Sequence[TranscriptMessage]
     ) -> AsyncIterator[LoopEvent]:
         """The loop's events as they happen; the last is always `LoopFinished`."""
-        queue: asyncio.Queue[LoopEvent] = asyncio.Queue()
-        task = asyncio.create_task(self.driver.run(self._request(user_input), queue.put_nowait))
-        try:
-            while True:
-                event = await queue.get()
-                yield event
-                if isinstance(event, LoopFinished):
-                    break
-            self.history = (await task).transcript
-        finally:
-            if not task.done():
-                task.cancel()
+        states: list[LoopState] = []
+
+        async def run(emit: Callable[[LoopEvent], None]) -> None:
+            states.append(await self.driver.run(self._request(user_input), emit))
+
+        async for event in pump(run):
+            yield event
+        self.history = states[0].transcript
 
     def _result(self, state: LoopState, events: list[LoopEvent]) -> RunResult:
         self.history = state.transcript
+        outcome = state.outcome
         return RunResult(
-            state.final_text, state.status, state.reason, events, state.usage, state.transcript
+            state.final_text,
+            state.status,
+            outcome.reason if outcome else None,
+            events,
+            state.usage,
+            state.transcript,
+            outcome.message if outcome else None,
         )
 
     async def aclose(self) -> None:

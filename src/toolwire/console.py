@@ -76,14 +76,14 @@ class TracePrinter:
             names = ", ".join(call.name for call in event.calls)
             c.print(f"[magenta]returned to the caller:[/] {names}")
         elif isinstance(event, ApprovalRequested):
-            names = ", ".join(call.name for call in event.calls)
+            names = ", ".join(plan.call.name for plan in event.calls)
             c.print(f"[magenta]awaiting approval:[/] {names}")
         elif isinstance(event, LoopFinished):
             self._newline()
             style = "green" if event.status == "completed" else "red"
             c.rule(f"[{style}]{event.status}[/]", style=style)
-            if event.reason:
-                c.print(f"[{style}]reason:[/] {event.reason}")
+            if event.message:
+                c.print(f"[{style}]reason:[/] {event.reason}: {event.message}")
             if event.final_text:
                 c.print(Panel(Text(event.final_text), title="final answer", border_style=style))
             u = event.usage

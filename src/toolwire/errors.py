@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from enum import StrEnum
+
 
 class ToolwireError(Exception):
     """Base of every error toolwire raises on purpose.
@@ -100,3 +102,97 @@ class UpstreamStreamError(UpstreamError):
 
 class UpstreamStreamDropped(UpstreamStreamError):
     """The connection broke or ended mid-stream: worth a retry if nothing was yielded yet."""
+
+
+# -- how a run ends: the one mapping from typed outcomes to wire codes and HTTP statuses ------
+
+
+class RunStatus(StrEnum):
+    """A run's final status, spelled as the Responses API spells it."""
+
+    COMPLETED = "completed"
+    INCOMPLETE = "incomplete"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+class StopReason(StrEnum):
+    """Why a run stopped. Each reason has exactly one status, wire code and HTTP status (below)."""
+
+    ANSWERED = "answered"
+    """The model gave its final answer."""
+    TOOL_CALLS = "tool_calls"
+    """The model called caller-side tools: the run hands them to the caller."""
+    AWAITING_APPROVAL = "awaiting_approval"
+    """A call waits for a human's decision: the run pauses until the caller answers."""
+    MAX_OUTPUT_TOKENS = "max_output_tokens"
+    CONTENT_FILTER = "content_filter"
+    MAX_ITERATIONS = "max_iterations"
+    REPEATED_FAILURE = "repeated_failure"
+    LEAKED_TOOL_CALL = "leaked_tool_call"
+    UPSTREAM_ERROR = "upstream_error"
+    """The model server failed (the run's `error` carries its typed exception)."""
+    TOOLS_UNAVAILABLE = "mcp_list_tools_failed"
+    """A tool server's tools could not be listed, so the run could not start."""
+    CANCELLED = "cancelled"
+    """The client disconnected or cancelled the response."""
+
+    @property
+    def status(self) -> RunStatus:
+        return _STATUS_OF[self]
+
+    @property
+    def incomplete_reason(self) -> str | None:
+        """`incomplete_details.reason` on a Responses object (None unless incomplete)."""
+        return self.value if _STATUS_OF[self] is RunStatus.INCOMPLETE else None
+
+
+_STATUS_OF: dict[StopReason, RunStatus] = {
+    StopReason.ANSWERED: RunStatus.COMPLETED,
+    StopReason.TOOL_CALLS: RunStatus.COMPLETED,
+    StopReason.AWAITING_APPROVAL: RunStatus.COMPLETED,
+    StopReason.MAX_OUTPUT_TOKENS: RunStatus.INCOMPLETE,
+    StopReason.CONTENT_FILTER: RunStatus.INCOMPLETE,
+    StopReason.MAX_ITERATIONS: RunStatus.INCOMPLETE,
+    StopReason.REPEATED_FAILURE: RunStatus.INCOMPLETE,
+    StopReason.LEAKED_TOOL_CALL: RunStatus.INCOMPLETE,
+    StopReason.UPSTREAM_ERROR: RunStatus.FAILED,
+    StopReason.TOOLS_UNAVAILABLE: RunStatus.FAILED,
+    StopReason.CANCELLED: RunStatus.CANCELLED,
+}
+
+
+class ToolsUnavailableError(ToolwireError):
+    """A tool server's tools could not be listed (HTTP 424, as OpenAI answers for MCP)."""
+
+    status = 424
+    error_type = "external_connector_error"
+
+
+class UnansweredRunError(ToolwireError):
+    """A run ended without an answer a chat-completions client can use (leaked calls past the
+    retry cap, the iteration cap, repeated failures). Not the upstream's fault as such, and
+    retrying the same request would fail the same way: 422, with the reason as the code."""
+
+    status = 422
+    error_type = "invalid_request_error"
+
+
+def run_error(
+    reason: StopReason, message: str | None, error: ToolwireError | None
+) -> ToolwireError:
+    """The error a door that cannot express an unfinished run (the chat door) raises for it."""
+    if error is not None:
+        return error
+    if reason is StopReason.TOOLS_UNAVAILABLE:
+        return ToolsUnavailableError(message or reason.value, code=reason.value)
+    if reason.status is RunStatus.FAILED:
+        return UpstreamError(message or "the upstream failed", code=reason.value)
+    return UnansweredRunError(message or reason.value, code=reason.value)
+
+
+def error_code(reason: StopReason, error: ToolwireError | None) -> str:
+    """`error.code` on a failed Responses object."""
+    if error is not None and error.code:
+        return error.code
+    return reason.value if reason.status is RunStatus.FAILED else "server_error"

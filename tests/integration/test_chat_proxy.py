@@ -226,8 +226,11 @@ def test_leaked_calls_past_the_cap_are_a_clear_error(gw: Gateway) -> None:
         gw.client.chat.completions.create(
             model="m", messages=[{"role": "user", "content": "Oslo?"}], tools=WEATHER
         )
-    assert info.value.status_code == 502
+    # 422, not a 5xx: the official client would retry a 502 and triple the model calls.
+    assert info.value.status_code == 422
+    assert info.value.code == "leaked_tool_call"
     assert "tool-call parser" in info.value.message
+    assert len(gw.upstream.chat_requests) == 3
 
 
 def test_history_and_parameters_pass_through(gw: Gateway) -> None:

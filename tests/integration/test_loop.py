@@ -191,7 +191,8 @@ async def test_iteration_cap_ends_incomplete(scripted: ScriptedUpstream) -> None
     scripted.add(*[Reply(tool_calls=[("get_weather", {"city": f"c{i}"})]) for i in range(5)])
     result = await agent(scripted, max_iterations=3).run("loop forever")
     assert result.status == "incomplete"
-    assert result.reason is not None and result.reason.startswith("max_iterations")
+    assert result.reason == "max_iterations"
+    assert result.message is not None and "cap of 3 model calls" in result.message
     assert len(scripted.chat_requests) == 3
 
 
@@ -199,8 +200,9 @@ async def test_the_same_failing_call_three_times_stops_the_loop(scripted: Script
     scripted.add(*[Reply(tool_calls=[("flaky", {"path": "a.txt"})]) for _ in range(5)])
     result = await agent(scripted).run("read a.txt")
     assert result.status == "incomplete"
-    assert result.reason is not None and "repeated_failure" in result.reason
-    assert "FileNotFoundError: no such file: a.txt" in result.reason
+    assert result.reason == "repeated_failure"
+    assert result.message is not None
+    assert "FileNotFoundError: no such file: a.txt" in result.message
     assert len(scripted.chat_requests) == 3
 
 
@@ -229,7 +231,8 @@ async def test_leak_retries_are_capped_with_a_visible_reason(scripted: ScriptedU
     scripted.add(*[Reply(text=LEAKED) for _ in range(3)])
     result = await agent(scripted).run("weather in Paris?")
     assert result.status == "incomplete"
-    assert result.reason is not None and "tool-call parser" in result.reason
+    assert result.reason == "leaked_tool_call"
+    assert result.message is not None and "tool-call parser" in result.message
     assert ran == []
     assert len(scripted.chat_requests) == 3  # the first try and two retries
 
@@ -290,7 +293,7 @@ async def test_stream_yields_events_live_and_ends_with_loop_finished(
 ) -> None:
     scripted.add(*WEATHER_DEMO())
     kinds = [type(e).__name__ async for e in agent(scripted).stream("Paris or Oslo?")]
-    assert kinds[0] == "ModelCallStarted" and kinds[-1] == "LoopFinished"
+    assert kinds[:2] == ["RunStarted", "ModelCallStarted"] and kinds[-1] == "LoopFinished"
     assert kinds.count("ToolExecutionFinished") == 3
 
 
@@ -300,7 +303,8 @@ async def test_upstream_failure_ends_the_run_failed(scripted: ScriptedUpstream) 
     scripted.add(Body({"error": {"message": "no such model"}}, status=404))
     result = await agent(scripted).run("hi")
     assert result.status == "failed"
-    assert result.reason is not None and "no such model" in result.reason
+    assert result.reason == "upstream_error"
+    assert result.message is not None and "no such model" in result.message
     assert not [e for e in result.events if isinstance(e, ToolExecutionFinished)]
 
 
@@ -320,5 +324,6 @@ async def test_an_adapter_bug_ends_the_run_failed_not_crashed() -> None:
 
     result = await Agent(BrokenUpstream(), "m", [get_weather]).run("hi")
     assert result.status == "failed"
-    assert result.reason == "the upstream adapter failed: RuntimeError: boom"
+    assert result.reason == "upstream_error"
+    assert result.message == "the upstream adapter failed: RuntimeError: boom"
     assert isinstance(result.events[-1], LoopFinished)

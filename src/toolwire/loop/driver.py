@@ -1,34 +1,48 @@
-"""The loop driver (seed 001): one explicit state machine for every surface.
+"""The loop driver (seed 001): one explicit state machine that owns a run on every door.
 
-    CallModel -> (ExecuteTools -> CallModel)* -> Finish
-                  ExecuteTools -> AwaitApproval  (stops; resumed with decisions)
+    start (claim approvals, list tool servers)
+      -> CallModel -> (ExecuteTools -> CallModel)* -> Finish
+                       ExecuteTools -> AwaitApproval -> Finish (awaiting_approval)
 
-The library, the CLI and the HTTP server all run `LoopDriver.run`; they only translate requests
-in and events out. Events go to a sink, which only observes.
+The driver decides everything about a run: model calls, which calls run here and which go back
+to the caller, approvals (request, claim once, run or deny), budgets (`max_tool_calls`,
+iterations, leak retries), cancellation, and the typed `RunOutcome`. Doors (library, CLI,
+Responses, chat proxy) translate requests in and events out; they decide nothing. Persistence is
+driven by the run's events: the optional `checkpoint` is awaited at `RunStarted` and
+`LoopFinished`, also when the run is cancelled.
 """
 
 from __future__ import annotations
 
+import asyncio
 import secrets
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import orjson
 
 from toolwire import leaks
-from toolwire.errors import ToolwireError, UpstreamError
+from toolwire.errors import StopReason, ToolsUnavailableError, ToolwireError, UpstreamError
+from toolwire.loop.approvals import ALREADY_USED, DENIED
 from toolwire.loop.events import (
     ApprovalRequested,
+    CallArgumentsDelta,
+    CallStreamStarted,
+    CallTarget,
     LeakDetected,
     LoopEvent,
     LoopFinished,
     ModelCallStarted,
     ModelTurnCompleted,
     OutputTextDelta,
+    PlannedCall,
     ReasoningTextDelta,
+    RunStarted,
     ToolCallsReturned,
     ToolExecutionFinished,
     ToolExecutionStarted,
+    ToolListingFinished,
+    ToolListingStarted,
 )
 from toolwire.loop.holdback import Holdback
 from toolwire.loop.state import (
@@ -39,6 +53,7 @@ from toolwire.loop.state import (
     LoopRequest,
     LoopState,
     NextAction,
+    RunOutcome,
 )
 from toolwire.tools.base import ToolArgumentsError
 from toolwire.tools.envelope import EnvelopeLimits
@@ -61,14 +76,17 @@ from toolwire.upstream.events import (
     TurnEnd,
     Usage,
 )
+from toolwire.wire.responses import now
 
 Sink = Callable[[LoopEvent], None]
+Checkpoint = Callable[[LoopEvent], Awaitable[None]]
 
 LEAK_CORRECTION = (
     "Your previous message wrote a tool call as plain text ({family} format) instead of calling "
     "the tool. Text is never executed. If you need a tool, call it now through the tool-calling "
     "interface, with JSON arguments; otherwise answer in plain prose."
 )
+CANCELLED = "the client disconnected or the response was cancelled"
 
 
 class LoopDriver:
@@ -78,20 +96,25 @@ class LoopDriver:
         self.upstream = upstream
         self.limits = limits or EnvelopeLimits()
 
-    async def run(self, request: LoopRequest, sink: Sink) -> LoopState:
-        """Drive the loop to a `Finish` or an `AwaitApproval`; always emits `LoopFinished`."""
-        run = _Run(self, request, sink)
-        return await run.drive()
+    async def run(
+        self, request: LoopRequest, sink: Sink, *, checkpoint: Checkpoint | None = None
+    ) -> LoopState:
+        """Drive the run to its outcome; always emits `LoopFinished` last, also when cancelled
+        (then the outcome is `cancelled`, checkpointed, and the cancellation re-raised)."""
+        return await _Run(self, request, sink, checkpoint).drive()
 
 
 class _Run:
     """One run's moving parts; the transitions are the methods named after `NextAction`s."""
 
-    def __init__(self, driver: LoopDriver, request: LoopRequest, sink: Sink) -> None:
+    def __init__(
+        self, driver: LoopDriver, request: LoopRequest, sink: Sink, checkpoint: Checkpoint | None
+    ) -> None:
         self.upstream = driver.upstream
         self.request = request
         self.settings = request.settings
         self.emit = sink
+        self.checkpoint = checkpoint
         self.executor = ToolExecutor(
             request.tools, limits=driver.limits, max_concurrency=self.settings.max_concurrent_tools
         )
@@ -101,27 +124,75 @@ class _Run:
         transcript.extend(request.input)
 
     async def drive(self) -> LoopState:
-        action: NextAction = (
-            ExecuteTools(self.request.resume_calls) if self.request.resume_calls else CallModel()
-        )
-        while True:
-            if isinstance(action, CallModel):
-                action = await self.call_model()
-            elif isinstance(action, ExecuteTools):
-                action = await self.execute_tools(action.calls)
-            elif isinstance(action, AwaitApproval):
-                self.state.pending_approvals = action.calls
-                self.emit(ApprovalRequested(action.calls))
-                return self.finish(Finish("completed", "awaiting approval"))
-            else:
-                return self.finish(action)
+        try:
+            await self.record(RunStarted(self.request.run_id))
+            action = await self.start()
+            while not isinstance(action, Finish):
+                if isinstance(action, CallModel):
+                    action = await self.call_model()
+                elif isinstance(action, ExecuteTools):
+                    action = await self.execute_tools(action.calls)
+                else:
+                    action = self.await_approval(action)
+        except asyncio.CancelledError:
+            await asyncio.shield(self.finish(RunOutcome(StopReason.CANCELLED, CANCELLED)))
+            raise
+        await self.finish(action.outcome)
+        return self.state
+
+    async def record(self, event: LoopEvent) -> None:
+        self.emit(event)
+        if self.checkpoint is not None:
+            await self.checkpoint(event)
+
+    # -- start ----------------------------------------------------------------------------
+
+    async def start(self) -> NextAction:
+        """Claim the approvals this request decides, then list the tool servers it uses."""
+        await self.claim_approvals()
+        for toolset in self.request.toolsets:
+            listing = toolset.listing
+            if listing is None:
+                self.emit(ToolListingStarted(toolset.label))
+                try:
+                    listing = await toolset.list_tools()
+                except Exception as exc:  # any failure to list ends the run as OpenAI's 424
+                    message = f"could not list the tools of MCP server {toolset.label!r}: {exc}"
+                    self.emit(ToolListingFinished(toolset.label, [], message))
+                    error = ToolsUnavailableError(message, code=StopReason.TOOLS_UNAVAILABLE)
+                    return Finish(RunOutcome(StopReason.TOOLS_UNAVAILABLE, message, error))
+                self.emit(ToolListingFinished(toolset.label, listing))
+            for tool in toolset.tools(listing):
+                self.executor.tools[tool.name] = tool
+        resume = self.request.resume_calls
+        return ExecuteTools(list(resume)) if resume else CallModel()
+
+    async def claim_approvals(self) -> None:
+        """Each decision runs at most once, across every branch of history: it is recorded
+        first, and a decision that was already recorded runs nothing."""
+        request = self.request
+        ledger = request.ledger
+        for call in list(request.resume_calls):
+            approve = request.approvals[call.id]
+            if ledger is None or await ledger.claim_approval(
+                call.id, request.run_id, approve, now()
+            ):
+                continue
+            request.resume_calls.remove(call)
+            request.approvals.pop(call.id, None)
+            result = self.executor.error(call, ALREADY_USED)
+            self.state.transcript.append(ToolMessage(call.id, call.name, result.text))
 
     # -- CallModel ------------------------------------------------------------------------
 
     def turn_request(self) -> TurnRequest:
         req = self.request
         offer_tools = not self.state.tools_exhausted
-        specs = [t.spec for t in req.tools] + list(req.client_tools) if offer_tools else []
+        specs = (
+            [t.spec for t in self.executor.tools.values()] + list(req.client_tools)
+            if offer_tools
+            else []
+        )
         transcript: Transcript = list(self.state.transcript)
         if req.instructions:
             transcript.insert(0, SystemMessage(req.instructions))
@@ -131,12 +202,8 @@ class _Run:
             tools=specs,
             tool_choice=self.tool_choice() if specs else None,
             parallel_tool_calls=req.parallel_tool_calls if specs else None,
-            temperature=req.temperature,
-            top_p=req.top_p,
-            max_output_tokens=req.max_output_tokens,
-            response_format=req.response_format,
+            sampling=req.sampling,
             stream=self.settings.stream,
-            extra_body=req.extra_body,
         )
 
     def tool_choice(self) -> str | dict[str, Any] | None:
@@ -147,13 +214,37 @@ class _Run:
             return "auto"
         return choice
 
+    def live_target(self, name: str) -> tuple[CallTarget, str] | None:
+        """Where a call that just began streaming goes, if it may be shown live: a caller's
+        function, or a server tool whose calls never wait for approval (one that might must
+        first be judged on its final arguments)."""
+        if self.state.tools_exhausted:
+            return None
+        tool = self.executor.tools.get(name)
+        if tool is None:
+            return (CallTarget.CALLER, "") if name in self.client_names else None
+        if tool.may_require_approval():
+            return None
+        return CallTarget.SERVER, tool.server_label
+
+    def plan(self, call: ToolCall) -> PlannedCall:
+        """What the run does with a final call."""
+        tool = self.executor.tools.get(call.name)
+        if tool is not None:
+            return PlannedCall(call, CallTarget.SERVER, tool.server_label)
+        if call.ok and call.name in self.client_names:
+            return PlannedCall(call, CallTarget.CALLER, "")
+        return PlannedCall(call, CallTarget.REJECTED, "")
+
     async def call_model(self) -> NextAction:
         state = self.state
         if state.iterations >= self.settings.max_iterations:
             return Finish(
-                "incomplete",
-                f"max_iterations: the loop reached its cap of {self.settings.max_iterations} "
-                "model calls without a final answer",
+                RunOutcome(
+                    StopReason.MAX_ITERATIONS,
+                    f"the loop reached its cap of {self.settings.max_iterations} model calls "
+                    "without a final answer",
+                )
             )
         state.iterations += 1
         turn = self.turn_request()
@@ -162,6 +253,7 @@ class _Run:
         text: list[str] = []
         reasoning: list[str] = []
         calls: list[ToolCall] = []
+        live: set[int] = set()
         usage = Usage()
         finish_reason = "stop"
         try:
@@ -171,24 +263,30 @@ class _Run:
                     shown = held.feed(event.text)
                     if shown:
                         self.emit(OutputTextDelta(shown))
+                elif isinstance(event, ToolCallArgumentsDelta):
+                    if event.key in live:
+                        self.emit(CallArgumentsDelta(event.key, event.delta))
                 elif isinstance(event, ReasoningDelta):
                     reasoning.append(event.text)
                     self.emit(ReasoningTextDelta(event.text))
+                elif isinstance(event, ToolCallStarted):
+                    target = self.live_target(event.name)
+                    if target is not None:
+                        live.add(event.key)
+                        self.emit(CallStreamStarted(event.key, event.id, event.name, *target))
                 elif isinstance(event, ToolCallDone):
                     calls.append(event.call)
                 elif isinstance(event, Usage):
                     usage.add(event)
                 elif isinstance(event, TurnEnd):
                     finish_reason = event.finish_reason
-                elif isinstance(event, ToolCallStarted | ToolCallArgumentsDelta):
-                    self.emit(event)
         except ToolwireError as exc:
             state.usage.add(usage)
-            return Finish("failed", exc.message, exc)
+            return Finish(RunOutcome(StopReason.UPSTREAM_ERROR, exc.message, exc))
         except Exception as exc:  # an adapter bug must still end the run as a stored failure
             state.usage.add(usage)
             error = UpstreamError(f"the upstream adapter failed: {type(exc).__name__}: {exc}")
-            return Finish("failed", error.message, error)
+            return Finish(RunOutcome(StopReason.UPSTREAM_ERROR, error.message, error))
         state.usage.add(usage)
         full_text = "".join(text)
         full_reasoning = "".join(reasoning)
@@ -204,25 +302,28 @@ class _Run:
         if shown:
             self.emit(OutputTextDelta(shown))
         message = AssistantMessage(full_text, calls, full_reasoning)
+        plans = [self.plan(call) for call in calls]
         state.transcript.append(message)
-        self.emit(ModelTurnCompleted(message, finish_reason, usage))
+        self.emit(ModelTurnCompleted(message, finish_reason, usage, plans))
         if calls:
             return ExecuteTools(calls)
         state.final_text = full_text
         if finish_reason == "length":
             return Finish(
-                "incomplete", "max_output_tokens: the answer was cut off by the token limit"
+                RunOutcome(
+                    StopReason.MAX_OUTPUT_TOKENS, "the answer was cut off by the token limit"
+                )
             )
         if finish_reason == "content_filter":
-            return Finish("incomplete", "content_filter: the upstream filtered the answer")
-        return Finish("completed")
+            return Finish(RunOutcome(StopReason.CONTENT_FILTER, "the upstream filtered the answer"))
+        return Finish(RunOutcome(StopReason.ANSWERED))
 
     # -- leaks ----------------------------------------------------------------------------
 
     def find_leak(self, text: str, reasoning: str) -> tuple[leaks.LeakMatch, bool] | None:
         """A leaked call at the end of the visible text, or of the reasoning if nothing is
         visible. Only when tools were on offer: otherwise there is nothing to call."""
-        if not self.request.tools and not self.request.client_tools:
+        if not self.executor.tools and not self.request.client_tools:
             return None
         match = leaks.detect_leak(text)
         if match is not None:
@@ -248,38 +349,43 @@ class _Run:
             calls = self.salvage(reasoning if in_reasoning else text, match)
             if calls is not None:
                 self.emit(LeakDetected(match.family, match.snippet, state.leak_retries, "salvaged"))
-                self.close_turn(kept.rstrip(), held, len(kept), usage, calls)
+                self.close_turn(kept, held, usage, calls)
                 return ExecuteTools(calls)
         if state.leak_retries >= self.settings.leak_retries:
             self.emit(LeakDetected(match.family, match.snippet, state.leak_retries, "gave_up"))
-            self.close_turn(kept.rstrip(), held, len(kept), usage, [])
+            self.close_turn(kept, held, usage, [])
             return Finish(
-                "incomplete",
-                f"leaked_tool_call: the model wrote its tool call as text ({match.family} format) "
-                f"instead of a structured call, {state.leak_retries + 1} times in a row; nothing "
-                "was executed. The model server's tool-call parser is probably missing or does "
-                "not match this model (vLLM: --enable-auto-tool-choice --tool-call-parser <name>; "
-                "llama.cpp: --jinja; SGLang: --tool-call-parser).",
+                RunOutcome(
+                    StopReason.LEAKED_TOOL_CALL,
+                    f"the model wrote its tool call as text ({match.family} format) instead of "
+                    f"a structured call, {state.leak_retries + 1} times in a row; nothing was "
+                    "executed. The model server's tool-call parser is probably missing or does "
+                    "not match this model (vLLM: --enable-auto-tool-choice --tool-call-parser "
+                    "<name>; llama.cpp: --jinja; SGLang: --tool-call-parser).",
+                )
             )
         state.leak_retries += 1
         self.emit(LeakDetected(match.family, match.snippet, state.leak_retries, "retry"))
-        self.close_turn(kept.rstrip(), held, len(kept), usage, [])
+        self.close_turn(kept, held, usage, [])
         state.transcript.append(
             UserMessage(LEAK_CORRECTION.format(family=match.family), hidden=True)
         )
         return CallModel()
 
-    def close_turn(
-        self, kept: str, held: Holdback, upto: int, usage: Usage, calls: list[ToolCall]
-    ) -> None:
-        """End a turn whose leaked text is dropped: show and keep only what came before it."""
-        shown = held.release(upto)
+    def close_turn(self, kept: str, held: Holdback, usage: Usage, calls: list[ToolCall]) -> None:
+        """End a turn whose leaked text is dropped: show and keep only what came before it.
+        The leak itself was held back, so it never left; if the hold's bound let part of it
+        out, `ModelTurnCompleted.shown_text` tells sinks the text the turn really keeps."""
+        overflowed = held.released > len(kept)
+        shown = held.release(len(kept))
         if shown:
             self.emit(OutputTextDelta(shown))
-        if kept or calls:
-            message = AssistantMessage(kept, calls)
+        message = AssistantMessage(kept.rstrip(), calls)
+        if kept.strip() or calls:
             self.state.transcript.append(message)
-            self.emit(ModelTurnCompleted(message, "tool_calls" if calls else "stop", usage))
+        plans = [self.plan(call) for call in calls]
+        finish = "tool_calls" if calls else "stop"
+        self.emit(ModelTurnCompleted(message, finish, usage, plans, kept if overflowed else None))
 
     def salvage(self, text: str, match: leaks.LeakMatch) -> list[ToolCall] | None:
         """Leaked calls turned into real ones, only if every name is declared and every set of
@@ -305,54 +411,69 @@ class _Run:
     # -- ExecuteTools ---------------------------------------------------------------------
 
     async def execute_tools(self, calls: list[ToolCall]) -> NextAction:
+        """Run what runs here, hand back what the caller runs, report what cannot run.
+
+        `max_tool_calls` counts the calls the gateway runs (server tools), as OpenAI counts
+        built-in tools; calls beyond it are not run and the model answers without tools."""
         state = self.state
         limit = self.settings.max_tool_calls
-        runnable: list[ToolCall] = []
-        refused: dict[str, ToolResult] = {}
+        plans = [self.plan(call) for call in calls]
+        results: dict[str, ToolResult] = {}
+        runnable: list[PlannedCall] = []
+        waiting: list[PlannedCall] = []
         returned: list[ToolCall] = []
-        for call in calls:
-            if limit is not None and state.tool_calls_made >= limit:
+        for plan in plans:
+            call = plan.call
+            if plan.target is CallTarget.REJECTED:
+                results[call.id] = self.executor.error(call, self.rejection(call))
+            elif plan.target is CallTarget.CALLER:
+                returned.append(call)
+            elif limit is not None and state.tool_calls_made >= limit:
                 state.tools_exhausted = True
-                refused[call.id] = self.executor.error(
+                refused = self.executor.error(
                     call,
                     f"not executed: this response may make at most {limit} tool calls "
                     "(max_tool_calls) and has made them; answer with what you have",
                 )
-                continue
-            state.tool_calls_made += 1
-            if call.name in self.client_names and call.ok and call.name not in self.executor.tools:
-                returned.append(call)
+                results[call.id] = refused
+                self.emit(ToolExecutionFinished(call, refused, plan.server_label))
+            elif self.needs_decision(call):
+                waiting.append(plan)
             else:
-                runnable.append(call)
+                state.tool_calls_made += 1
+                runnable.append(plan)
         if limit is not None and state.tool_calls_made >= limit:
             state.tools_exhausted = True
 
-        waiting = [c for c in runnable if self.needs_decision(c)]
-        if waiting:
-            runnable = [c for c in runnable if c not in waiting]
-            calls = [c for c in calls if c not in waiting]
-
-        for call in runnable:
-            self.emit(ToolExecutionStarted(call))
-        results = {r.call_id: r for r in await self.run_calls(runnable)}
-        results.update(refused)
-        for call in calls:
-            result = results.get(call.id)
-            if result is None:
-                continue  # a caller-side call: its output comes back from the caller
-            state.transcript.append(ToolMessage(call.id, call.name, result.text))
-            self.emit(ToolExecutionFinished(call, result))
+        results.update(await self.run_calls(runnable))
+        for plan in plans:
+            result = results.get(plan.call.id)
+            if result is not None:
+                state.transcript.append(ToolMessage(plan.call.id, plan.call.name, result.text))
         if returned:
             state.pending_calls = returned
             self.emit(ToolCallsReturned(returned))
         if waiting:
-            return AwaitApproval(waiting)
+            return AwaitApproval([plan.call for plan in waiting])
         if returned:
-            return Finish("completed")
+            return Finish(RunOutcome(StopReason.TOOL_CALLS))
         repeated = self.repeated_failure(calls, results)
         if repeated is not None:
-            return Finish("incomplete", repeated)
+            return Finish(RunOutcome(StopReason.REPEATED_FAILURE, repeated))
         return CallModel()
+
+    def rejection(self, call: ToolCall) -> str:
+        """What the model reads about a call that cannot run, so that it can re-issue it."""
+        available = ", ".join(sorted([*self.executor.tools, *self.client_names])) or "none"
+        reason = call.parse_error or f"unknown tool {call.name!r}"
+        parts = [f"the tool call could not be used: {reason}."]
+        if call.raw_arguments:
+            parts.append(f"Arguments as received: {call.raw_arguments}")
+        if call.name in self.client_names:
+            parts.append(f"Call {call.name} again with one JSON object as its arguments.")
+        else:
+            parts.append(f"Available tools: {available}")
+        return " ".join(parts)
 
     def needs_decision(self, call: ToolCall) -> bool:
         tool = self.executor.tools.get(call.name)
@@ -360,19 +481,32 @@ class _Run:
             return False
         return tool.requires_approval(call.arguments or {})
 
-    async def run_calls(self, calls: list[ToolCall]) -> list[ToolResult]:
-        approved: list[ToolCall] = []
-        denied: list[ToolResult] = []
-        for call in calls:
-            if self.request.approvals.get(call.id, True):
-                approved.append(call)
+    async def run_calls(self, plans: list[PlannedCall]) -> dict[str, ToolResult]:
+        """Approved (or approval-free) calls run; denied ones are only reported to the model:
+        a call that never ran leaves no `mcp_call` behind."""
+        approvals = self.request.approvals
+        results: dict[str, ToolResult] = {}
+        running: list[PlannedCall] = []
+        for plan in plans:
+            if approvals.get(plan.call.id, True):
+                running.append(plan)
             else:
-                denied.append(
-                    self.executor.error(
-                        call, "the user denied approval for this call; it did not run"
-                    )
+                results[plan.call.id] = self.executor.error(plan.call, DENIED)
+        for plan in running:
+            self.emit(ToolExecutionStarted(plan.call, plan.server_label, self.answered(plan.call)))
+        outcomes = await self.executor.execute([plan.call for plan in running])
+        for plan, result in zip(running, outcomes, strict=True):
+            results[plan.call.id] = result
+            self.emit(
+                ToolExecutionFinished(
+                    plan.call, result, plan.server_label, self.answered(plan.call)
                 )
-        return [*await self.executor.execute(approved), *denied]
+            )
+        return results
+
+    def answered(self, call: ToolCall) -> str | None:
+        """The approval request a call answers, if it waited for one."""
+        return call.id if call.id in self.request.approvals else None
 
     def repeated_failure(self, calls: list[ToolCall], results: dict[str, ToolResult]) -> str | None:
         for call in calls:
@@ -384,27 +518,28 @@ class _Run:
             count = self.state.failures[key]
             if count >= self.settings.repeated_failure_limit:
                 return (
-                    f"repeated_failure: the same failing call {call.name}({call.raw_arguments}) "
-                    f"was made {count} times; stopping instead of looping. Last error: "
-                    f"{result.error}"
+                    f"the same failing call {call.name}({call.raw_arguments}) was made {count} "
+                    f"times; stopping instead of looping. Last error: {result.error}"
                 )
         return None
 
-    # -- Finish ---------------------------------------------------------------------------
+    # -- AwaitApproval and Finish ---------------------------------------------------------
 
-    def finish(self, action: Finish) -> LoopState:
+    def await_approval(self, action: AwaitApproval) -> NextAction:
+        self.state.pending_approvals = action.calls
+        self.emit(ApprovalRequested([self.plan(call) for call in action.calls]))
+        return Finish(RunOutcome(StopReason.AWAITING_APPROVAL, "a tool call waits for approval"))
+
+    async def finish(self, outcome: RunOutcome) -> None:
         state = self.state
-        state.status = action.status
-        state.reason = action.reason
-        state.error = action.error
-        self.emit(
+        state.outcome = outcome
+        await self.record(
             LoopFinished(
-                action.status,
-                action.reason,
+                outcome.reason,
+                outcome.message,
                 state.final_text,
                 state.usage,
-                action.error,
+                outcome.error,
                 list(state.pending_calls),
             )
         )
-        return state

@@ -1,16 +1,51 @@
-"""`LoopEvent`s: what the driver tells its sink. Sinks observe; they never decide."""
+"""`LoopEvent`s: what the driver tells its sinks. Sinks translate them to one wire format; they
+never decide. Every fact a sink needs (which calls go back to the caller, under which server
+label a call shows, which approval it answers) travels on the event, so no sink keeps loop state.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from enum import StrEnum
+from typing import Any, Literal
 
-from toolwire.errors import ToolwireError
+from toolwire.errors import RunStatus, StopReason, ToolwireError
 from toolwire.tools.executor import ToolResult
 from toolwire.transcript import AssistantMessage, ToolCall
-from toolwire.upstream.events import ToolCallArgumentsDelta, ToolCallStarted, Usage
+from toolwire.upstream.events import Usage
 
-LoopStatus = Literal["completed", "incomplete", "failed", "cancelled"]
+
+class CallTarget(StrEnum):
+    """Who runs a call the model made."""
+
+    CALLER = "caller"
+    """A caller-side (function) tool: the run hands the call back."""
+    SERVER = "server"
+    """A tool the loop runs itself (Python, workspace, MCP)."""
+    REJECTED = "rejected"
+    """Malformed, unknown, or made when no tools were on offer: reported to the model, never
+    run, never handed back."""
+
+
+@dataclass(slots=True)
+class RunStarted:
+    """The run is about to call its first tool server or model; a persistence point."""
+
+    run_id: str
+
+
+@dataclass(slots=True)
+class ToolListingStarted:
+    label: str
+
+
+@dataclass(slots=True)
+class ToolListingFinished:
+    """An MCP server's tools were listed (`tools`), or could not be (`error`)."""
+
+    label: str
+    tools: list[dict[str, Any]]
+    error: str | None = None
 
 
 @dataclass(slots=True)
@@ -21,8 +56,8 @@ class ModelCallStarted:
 
 @dataclass(slots=True)
 class OutputTextDelta:
-    """Visible answer text. Text that may turn out to be a leaked call is held back until the
-    turn ends (see `loop/holdback.py`)."""
+    """Visible answer text, live. Only what could still become a leaked tool call is held back
+    (see `loop/holdback.py`)."""
 
     text: str
 
@@ -33,12 +68,44 @@ class ReasoningTextDelta:
 
 
 @dataclass(slots=True)
+class CallStreamStarted:
+    """A declared tool's call began streaming: its name is known, its arguments follow as
+    `CallArgumentsDelta`s. `key` ties them together within the turn."""
+
+    key: int
+    call_id: str
+    name: str
+    target: CallTarget
+    server_label: str
+
+
+@dataclass(slots=True)
+class CallArgumentsDelta:
+    key: int
+    delta: str
+
+
+@dataclass(slots=True)
+class PlannedCall:
+    """A final call of a model turn and what the run does with it."""
+
+    call: ToolCall
+    target: CallTarget
+    server_label: str
+
+
+@dataclass(slots=True)
 class ModelTurnCompleted:
-    """A model turn as it enters the transcript (leaked text already removed)."""
+    """A model turn as it enters the transcript (leaked text already removed); `calls` say what
+    happens to each call, so a sink can close what it streamed live."""
 
     message: AssistantMessage
     finish_reason: str
     usage: Usage
+    calls: list[PlannedCall] = field(default_factory=list)
+    shown_text: str | None = None
+    """Set only when a leak was detected after the hold-back's bound had let part of it out:
+    the text this turn really keeps, which replaces what was streamed (`.done` carries it)."""
 
 
 @dataclass(slots=True)
@@ -54,12 +121,16 @@ class LeakDetected:
 @dataclass(slots=True)
 class ToolExecutionStarted:
     call: ToolCall
+    server_label: str
+    approval_request_id: str | None = None
 
 
 @dataclass(slots=True)
 class ToolExecutionFinished:
     call: ToolCall
     result: ToolResult
+    server_label: str
+    approval_request_id: str | None = None
 
 
 @dataclass(slots=True)
@@ -73,25 +144,34 @@ class ToolCallsReturned:
 class ApprovalRequested:
     """Calls that wait for a human's approval; the loop stops until the caller answers."""
 
-    calls: list[ToolCall]
+    calls: list[PlannedCall]
 
 
 @dataclass(slots=True)
 class LoopFinished:
-    status: LoopStatus
-    reason: str | None
+    """The run's last event, always: its typed outcome and everything a door reports."""
+
+    reason: StopReason
+    message: str | None
     final_text: str
     usage: Usage
     error: ToolwireError | None = None
     pending_calls: list[ToolCall] = field(default_factory=list)
 
+    @property
+    def status(self) -> RunStatus:
+        return self.reason.status
+
 
 LoopEvent = (
-    ModelCallStarted
+    RunStarted
+    | ToolListingStarted
+    | ToolListingFinished
+    | ModelCallStarted
     | OutputTextDelta
     | ReasoningTextDelta
-    | ToolCallStarted
-    | ToolCallArgumentsDelta
+    | CallStreamStarted
+    | CallArgumentsDelta
     | ModelTurnCompleted
     | LeakDetected
     | ToolExecutionStarted

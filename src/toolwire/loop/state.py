@@ -1,15 +1,18 @@
-"""What one loop run asks for (`LoopRequest`), how it is bounded (`LoopSettings`), and where it
-stands (`LoopState`), plus the `NextAction`s the driver moves between."""
+"""What one loop run asks for (`LoopRequest`), how it is bounded (`LoopSettings`), where it
+stands (`LoopState`), how it ended (`RunOutcome`), and the `NextAction`s the driver moves
+between."""
 
 from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
-from toolwire.errors import ToolwireError
+from toolwire.errors import RunStatus, StopReason, ToolwireError
 from toolwire.tools.base import Tool
+from toolwire.tools.mcp.toolset import McpToolset
 from toolwire.transcript import ToolCall, ToolSpec, Transcript
+from toolwire.upstream.base import Sampling
 from toolwire.upstream.events import Usage
 
 LeakMode = Literal["retry", "salvage", "off"]
@@ -30,6 +33,17 @@ class LoopSettings:
     max_concurrent_tools: int = 8
 
 
+class ApprovalLedger(Protocol):
+    """Where decisions on approval requests are recorded, once each (the store implements it).
+
+    `claim_approval` returns False when the request was already decided: a replayed or
+    duplicated approval, which then runs nothing."""
+
+    async def claim_approval(
+        self, approval_request_id: str, response_id: str, approve: bool, created_at: int
+    ) -> bool: ...
+
+
 @dataclass(slots=True)
 class LoopRequest:
     model: str
@@ -38,21 +52,36 @@ class LoopRequest:
     instructions: str | None = None
     tools: list[Tool] = field(default_factory=list)
     """Tools the loop runs itself (server-side)."""
+    toolsets: list[McpToolset] = field(default_factory=list)
+    """MCP servers whose tools the run lists (unless already listed) and runs itself."""
     client_tools: list[ToolSpec] = field(default_factory=list)
     """Tools the caller runs: their calls end the run and are returned (Responses `function`)."""
     tool_choice: str | dict[str, Any] | None = None
     parallel_tool_calls: bool | None = None
-    temperature: float | None = None
-    top_p: float | None = None
-    max_output_tokens: int | None = None
-    response_format: dict[str, Any] | None = None
-    extra_body: dict[str, Any] | None = None
-    """Other chat-completions parameters passed upstream untouched (stop, seed, …)."""
+    sampling: Sampling = field(default_factory=Sampling)
     approvals: dict[str, bool] = field(default_factory=dict)
     """Decisions on calls that waited for approval, by call id."""
     resume_calls: list[ToolCall] = field(default_factory=list)
     """Calls of an earlier turn still to run (they waited for approval)."""
+    ledger: ApprovalLedger | None = None
+    """Records each decision once; without one, decisions are not deduplicated across runs."""
+    run_id: str = ""
+    """The id the run is stored under (a response id): what an approval claim records."""
     settings: LoopSettings = field(default_factory=LoopSettings)
+
+
+@dataclass(slots=True, frozen=True)
+class RunOutcome:
+    """How a run ended: a typed reason (its status, wire code and HTTP status follow from it in
+    `errors.py`), a message for people, and the typed error when something failed."""
+
+    reason: StopReason
+    message: str | None = None
+    error: ToolwireError | None = None
+
+    @property
+    def status(self) -> RunStatus:
+        return self.reason.status
 
 
 @dataclass(slots=True)
@@ -68,10 +97,12 @@ class LoopState:
     pending_calls: list[ToolCall] = field(default_factory=list)
     pending_approvals: list[ToolCall] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
-    status: str = "in_progress"
-    reason: str | None = None
-    error: ToolwireError | None = None
+    outcome: RunOutcome | None = None
     final_text: str = ""
+
+    @property
+    def status(self) -> str:
+        return self.outcome.status.value if self.outcome is not None else "in_progress"
 
 
 @dataclass(slots=True, frozen=True)
@@ -91,9 +122,7 @@ class AwaitApproval:
 
 @dataclass(slots=True, frozen=True)
 class Finish:
-    status: Literal["completed", "incomplete", "failed", "cancelled"]
-    reason: str | None = None
-    error: ToolwireError | None = None
+    outcome: RunOutcome
 
 
 NextAction = CallModel | ExecuteTools | AwaitApproval | Finish

@@ -6,19 +6,23 @@ out of the assembler (one per index, clean ids and names, arguments as JSON stri
 calls are retried or salvaged per config, a malformed call is reported to the model (which
 re-issues it) instead of reaching the agent, and whatever cannot be fixed comes back as an error
 in OpenAI's shape. The surface parses no model output itself.
+
+Text streams live (only what could still become a leaked call is held back), but tool calls
+reach the agent whole, once the turn has ended: a chat-completions agent acts on `tool_calls` as
+they arrive, so a call must be final (repaired, validated, re-asked if malformed) before the
+agent sees any of it. On the Responses door, by contrast, argument deltas stream live because
+the `.done` event there is where a client takes the final arguments from.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import orjson
 
-from toolwire.errors import InvalidRequestError, ToolwireError, UpstreamError
+from toolwire.errors import InvalidRequestError, StopReason, ToolwireError, run_error
 from toolwire.loop.chat_history import chat_to_transcript
 from toolwire.loop.driver import LoopDriver
 from toolwire.loop.events import (
@@ -27,9 +31,11 @@ from toolwire.loop.events import (
     OutputTextDelta,
     ReasoningTextDelta,
 )
+from toolwire.loop.pump import pump
 from toolwire.loop.state import LoopRequest, LoopSettings
 from toolwire.server.responses_sink import arguments_text
 from toolwire.transcript import ToolCall, ToolSpec
+from toolwire.upstream.base import Sampling
 from toolwire.wire.responses import new_id, now
 from toolwire.wire.sse import DONE_FRAME, encode_event
 
@@ -50,7 +56,6 @@ _HANDLED = {
     "function_call",
     "n",
 }
-_END = object()
 
 
 @dataclass(slots=True)
@@ -106,12 +111,14 @@ class ChatProxy:
             client_tools=tools,
             tool_choice=tool_choice,
             parallel_tool_calls=body.get("parallel_tool_calls"),
-            temperature=body.get("temperature"),
-            top_p=body.get("top_p"),
-            max_output_tokens=max_tokens,
-            response_format=body.get("response_format"),
+            sampling=Sampling(
+                temperature=body.get("temperature"),
+                top_p=body.get("top_p"),
+                max_output_tokens=max_tokens,
+                response_format=body.get("response_format"),
+                extra_body={k: v for k, v in body.items() if k not in _HANDLED} or None,
+            ),
             settings=settings,
-            extra_body={k: v for k, v in body.items() if k not in _HANDLED} or None,
         )
         options = body.get("stream_options") or {}
         return ProxyCall(
@@ -157,20 +164,6 @@ class ChatProxy:
     # -- streaming ------------------------------------------------------------------------
 
     async def stream(self, call: ProxyCall) -> AsyncIterator[bytes]:
-        queue: asyncio.Queue[Any] = asyncio.Queue()
-
-        def relay(event: LoopEvent) -> None:
-            # Only what the agent sees crosses the queue: not the per-chunk argument deltas.
-            if isinstance(event, OutputTextDelta | ReasoningTextDelta | LoopFinished):
-                queue.put_nowait(event)
-
-        async def produce() -> None:
-            try:
-                await self.driver.run(call.request, relay)
-            finally:
-                queue.put_nowait(_END)
-
-        task = asyncio.create_task(produce())
         base = {
             "id": call.completion_id,
             "object": "chat.completion.chunk",
@@ -187,34 +180,33 @@ class ChatProxy:
             }
             return encode_event(orjson.dumps(payload))
 
-        try:
-            yield chunk({"role": "assistant", "content": ""})
-            while True:
-                event = await queue.get()
-                if event is _END:
-                    break
-                if isinstance(event, OutputTextDelta):
-                    yield chunk({"content": event.text})
-                elif isinstance(event, ReasoningTextDelta):
-                    yield chunk({"reasoning_content": event.text})
-                elif isinstance(event, LoopFinished):
-                    try:
-                        _raise_if_unanswered(event)
-                    except ToolwireError as exc:
-                        yield encode_event(orjson.dumps(exc.to_body()))
-                        return
-                    for index, pending in enumerate(event.pending_calls):
-                        yield chunk({"tool_calls": [{"index": index, **_call_json(pending)}]})
-                    yield chunk({}, _finish_reason(event))
-                    if call.include_usage:
-                        usage = {**base, "choices": [], "usage": _usage(event.usage)}
-                        yield encode_event(orjson.dumps(usage))
-            yield DONE_FRAME
-        finally:
-            if not task.done():
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+        async def run(emit: Callable[[LoopEvent], None]) -> None:
+            def relay(event: LoopEvent) -> None:
+                # Only what the agent sees crosses the queue: not the per-chunk call deltas.
+                if isinstance(event, OutputTextDelta | ReasoningTextDelta | LoopFinished):
+                    emit(event)
+
+            await self.driver.run(call.request, relay)
+
+        yield chunk({"role": "assistant", "content": ""})
+        async for event in pump(run):
+            if isinstance(event, OutputTextDelta):
+                yield chunk({"content": event.text})
+            elif isinstance(event, ReasoningTextDelta):
+                yield chunk({"reasoning_content": event.text})
+            elif isinstance(event, LoopFinished):
+                try:
+                    _raise_if_unanswered(event)
+                except ToolwireError as exc:
+                    yield encode_event(orjson.dumps(exc.to_body()))
+                    return
+                for index, pending in enumerate(event.pending_calls):
+                    yield chunk({"tool_calls": [{"index": index, **_call_json(pending)}]})
+                yield chunk({}, _finish_reason(event))
+                if call.include_usage:
+                    usage = {**base, "choices": [], "usage": _usage(event.usage)}
+                    yield encode_event(orjson.dumps(usage))
+        yield DONE_FRAME
 
 
 def _tools(tools: Any, functions: Any) -> list[ToolSpec]:
@@ -257,23 +249,25 @@ def _call_json(call: ToolCall) -> dict[str, Any]:
     }
 
 
+_FINISH_REASONS = {
+    StopReason.MAX_OUTPUT_TOKENS: "length",
+    StopReason.CONTENT_FILTER: "content_filter",
+}
+
+
 def _finish_reason(finished: LoopFinished) -> str:
     if finished.pending_calls:
         return "tool_calls"
-    if finished.reason and finished.reason.startswith("max_output_tokens"):
-        return "length"
-    if finished.reason and finished.reason.startswith("content_filter"):
-        return "content_filter"
-    return "stop"
+    return _FINISH_REASONS.get(finished.reason, "stop")
 
 
 def _raise_if_unanswered(finished: LoopFinished) -> None:
     """Failures and runs that ended without an answer the agent can use become errors."""
-    if finished.status == "failed":
-        raise finished.error or UpstreamError(finished.reason or "the upstream failed")
-    if finished.status == "incomplete" and _finish_reason(finished) == "stop":
-        code = (finished.reason or "incomplete").split(":", 1)[0]
-        raise UpstreamError(finished.reason or "the model gave no usable answer", code=code)
+    if finished.reason in (StopReason.ANSWERED, StopReason.TOOL_CALLS) or (
+        finished.reason in _FINISH_REASONS
+    ):
+        return
+    raise run_error(finished.reason, finished.message, finished.error)
 
 
 def _usage(usage: Any) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from starlette.routing import Route
 
 from toolwire.errors import InvalidRequestError, NotFoundError
 from toolwire.loop.items import normalize_input
+from toolwire.server.http import paginate
 from toolwire.store.database import Store
 from toolwire.wire import responses as wire
 
@@ -108,8 +109,6 @@ class ConversationsService:
             )
 
         async def list_items(request: Request) -> Response:
-            from toolwire.server.app import paginate
-
             conversation_id = request.path_params["conversation_id"]
             await self._require(conversation_id)
             items = await store.list_items(conversation_id)

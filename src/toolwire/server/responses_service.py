@@ -1,5 +1,7 @@
-"""`/v1/responses` behaviour: a validated request becomes one `LoopRequest`, runs through the
-driver with the Responses sink, and is stored. Streaming, non-streaming and background share it.
+"""`/v1/responses`: a validated request becomes one `LoopRequest` and runs through the driver;
+the Responses sink translates its events, and a checkpoint stores the response at the run's
+persistence events. Streaming, non-streaming and background share all of it. Nothing here
+decides how a run goes: the driver does.
 """
 
 from __future__ import annotations
@@ -13,46 +15,38 @@ from typing import Any
 import orjson
 
 from toolwire.config import McpServerConfig
-from toolwire.errors import InvalidRequestError, NotFoundError, ToolwireError
-from toolwire.loop.driver import LoopDriver
-from toolwire.loop.items import call_from_item, items_to_transcript, normalize_input
-from toolwire.loop.state import LoopRequest, LoopSettings, LoopState
+from toolwire.errors import InvalidRequestError, NotFoundError, RunStatus
+from toolwire.loop.approvals import approval_decisions
+from toolwire.loop.driver import Checkpoint, LoopDriver
+from toolwire.loop.events import LoopEvent, LoopFinished, RunStarted
+from toolwire.loop.items import items_to_transcript, normalize_input
+from toolwire.loop.pump import pump
+from toolwire.loop.state import LoopRequest, LoopSettings
 from toolwire.server.mcp_tools import McpServerUse, configured_use, redacted, request_use
 from toolwire.server.requests import CreateResponse, parse_create
-from toolwire.server.responses_sink import ResponseBuilder
+from toolwire.server.responses_sink import ResponseBuilder, ResponseHeader
 from toolwire.store.database import Store
 from toolwire.tools.base import Tool
-from toolwire.tools.envelope import render_envelope
-from toolwire.tools.mcp.connection import McpConnectionError
 from toolwire.tools.mcp.pool import McpPool
-from toolwire.tools.mcp.toolset import (
-    McpTool,
-    definition_from_listing,
-    list_server_tools,
-    tool_listing,
-)
-from toolwire.transcript import ToolCall, ToolMessage, ToolSpec
-from toolwire.upstream.base import Upstream
-from toolwire.upstream.events import Usage
+from toolwire.tools.mcp.toolset import McpToolset
+from toolwire.transcript import ToolSpec
+from toolwire.upstream.base import Sampling, Upstream
 from toolwire.wire import responses as wire
 from toolwire.wire.sse import encode_event
-
-_END = object()
 
 
 @dataclass(slots=True)
 class Prepared:
     request: CreateResponse
-    response_id: str
-    created_at: int
-    model: str
+    header: ResponseHeader
     input_items: list[dict[str, Any]]
     history_items: list[dict[str, Any]]
     loop_request: LoopRequest
-    settings: dict[str, Any]
     client_tools: set[str] = field(default_factory=set)
-    mcp: list[McpServerUse] = field(default_factory=list)
-    decisions: dict[str, bool] = field(default_factory=dict)
+
+    @property
+    def response_id(self) -> str:
+        return self.header.response_id
 
 
 class ResponsesService:
@@ -78,7 +72,7 @@ class ResponsesService:
         self.loop_settings = loop_settings or LoopSettings()
         self.background: dict[str, asyncio.Task[None]] = {}
 
-    # -- preparing ------------------------------------------------------------------------
+    # -- preparing: HTTP body -> LoopRequest ----------------------------------------------
 
     async def prepare(self, body: Any) -> Prepared:
         request = parse_create(body)
@@ -93,6 +87,7 @@ class ResponsesService:
                 raise NotFoundError(
                     f"Previous response with id '{request.previous_response_id}' not found.",
                     param="previous_response_id",
+                    code="previous_response_not_found",
                 )
             history = list(record["history"])
         elif conversation_id is not None:
@@ -104,52 +99,62 @@ class ResponsesService:
         input_items = normalize_input(request.input)
         client_specs, mcp_uses = self._request_tools(request.tools)
         tool_choice = self._tool_choice(request, client_specs)
-        decisions, resume = _approval_decisions(history, input_items)
-        settings = replace(self.loop_settings, max_tool_calls=request.max_tool_calls)
+        approvals = approval_decisions(history, input_items)
+        header = ResponseHeader(wire.new_id("resp"), wire.now(), model, _echo(request))
         loop_request = LoopRequest(
             model=model,
-            input=items_to_transcript(history + input_items, frozenset(decisions)),
-            resume_calls=resume,
-            approvals=dict(decisions),
+            input=items_to_transcript(history + input_items, frozenset(approvals.decisions)),
+            resume_calls=approvals.calls,
+            approvals=dict(approvals.decisions),
+            ledger=self.store,
+            run_id=header.response_id,
             instructions=request.instructions,
             tools=self.server_tools,
+            toolsets=self._toolsets(mcp_uses, history),
             client_tools=client_specs,
             tool_choice=tool_choice,
             parallel_tool_calls=request.parallel_tool_calls,
-            temperature=request.temperature,
-            top_p=request.top_p,
-            max_output_tokens=request.max_output_tokens,
-            response_format=_response_format(request),
-            settings=settings,
+            sampling=Sampling(
+                temperature=request.temperature,
+                top_p=request.top_p,
+                max_output_tokens=request.max_output_tokens,
+                response_format=_response_format(request),
+            ),
+            settings=replace(self.loop_settings, max_tool_calls=request.max_tool_calls),
         )
-        echo = request.model_dump(
-            exclude={"input", "stream", "stream_options", "include"}, by_alias=True
-        )
-        echo["temperature"] = 1.0 if request.temperature is None else request.temperature
-        echo["top_p"] = 1.0 if request.top_p is None else request.top_p
-        echo["conversation"] = {"id": conversation_id} if conversation_id else None
-        echo["text"] = (
-            request.text.model_dump(by_alias=True, exclude_none=True)
-            if request.text
-            else {"format": {"type": "text"}, "verbosity": "medium"}
-        )
-        echo["text"].setdefault("verbosity", "medium")
-        echo["top_logprobs"] = request.top_logprobs or 0
-        echo["tools"] = [redacted(t) if t.get("type") == "mcp" else t for t in request.tools]
-        echo["truncation"] = request.truncation or "disabled"
         return Prepared(
             request=request,
-            response_id=wire.new_id("resp"),
-            created_at=wire.now(),
-            model=model,
+            header=header,
             input_items=input_items,
             history_items=history,
             loop_request=loop_request,
-            settings=echo,
             client_tools={spec.name for spec in client_specs},
-            mcp=mcp_uses,
-            decisions=decisions,
         )
+
+    def _toolsets(
+        self, uses: list[McpServerUse], history: list[dict[str, Any]]
+    ) -> list[McpToolset]:
+        """One toolset per MCP server; a server this history already listed is not listed
+        again (its `mcp_list_tools` item is reused, as OpenAI does)."""
+        known = {
+            item.get("server_label"): item
+            for item in history
+            if item.get("type") == "mcp_list_tools" and not item.get("error")
+        }
+        toolsets = []
+        for use in uses:
+            listed = known.get(use.spec.label)
+            toolsets.append(
+                McpToolset(
+                    use.spec,
+                    self.mcp_pool,
+                    use.rule,
+                    use.allowed,
+                    listing=list(listed.get("tools", [])) if listed is not None else None,
+                    call_timeout=self.mcp_call_timeout,
+                )
+            )
+        return toolsets
 
     def _request_tools(
         self, tools: list[dict[str, Any]]
@@ -208,122 +213,20 @@ class ResponsesService:
                 )
         return choice
 
-    # -- MCP and approvals ----------------------------------------------------------------
+    # -- persistence: driven by the run's events -----------------------------------------
 
-    async def _claim_approvals(self, prepared: Prepared) -> None:
-        """Each approval runs at most once, across every branch of history: the decision is
-        recorded atomically first, and a decision that was already recorded runs nothing."""
-        request = prepared.loop_request
-        for call in list(request.resume_calls):
-            approve = prepared.decisions[call.id]
-            if await self.store.claim_approval(call.id, prepared.response_id, approve, wire.now()):
-                continue
-            request.resume_calls.remove(call)
-            request.approvals.pop(call.id, None)
-            text = render_envelope(
-                call.name,
-                ok=False,
-                error="this approval was already used; the call did not run again",
-            )
-            request.input.append(ToolMessage(call.id, call.name, text))
+    def checkpoint(self, prepared: Prepared, builder: ResponseBuilder) -> Checkpoint:
+        """Stores the response when the run starts (retrievable while it runs) and when it
+        finishes, whatever ended it; a conversation gets the finished turn's items."""
 
-    async def _attach_mcp(
-        self, prepared: Prepared, builder: ResponseBuilder
-    ) -> ToolwireError | None:
-        """List each MCP server's tools (unless this history already did) and offer them."""
-        builder.approval_ids = set(prepared.decisions)
-        known = {
-            item.get("server_label"): item
-            for item in prepared.history_items
-            if item.get("type") == "mcp_list_tools" and not item.get("error")
-        }
-        tools: list[Tool] = []
-        for use in prepared.mcp:
-            label = use.spec.label
-            listed = known.get(label)
-            if listed is not None:
-                definitions = [definition_from_listing(t) for t in listed.get("tools", [])]
-            else:
-                item: dict[str, Any] = {
-                    "id": wire.new_id("mcpl"),
-                    "type": "mcp_list_tools",
-                    "server_label": label,
-                    "tools": [],
-                    "error": None,
-                }
-                index = builder.add_item(item)
-                builder.event(
-                    "response.mcp_list_tools.in_progress", item_id=item["id"], output_index=index
-                )
-                try:
-                    definitions = await list_server_tools(self.mcp_pool, use.spec)
-                except (McpConnectionError, Exception) as exc:
-                    message = f"could not list the tools of MCP server {label!r}: {exc}"
-                    item["error"] = message
-                    builder.event(
-                        "response.mcp_list_tools.failed", item_id=item["id"], output_index=index
-                    )
-                    builder.finish_item(index)
-                    return McpListError(message, code="mcp_list_tools_failed")
-                if use.allowed is not None:
-                    definitions = [d for d in definitions if d.name in use.allowed]
-                item["tools"] = [tool_listing(d) for d in definitions]
-                builder.event(
-                    "response.mcp_list_tools.completed", item_id=item["id"], output_index=index
-                )
-                builder.finish_item(index)
-            if use.allowed is not None:
-                definitions = [d for d in definitions if d.name in use.allowed]
-            for definition in definitions:
-                tools.append(
-                    McpTool(use.spec, self.mcp_pool, definition, use.rule, self.mcp_call_timeout)
-                )
-                builder.server_labels[definition.name] = label
-        if tools:
-            prepared.loop_request.tools = [*self.server_tools, *tools]
-        return None
+        async def record(event: LoopEvent) -> None:
+            if isinstance(event, RunStarted):
+                if prepared.request.store:
+                    await self.persist(prepared, builder.body("in_progress"))
+            elif isinstance(event, LoopFinished) and builder.final is not None:
+                await self.persist(prepared, builder.final)
 
-    # -- running --------------------------------------------------------------------------
-
-    def response_body(
-        self,
-        prepared: Prepared,
-        status: str,
-        builder: ResponseBuilder | None,
-        state: LoopState | None,
-    ) -> dict[str, Any]:
-        output = builder.output if builder is not None else []
-        usage = state.usage if state is not None else Usage()
-        error = None
-        incomplete = None
-        if state is not None and status == "failed":
-            err = state.error
-            error = wire.error_object(
-                err.code or "server_error" if err else "server_error", state.reason or "failed"
-            )
-        if state is not None and status == "incomplete" and state.reason:
-            incomplete = state.reason.split(":", 1)[0]
-        body = wire.response_object(
-            response_id=prepared.response_id,
-            created_at=prepared.created_at,
-            status=status,
-            model=prepared.model,
-            output=output,
-            settings=prepared.settings,
-            usage=wire.usage_object(
-                usage.input_tokens, usage.output_tokens, usage.reasoning_tokens, usage.cached_tokens
-            )
-            if state is not None
-            else None,
-            error=error,
-            incomplete_reason=incomplete,
-            completed_at=wire.now()
-            if status in ("completed", "incomplete", "failed", "cancelled")
-            else None,
-        )
-        if incomplete and state is not None and state.reason:
-            body["incomplete_details"]["message"] = state.reason
-        return body
+        return record
 
     async def persist(self, prepared: Prepared, body: dict[str, Any]) -> None:
         output = body["output"]
@@ -338,96 +241,49 @@ class ResponsesService:
         if conversation_id is not None and body["status"] not in ("queued", "in_progress"):
             await self.store.add_items(conversation_id, prepared.input_items + output, wire.now())
 
-    async def run(
-        self, prepared: Prepared, builder: ResponseBuilder
-    ) -> tuple[dict[str, Any], LoopState | None]:
-        """Run the loop and persist the outcome, also when cancelled (then stored incomplete)."""
-        try:
-            await self._claim_approvals(prepared)
-            failure = await self._attach_mcp(prepared, builder)
-            if failure is not None:
-                state = LoopState(transcript=[], output_start=0)
-                state.status, state.reason, state.error = "failed", failure.message, failure
-            else:
-                state = await self.driver.run(prepared.loop_request, builder)
-        except asyncio.CancelledError:
-            builder.close_open_items()
-            body = self.response_body(prepared, "incomplete", builder, None)
-            body["incomplete_details"] = {
-                "reason": "cancelled",
-                "message": "the client disconnected or the response was cancelled",
-            }
-            await asyncio.shield(self.persist(prepared, body))
-            raise
-        builder.close_open_items()
-        body = self.response_body(prepared, state.status, builder, state)
-        await self.persist(prepared, body)
-        return body, state
+    # -- the three ways to run ------------------------------------------------------------
+
+    async def _run(self, prepared: Prepared, builder: ResponseBuilder) -> LoopFinished:
+        finished: list[LoopFinished] = []
+
+        def sink(event: LoopEvent) -> None:
+            builder(event)
+            if isinstance(event, LoopFinished):
+                finished.append(event)
+
+        await self.driver.run(
+            prepared.loop_request, sink, checkpoint=self.checkpoint(prepared, builder)
+        )
+        return finished[-1]
 
     async def create(self, prepared: Prepared) -> dict[str, Any]:
-        """Non-streaming: the finished response, or the upstream's error if it failed."""
-        builder = ResponseBuilder(None, prepared.client_tools)
-        body, state = await self.run(prepared, builder)
-        if state is not None and state.status == "failed" and state.error is not None:
-            raise state.error  # stored as failed; the caller gets 502 / 504 in the error shape
-        return body
+        """Non-streaming: the finished response, or the error if the run failed (stored as
+        failed either way)."""
+        builder = ResponseBuilder(prepared.header, None)
+        finished = await self._run(prepared, builder)
+        if finished.status is RunStatus.FAILED and finished.error is not None:
+            raise finished.error
+        assert builder.final is not None
+        return builder.final
 
     async def stream(self, prepared: Prepared) -> AsyncIterator[bytes]:
         """Streaming: `response.created` goes out before the upstream is even called."""
-        queue: asyncio.Queue[Any] = asyncio.Queue()
-        builder = ResponseBuilder(queue.put_nowait, prepared.client_tools)
-        initial = self.response_body(prepared, "in_progress", None, None)
-        builder.event("response.created", response=initial)
-        builder.event("response.in_progress", response=initial)
 
-        async def produce() -> None:
-            try:
-                if prepared.request.store:  # retrievable (as in_progress) while it streams
-                    await self.persist(prepared, initial)
-                body, _ = await self.run(prepared, builder)
-            except ToolwireError as exc:  # pragma: no cover - run() turns these into state
-                builder.event("error", code=exc.code, message=exc.message, param=exc.param)
-            else:
-                if body["status"] == "failed":
-                    error = body["error"] or {}
-                    builder.event(
-                        "error", code=error.get("code"), message=error.get("message"), param=None
-                    )
-                kind = {"completed": "response.completed", "incomplete": "response.incomplete"}.get(
-                    body["status"], "response.failed"
-                )
-                builder.event(kind, response=body)
-            finally:
-                queue.put_nowait(_END)
+        async def run(emit: Any) -> None:
+            await self._run(prepared, ResponseBuilder(prepared.header, emit))
 
-        task = asyncio.create_task(produce())
-        try:
-            while True:
-                event = await queue.get()
-                if event is _END:
-                    break
-                yield encode_event(orjson.dumps(event), event["type"])
-        finally:
-            if not task.done():
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+        async for event in pump(run):
+            yield encode_event(orjson.dumps(event), event["type"])
 
     # -- background -----------------------------------------------------------------------
 
     async def start_background(self, prepared: Prepared) -> dict[str, Any]:
-        queued = self.response_body(prepared, "queued", None, None)
+        queued = ResponseBuilder(prepared.header, None).body("queued")
         await self.persist(prepared, queued)
 
         async def work() -> None:
-            in_progress = self.response_body(prepared, "in_progress", None, None)
-            await self.persist(prepared, in_progress)
-            builder = ResponseBuilder(None, prepared.client_tools)
             try:
-                await self.run(prepared, builder)
-            except asyncio.CancelledError:
-                body = self.response_body(prepared, "cancelled", builder, None)
-                await asyncio.shield(self.persist(prepared, body))
+                await self._run(prepared, ResponseBuilder(prepared.header, None))
             finally:
                 self.background.pop(prepared.response_id, None)
 
@@ -450,45 +306,25 @@ class ResponsesService:
         return await self.store.get_response(response_id) or record
 
 
-class McpListError(ToolwireError):
-    """An MCP server's tools could not be listed (HTTP 424, as OpenAI answers)."""
-
-    status = 424
-    error_type = "external_connector_error"
-
-
-def _approval_decisions(
-    history: list[dict[str, Any]], input_items: list[dict[str, Any]]
-) -> tuple[dict[str, bool], list[ToolCall]]:
-    """Approval responses in the input -> decisions on pending requests, and the calls to run.
-
-    A response to a request already answered in this history, or a second response to the same
-    request, runs nothing. One that matches no request here is a stale id: a 400.
-    """
-    requests = {i["id"]: i for i in history if i.get("type") == "mcp_approval_request"}
-    answered = {
-        i.get("approval_request_id")
-        for i in history
-        if i.get("type") in ("mcp_call", "mcp_approval_response")
-    }
-    decisions: dict[str, bool] = {}
-    calls: list[ToolCall] = []
-    for position, item in enumerate(input_items):
-        if item.get("type") != "mcp_approval_response":
-            continue
-        request_id = item["approval_request_id"]
-        request = requests.get(request_id)
-        if request is None:
-            raise InvalidRequestError(
-                f"approval_request_id {request_id!r} matches no approval request in this "
-                "conversation (a stale or foreign id)",
-                param=f"input[{position}].approval_request_id",
-            )
-        if request_id in answered or request_id in decisions:
-            continue
-        decisions[request_id] = item["approve"]
-        calls.append(call_from_item(request_id, request["name"], request.get("arguments", "")))
-    return decisions, calls
+def _echo(request: CreateResponse) -> dict[str, Any]:
+    """The request's settings as the response object echoes them, secrets redacted."""
+    echo = request.model_dump(
+        exclude={"input", "stream", "stream_options", "include"}, by_alias=True
+    )
+    conversation_id = request.conversation_id
+    echo["temperature"] = 1.0 if request.temperature is None else request.temperature
+    echo["top_p"] = 1.0 if request.top_p is None else request.top_p
+    echo["conversation"] = {"id": conversation_id} if conversation_id else None
+    echo["text"] = (
+        request.text.model_dump(by_alias=True, exclude_none=True)
+        if request.text
+        else {"format": {"type": "text"}, "verbosity": "medium"}
+    )
+    echo["text"].setdefault("verbosity", "medium")
+    echo["top_logprobs"] = request.top_logprobs or 0
+    echo["tools"] = [redacted(t) if t.get("type") == "mcp" else t for t in request.tools]
+    echo["truncation"] = request.truncation or "disabled"
+    return echo
 
 
 def _response_format(request: CreateResponse) -> dict[str, Any] | None:

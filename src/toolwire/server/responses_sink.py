@@ -1,51 +1,123 @@
-"""The Responses sink: `LoopEvent`s -> output items and OpenAI's exact stream event lifecycle.
+"""The Responses sink: `LoopEvent`s -> output items, the response object, and OpenAI's exact
+stream event lifecycle. A pure translator: every fact it needs arrives on the events.
 
 One builder serves streaming and non-streaming alike (non-streaming just drops the events), so
 the items a client streams and the items it later retrieves are the same by construction.
 `sequence_number` increases strictly; every item goes added -> deltas -> done at one
-`output_index`; text deltas concatenate to the done text.
+`output_index`; text deltas concatenate to the done text; a call's argument deltas go out as the
+model writes them and its `.done` carries the final, repaired arguments.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
+from toolwire.errors import RunStatus, error_code
 from toolwire.loop.events import (
     ApprovalRequested,
+    CallArgumentsDelta,
+    CallStreamStarted,
+    CallTarget,
     LoopEvent,
+    LoopFinished,
     ModelCallStarted,
     ModelTurnCompleted,
     OutputTextDelta,
+    PlannedCall,
     ReasoningTextDelta,
+    RunStarted,
     ToolExecutionFinished,
     ToolExecutionStarted,
+    ToolListingFinished,
+    ToolListingStarted,
 )
 from toolwire.transcript import ToolCall
+from toolwire.upstream.events import Usage
 from toolwire.wire import responses as wire
 
 Emit = Callable[[dict[str, Any]], None]
 
-SERVER_TOOL_LABEL = "toolwire"
+_TERMINAL_EVENT = {
+    RunStatus.COMPLETED: "response.completed",
+    RunStatus.INCOMPLETE: "response.incomplete",
+    RunStatus.FAILED: "response.failed",
+    RunStatus.CANCELLED: "response.failed",
+}
 
 
 def arguments_text(call: ToolCall) -> str:
     return call.arguments_json()
 
 
+@dataclass(slots=True, frozen=True)
+class ResponseHeader:
+    """What the response object echoes of its request: fixed before the run starts."""
+
+    response_id: str
+    created_at: int
+    model: str
+    settings: dict[str, Any]
+
+
 class ResponseBuilder:
-    def __init__(self, emit: Emit | None, client_tools: set[str]) -> None:
+    def __init__(self, header: ResponseHeader, emit: Emit | None) -> None:
+        self.header = header
         self._emit = emit
         self.sequence = 0
         self.output: list[dict[str, Any]] = []
-        self.client_tools = client_tools
+        self.final: dict[str, Any] | None = None
         self._message: dict[str, Any] | None = None
+        self._message_index = 0
         self._message_text: list[str] = []
         self._reasoning: dict[str, Any] | None = None
+        self._reasoning_index = 0
         self._reasoning_text: list[str] = []
-        self._calls: dict[str, int] = {}  # call id -> output index of its mcp_call item
-        self.server_labels: dict[str, str] = {}  # tool name -> server_label (MCP servers)
-        self.approval_ids: set[str] = set()  # call ids that are answered approval requests
+        self._live: dict[int, int] = {}  # stream key -> output index, this model turn
+        self._streamed: dict[int, list[str]] = {}  # output index -> argument pieces so far
+        self._calls: dict[str, int] = {}  # call id -> output index of its open call item
+        self._listings: dict[str, int] = {}  # server label -> output index of mcp_list_tools
+
+    # -- the response object --------------------------------------------------------------
+
+    def body(
+        self,
+        status: str,
+        *,
+        finished: LoopFinished | None = None,
+        usage: Usage | None = None,
+    ) -> dict[str, Any]:
+        header = self.header
+        error = None
+        incomplete = None
+        if finished is not None:
+            reason = finished.reason
+            if reason.status is RunStatus.FAILED:
+                error = wire.error_object(
+                    error_code(reason, finished.error), finished.message or reason.value
+                )
+            if reason.incomplete_reason is not None:
+                incomplete = reason.incomplete_reason
+        body = wire.response_object(
+            response_id=header.response_id,
+            created_at=header.created_at,
+            status=status,
+            model=header.model,
+            output=self.output,
+            settings=header.settings,
+            usage=wire.usage_object(
+                usage.input_tokens, usage.output_tokens, usage.reasoning_tokens, usage.cached_tokens
+            )
+            if usage is not None
+            else None,
+            error=error,
+            incomplete_reason=incomplete,
+            completed_at=wire.now() if status not in ("queued", "in_progress") else None,
+        )
+        if incomplete and finished is not None and finished.message:
+            body["incomplete_details"]["message"] = finished.message
+        return body
 
     # -- plumbing -------------------------------------------------------------------------
 
@@ -70,43 +142,78 @@ class ResponseBuilder:
     def __call__(self, event: LoopEvent) -> None:
         if isinstance(event, OutputTextDelta):
             self._text_delta(event.text)
+        elif isinstance(event, CallArgumentsDelta):
+            self._arguments_delta(event)
         elif isinstance(event, ReasoningTextDelta):
             self._reasoning_delta(event.text)
+        elif isinstance(event, CallStreamStarted):
+            self._call_started(event)
         elif isinstance(event, ModelTurnCompleted):
-            self.close_open_items()
-            for call in event.message.tool_calls:
-                if call.name in self.client_tools and call.ok:
-                    self._function_call(call)
+            self._turn_completed(event)
         elif isinstance(event, ToolExecutionStarted):
-            self._server_call_started(event.call)
+            self._server_call_started(event.call, event.server_label, event.approval_request_id)
         elif isinstance(event, ToolExecutionFinished):
+            result = event.result
             self._server_call_finished(
-                event.call, event.result.ok, event.result.output_text, event.result.error
+                event.call,
+                event.server_label,
+                event.approval_request_id,
+                result.ok,
+                result.output_text,
+                result.error,
             )
         elif isinstance(event, ApprovalRequested):
             self.close_open_items()
-            for call in event.calls:
-                self._approval_request(call)
+            for plan in event.calls:
+                self._approval_request(plan)
         elif isinstance(event, ModelCallStarted):
             self.close_open_items()
+            self._live = {}
+        elif isinstance(event, ToolListingStarted):
+            self._listing_started(event.label)
+        elif isinstance(event, ToolListingFinished):
+            self._listing_finished(event)
+        elif isinstance(event, RunStarted):
+            initial = self.body("in_progress")
+            self.event("response.created", response=initial)
+            self.event("response.in_progress", response=initial)
+        elif isinstance(event, LoopFinished):
+            self._finished(event)
 
-    def _approval_request(self, call: ToolCall) -> None:
-        item = {
-            "id": wire.new_id("mcpr"),
-            "type": "mcp_approval_request",
-            "server_label": self.server_labels.get(call.name, SERVER_TOOL_LABEL),
-            "name": call.name,
-            "arguments": arguments_text(call),
+    def _finished(self, event: LoopFinished) -> None:
+        self.close_open_items()
+        self._abandon_open_calls()
+        status = event.status
+        self.final = self.body(status.value, finished=event, usage=event.usage)
+        if status is RunStatus.FAILED:
+            error = self.final["error"] or {}
+            self.event("error", code=error.get("code"), message=error.get("message"), param=None)
+        self.event(_TERMINAL_EVENT[status], response=self.final)
+
+    # -- MCP tool listings ----------------------------------------------------------------
+
+    def _listing_started(self, label: str) -> None:
+        item: dict[str, Any] = {
+            "id": wire.new_id("mcpl"),
+            "type": "mcp_list_tools",
+            "server_label": label,
+            "tools": [],
+            "error": None,
         }
         index = self._add(item)
+        self._listings[label] = index
+        self.event("response.mcp_list_tools.in_progress", item_id=item["id"], output_index=index)
+
+    def _listing_finished(self, event: ToolListingFinished) -> None:
+        index = self._listings.pop(event.label)
+        item = self.output[index]
+        item["tools"] = event.tools
+        item["error"] = event.error
+        kind = "failed" if event.error else "completed"
+        self.event(f"response.mcp_list_tools.{kind}", item_id=item["id"], output_index=index)
         self._done(index)
 
-    def add_item(self, item: dict[str, Any]) -> int:
-        """An item made outside the loop (an `mcp_list_tools`), opened; `finish_item` closes it."""
-        return self._add(item)
-
-    def finish_item(self, index: int) -> None:
-        self._done(index)
+    # -- text -----------------------------------------------------------------------------
 
     def _reasoning_delta(self, text: str) -> None:
         if self._reasoning is None:
@@ -166,11 +273,11 @@ class ResponseBuilder:
             logprobs=[],
         )
 
-    def _close_message(self) -> None:
+    def _close_message(self, replacement: str | None = None) -> None:
         if self._message is None:
             return
         item = self._message
-        text = "".join(self._message_text)
+        text = "".join(self._message_text) if replacement is None else replacement
         part = wire.output_text_part(text)
         common = {"item_id": item["id"], "output_index": self._message_index, "content_index": 0}
         self.event("response.output_text.done", **common, text=text, logprobs=[])
@@ -185,45 +292,149 @@ class ResponseBuilder:
         self._close_reasoning()
         self._close_message()
 
-    def _function_call(self, call: ToolCall) -> None:
-        arguments = arguments_text(call)
-        item = wire.function_call_item(wire.new_id("fc"), call.id, call.name, "", "in_progress")
+    # -- calls ----------------------------------------------------------------------------
+
+    def _call_started(self, event: CallStreamStarted) -> None:
+        self.close_open_items()
+        if event.target is CallTarget.CALLER:
+            item = wire.function_call_item(
+                wire.new_id("fc"), event.call_id, event.name, "", "in_progress"
+            )
+        else:
+            item = wire.mcp_call_item(
+                wire.new_id("mcp"),
+                event.server_label,
+                event.name,
+                "",
+                output=None,
+                error=None,
+                status="in_progress",
+                approval_request_id=None,
+            )
         index = self._add(item)
-        common = {"item_id": item["id"], "output_index": index}
-        if arguments:
-            self.event("response.function_call_arguments.delta", **common, delta=arguments)
-        self.event(
-            "response.function_call_arguments.done", **common, name=call.name, arguments=arguments
+        self._live[event.key] = index
+        self._calls[event.call_id] = index
+        self._streamed[index] = []
+
+    def _arguments_delta(self, event: CallArgumentsDelta) -> None:
+        index = self._live.get(event.key)
+        if index is None:
+            return
+        item = self.output[index]
+        self._streamed[index].append(event.delta)
+        kind = (
+            "response.function_call_arguments.delta"
+            if item["type"] == "function_call"
+            else "response.mcp_call_arguments.delta"
         )
+        self.event(kind, item_id=item["id"], output_index=index, delta=event.delta)
+
+    def _turn_completed(self, event: ModelTurnCompleted) -> None:
+        self._close_reasoning()
+        self._close_message(event.shown_text)
+        for plan in event.calls:
+            index = self._calls.get(plan.call.id)
+            if plan.target is CallTarget.CALLER:
+                if index is None:
+                    index = self._add(
+                        wire.function_call_item(
+                            wire.new_id("fc"), plan.call.id, plan.call.name, "", "in_progress"
+                        )
+                    )
+                self._close_function_call(index, plan.call, "completed")
+            elif index is not None and plan.target is CallTarget.REJECTED:
+                # Streamed live, then found malformed: it never runs and is never handed
+                # back; the item ends `incomplete` and the model is asked to call again.
+                self._close_function_call(index, plan.call, "incomplete")
+            elif index is not None:
+                item = self.output[index]
+                arguments = arguments_text(plan.call)
+                item["arguments"] = arguments
+                self.event(
+                    "response.mcp_call_arguments.done",
+                    item_id=item["id"],
+                    output_index=index,
+                    arguments=arguments,
+                )
+
+    def _abandon_open_calls(self) -> None:
+        """Calls still open when the run ends (the upstream failed mid-call, or the run was
+        cancelled) end `incomplete` (function calls) or `failed` (server calls)."""
+        for call_id, index in list(self._calls.items()):
+            item = self.output[index]
+            sent = "".join(self._streamed.get(index, ())) or item.get("arguments") or ""
+            error = "the run ended before this call was complete"
+            partial = ToolCall(call_id, item["name"], None, sent, error)
+            self._close_function_call(index, partial, "incomplete")
+
+    def _close_function_call(self, index: int, call: ToolCall, status: str) -> None:
+        item = self.output[index]
+        arguments = arguments_text(call)
+        if item["type"] == "function_call":
+            if index not in self._streamed and arguments:
+                self.event(
+                    "response.function_call_arguments.delta",
+                    item_id=item["id"],
+                    output_index=index,
+                    delta=arguments,
+                )
+            self.event(
+                "response.function_call_arguments.done",
+                item_id=item["id"],
+                output_index=index,
+                name=call.name,
+                arguments=arguments,
+            )
+        else:
+            item["error"] = call.parse_error
         item["arguments"] = arguments
-        item["status"] = "completed"
+        item["status"] = status if item["type"] == "function_call" else "failed"
+        self._calls.pop(call.id, None)
+        self._streamed.pop(index, None)
         self._done(index)
 
-    def _server_call_started(self, call: ToolCall) -> None:
-        label = self.server_labels.get(call.name, SERVER_TOOL_LABEL)
-        arguments = arguments_text(call)
-        item = wire.mcp_call_item(
-            wire.new_id("mcp"),
-            label,
-            call.name,
-            arguments,
-            output=None,
-            error=None,
-            status="in_progress",
-            approval_request_id=call.id if call.id in self.approval_ids else None,
-        )
+    def _approval_request(self, plan: PlannedCall) -> None:
+        item = {
+            "id": wire.new_id("mcpr"),
+            "type": "mcp_approval_request",
+            "server_label": plan.server_label,
+            "name": plan.call.name,
+            "arguments": arguments_text(plan.call),
+        }
         index = self._add(item)
-        self._calls[call.id] = index
-        common = {"item_id": item["id"], "output_index": index}
-        self.event("response.mcp_call.in_progress", **common)
-        if arguments:
-            self.event("response.mcp_call_arguments.delta", **common, delta=arguments)
-        self.event("response.mcp_call_arguments.done", **common, arguments=arguments)
+        self._done(index)
 
-    def _server_call_finished(self, call: ToolCall, ok: bool, output: str, error: str) -> None:
+    def _server_call_started(self, call: ToolCall, label: str, approval: str | None) -> None:
+        if call.id in self._calls:
+            index = self._calls[call.id]
+        else:
+            arguments = arguments_text(call)
+            item = wire.mcp_call_item(
+                wire.new_id("mcp"),
+                label,
+                call.name,
+                arguments,
+                output=None,
+                error=None,
+                status="in_progress",
+                approval_request_id=approval,
+            )
+            index = self._add(item)
+            self._calls[call.id] = index
+            common = {"item_id": item["id"], "output_index": index}
+            if arguments:
+                self.event("response.mcp_call_arguments.delta", **common, delta=arguments)
+            self.event("response.mcp_call_arguments.done", **common, arguments=arguments)
+        self.event(
+            "response.mcp_call.in_progress", item_id=self.output[index]["id"], output_index=index
+        )
+
+    def _server_call_finished(
+        self, call: ToolCall, label: str, approval: str | None, ok: bool, output: str, error: str
+    ) -> None:
         if call.id not in self._calls:
-            self._server_call_started(call)
-        index = self._calls[call.id]
+            self._server_call_started(call, label, approval)
+        index = self._calls.pop(call.id)
         item = self.output[index]
         item["output"] = output if ok else (output or None)
         item["error"] = None if ok else error

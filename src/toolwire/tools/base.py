@@ -20,6 +20,10 @@ from toolwire.transcript import ToolSpec
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+LOCAL_TOOLS_LABEL = "toolwire"
+"""Tools toolwire runs itself (Python, workspace) appear as the MCP server of this label."""
+
+
 class ToolArgumentsError(ValueError):
     """Arguments that do not fit the schema; the message is written for the model to act on."""
 
@@ -70,6 +74,16 @@ class Tool:
     def requires_approval(self, arguments: dict[str, Any]) -> bool:
         rule = self.needs_approval
         return rule(arguments) if callable(rule) else bool(rule)
+
+    def may_require_approval(self) -> bool:
+        """Could any call of this tool wait for approval? If not, its call can be shown live
+        while the model is still writing its arguments."""
+        return self.needs_approval is not False
+
+    @property
+    def server_label(self) -> str:
+        """The `server_label` its calls show under in the Responses API (`mcp_call` items)."""
+        return LOCAL_TOOLS_LABEL
 
 
 class FunctionTool(Tool):

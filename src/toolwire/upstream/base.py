@@ -10,6 +10,21 @@ from toolwire.transcript import ToolSpec, Transcript
 from toolwire.upstream.events import ModelEvent
 
 
+@dataclass(slots=True, frozen=True)
+class Sampling:
+    """How the model should generate: defined once, carried from every door to every adapter.
+
+    None means "the upstream's default". `extra_body` holds the other chat-completions
+    parameters a door passes through untouched (stop, seed, top_k, min_p, …).
+    """
+
+    temperature: float | None = None
+    top_p: float | None = None
+    max_output_tokens: int | None = None
+    response_format: dict[str, Any] | None = None
+    extra_body: dict[str, Any] | None = None
+
+
 @dataclass(slots=True)
 class TurnRequest:
     """One model call: the transcript so far, the tools on offer, and sampling settings."""
@@ -19,12 +34,8 @@ class TurnRequest:
     tools: list[ToolSpec] = field(default_factory=list)
     tool_choice: str | dict[str, Any] | None = None
     parallel_tool_calls: bool | None = None
-    temperature: float | None = None
-    top_p: float | None = None
-    max_output_tokens: int | None = None
-    response_format: dict[str, Any] | None = None
+    sampling: Sampling = field(default_factory=Sampling)
     stream: bool = True
-    extra_body: dict[str, Any] | None = None
 
 
 class Upstream(Protocol):

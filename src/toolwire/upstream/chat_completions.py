@@ -135,16 +135,17 @@ class ChatCompletionsUpstream:
                 body["tool_choice"] = chat_tool_choice(request.tool_choice)
             if request.parallel_tool_calls is not None:
                 body["parallel_tool_calls"] = request.parallel_tool_calls
-        if request.temperature is not None:
-            body["temperature"] = request.temperature
-        if request.top_p is not None:
-            body["top_p"] = request.top_p
-        if request.max_output_tokens is not None:
-            body["max_tokens"] = request.max_output_tokens
-        if request.response_format is not None:
-            body["response_format"] = request.response_format
-        if request.extra_body:
-            body.update(request.extra_body)
+        sampling = request.sampling
+        if sampling.temperature is not None:
+            body["temperature"] = sampling.temperature
+        if sampling.top_p is not None:
+            body["top_p"] = sampling.top_p
+        if sampling.max_output_tokens is not None:
+            body["max_tokens"] = sampling.max_output_tokens
+        if sampling.response_format is not None:
+            body["response_format"] = sampling.response_format
+        if sampling.extra_body:
+            body.update(sampling.extra_body)
         return body
 
     async def stream_turn(self, request: TurnRequest) -> AsyncIterator[ModelEvent]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from mcp import types
@@ -72,6 +73,10 @@ class McpTool(Tool):
         )
         self.timeout = timeout
         self.needs_approval = lambda arguments: rule(self.name)
+        self._rule = rule
+
+    def may_require_approval(self) -> bool:
+        return self._rule(self.name)
 
     @property
     def server_label(self) -> str:
@@ -159,3 +164,40 @@ def definition_from_listing(entry: dict[str, Any]) -> types.Tool:
         description=entry.get("description"),
         input_schema=entry.get("input_schema") or {"type": "object", "properties": {}},
     )
+
+
+@dataclass(slots=True)
+class McpToolset:
+    """One MCP server's tools as one run uses them.
+
+    `listing` is set when this conversation already listed the server (its `mcp_list_tools`
+    item is in the history): the run reuses it instead of listing again, as OpenAI does.
+    """
+
+    spec: McpServerSpec
+    pool: McpPool
+    rule: ApprovalRule
+    allowed: frozenset[str] | None = None
+    listing: list[dict[str, Any]] | None = None
+    call_timeout: float = 60.0
+
+    @property
+    def label(self) -> str:
+        return self.spec.label
+
+    async def list_tools(self) -> list[dict[str, Any]]:
+        """The server's tools (those allowed), as `mcp_list_tools` shows them."""
+        definitions = await list_server_tools(self.pool, self.spec)
+        return [tool_listing(d) for d in definitions if self._allows(d.name)]
+
+    def tools(self, listing: list[dict[str, Any]]) -> list[McpTool]:
+        return [
+            McpTool(
+                self.spec, self.pool, definition_from_listing(entry), self.rule, self.call_timeout
+            )
+            for entry in listing
+            if self._allows(entry["name"])
+        ]
+
+    def _allows(self, name: str) -> bool:
+        return self.allowed is None or name in self.allowed
