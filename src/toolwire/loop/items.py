@@ -188,6 +188,8 @@ def items_to_transcript(
             else:
                 transcript.append(UserMessage(_user_content(content)))
         elif kind == "function_call":
+            if item.get("status") == "incomplete":
+                continue  # streamed live, then found malformed: it never ran, nothing answers it
             call = call_from_item(item["call_id"], item["name"], item.get("arguments", ""))
             names[call.id] = call.name
             open_assistant().tool_calls.append(call)

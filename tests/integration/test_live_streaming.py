@@ -1,0 +1,159 @@
+"""Live streams through `/v1/responses` with the official client: tool-call arguments and text
+reach the client piece by piece as the upstream writes them, and `.done` carries the final,
+repaired arguments. Liveness is asserted by structure (one delta per upstream piece, in order),
+not by timing; `benchmarks/live_stream.py` measures the timing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from tests.integration.conftest import Gateway
+from tests.integration.test_responses_api import check_lifecycle
+from toolwire.testing import Chunks, Reply
+
+STOCK_TOOL = {
+    "type": "function",
+    "name": "lookup_stock",
+    "description": "Stock level for a SKU.",
+    "parameters": {
+        "type": "object",
+        "properties": {"sku": {"type": "string"}, "note": {"type": "string"}},
+        "required": ["sku"],
+    },
+}
+
+
+def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+    return {"choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+
+
+def call_chunks(name: str, pieces: list[str], call_id: str = "call_live") -> list[dict[str, Any]]:
+    head = {"index": 0, "id": call_id, "type": "function", "function": {"name": name}}
+    return [
+        chunk({"role": "assistant", "content": ""}),
+        chunk({"tool_calls": [{**head, "function": {"name": name, "arguments": ""}}]}),
+        *[chunk({"tool_calls": [{"index": 0, "function": {"arguments": p}}]}) for p in pieces],
+    ]
+
+
+def split(text: str, size: int) -> list[str]:
+    return [text[i : i + size] for i in range(0, len(text), size)]
+
+
+def test_function_call_arguments_stream_piece_by_piece(gw: Gateway) -> None:
+    arguments = orjson.dumps({"sku": "B-2", "note": "restock " * 20}).decode()
+    pieces = split(arguments, 7)
+    gw.upstream.add(Chunks([*call_chunks("lookup_stock", pieces), chunk({}, "tool_calls")]))
+    with gw.client.responses.stream(model="m", input="stock?", tools=[STOCK_TOOL]) as stream:
+        events = list(stream)
+        final = stream.get_final_response()
+    check_lifecycle(events)
+    deltas = [e.delta for e in events if e.type == "response.function_call_arguments.delta"]
+    assert deltas == pieces  # each piece as it came, not one lump at the end
+    done = [e for e in events if e.type == "response.function_call_arguments.done"]
+    assert len(done) == 1 and done[0].arguments == arguments
+    kinds = [e.type for e in events]
+    added = kinds.index("response.output_item.added")
+    assert added < kinds.index("response.function_call_arguments.delta")
+    assert [item.type for item in final.output] == ["function_call"]
+    assert final.output[0].arguments == arguments and final.output[0].status == "completed"
+
+
+def test_done_carries_the_repaired_arguments(gw: Gateway) -> None:
+    # A final chunk re-sends the whole object after a partial stream (GLM on vLLM does this):
+    # the deltas show what the model wrote; `.done` and the stored item carry the repair.
+    pieces = ['{"sku": ', '"B-2"']
+    chunks = [
+        *call_chunks("lookup_stock", pieces),
+        chunk({"tool_calls": [{"index": 0, "function": {"arguments": '{"sku": "B-2"}'}}]}),
+        chunk({}, "tool_calls"),
+    ]
+    gw.upstream.add(Chunks(chunks))
+    events = list(
+        gw.client.responses.create(model="m", input="stock?", tools=[STOCK_TOOL], stream=True)
+    )
+    check_lifecycle(events)
+    done = [e for e in events if e.type == "response.function_call_arguments.done"]
+    assert [orjson.loads(d.arguments) for d in done] == [{"sku": "B-2"}]
+    assert orjson.loads(events[-1].response.output[0].arguments) == {"sku": "B-2"}
+
+
+def test_a_call_found_malformed_is_closed_incomplete_and_re_asked(gw: Gateway) -> None:
+    gw.upstream.add(
+        Chunks([*call_chunks("lookup_stock", ["sku=", "B-2"]), chunk({}, "tool_calls")]),
+        Reply(tool_calls=[("lookup_stock", {"sku": "B-2"})]),
+    )
+    events = list(
+        gw.client.responses.create(model="m", input="stock?", tools=[STOCK_TOOL], stream=True)
+    )
+    check_lifecycle(events)
+    final = events[-1].response
+    calls = [item for item in final.output if item.type == "function_call"]
+    # The malformed call streamed live, so it stays visible, marked incomplete: never run,
+    # never handed back as a call to execute. The model was told and called again.
+    assert [c.status for c in calls] == ["incomplete", "completed"]
+    assert orjson.loads(calls[1].arguments) == {"sku": "B-2"}
+    second = gw.upstream.chat_requests[1].body["messages"]
+    assert any("could not be used" in str(m.get("content")) for m in second)
+    assert final.status == "completed"
+
+
+def test_server_tool_arguments_stream_as_mcp_call_deltas(gw: Gateway) -> None:
+    arguments = orjson.dumps({"city": "Oslo"}).decode()
+    pieces = split(arguments, 3)
+    gw.upstream.add(
+        Chunks([*call_chunks("get_weather", pieces), chunk({}, "tool_calls")]),
+        Reply(text="4 °C."),
+    )
+    events = list(gw.client.responses.create(model="m", input="Oslo?", stream=True))
+    check_lifecycle(events)
+    deltas = [e.delta for e in events if e.type == "response.mcp_call_arguments.delta"]
+    assert deltas == pieces
+    kinds = [e.type for e in events]
+    order = [
+        "response.mcp_call_arguments.delta",
+        "response.mcp_call_arguments.done",
+        "response.mcp_call.in_progress",
+        "response.mcp_call.completed",
+    ]
+    positions = [kinds.index(kind) for kind in order]
+    assert positions == sorted(positions)
+    item = events[-1].response.output[0]
+    assert item.type == "mcp_call" and item.arguments == arguments
+    assert item.output == "city: Oslo\ntemperature_c: 4\nsky: clear"
+
+
+def test_an_upstream_dying_mid_call_fails_the_response_and_closes_the_call(gw: Gateway) -> None:
+    pieces = ['{"sku"', ': "B']
+    gw.upstream.add(Chunks(call_chunks("lookup_stock", pieces), done=False, disconnect_after=4))
+    events = list(
+        gw.client.responses.create(model="m", input="stock?", tools=[STOCK_TOOL], stream=True)
+    )
+    check_lifecycle(events)
+    assert events[-1].type == "response.failed"
+    stored = gw.client.responses.retrieve(events[-1].response.id)
+    assert stored.status == "failed"
+    assert [(i.type, i.status) for i in stored.output] == [("function_call", "incomplete")]
+
+
+def test_a_continuation_skips_the_incomplete_call(gw: Gateway) -> None:
+    gw.upstream.add(
+        Chunks([*call_chunks("lookup_stock", ["sku=", "B-2"]), chunk({}, "tool_calls")]),
+        Reply(tool_calls=[("lookup_stock", {"sku": "B-2"})], usage=None),
+    )
+    first = gw.client.responses.create(model="m", input="stock?", tools=[STOCK_TOOL])
+    call = [i for i in first.output if i.type == "function_call" and i.status == "completed"][0]
+    gw.upstream.add(Reply(text="12 in stock."))
+    second = gw.client.responses.create(
+        model="m",
+        previous_response_id=first.id,
+        input=[{"type": "function_call_output", "call_id": call.call_id, "output": "12"}],
+        tools=[STOCK_TOOL],
+    )
+    assert second.output_text == "12 in stock."
+    messages = gw.upstream.chat_requests[-1].body["messages"]
+    called = [c["id"] for m in messages for c in m.get("tool_calls") or []]
+    answered = [m["tool_call_id"] for m in messages if m["role"] == "tool"]
+    assert called == answered == [call.call_id]  # no call left without its result
