@@ -76,7 +76,7 @@ class TracePrinter:
             names = ", ".join(call.name for call in event.calls)
             c.print(f"[magenta]returned to the caller:[/] {names}")
         elif isinstance(event, ApprovalRequested):
-            names = ", ".join(plan.call.name for plan in event.calls)
+            names = ", ".join(request.call.name for request in event.requests)
             c.print(f"[magenta]awaiting approval:[/] {names}")
         elif isinstance(event, LoopFinished):
             self._newline()

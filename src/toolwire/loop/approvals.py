@@ -1,9 +1,20 @@
 """Approvals: which calls waited for a human, which decisions the caller sent, and which of those
-may still run. The driver claims each decision once (through an `ApprovalLedger`) before it runs
-or denies anything, so a replayed or duplicated approval never runs a tool twice."""
+may still run.
+
+Only requests this gateway issued are honoured. Each `mcp_approval_request` id carries an HMAC
+over the key that owns the run, the server label, the tool name and the exact arguments, made
+with a secret the clients never see: a request the client wrote itself (into a conversation, or
+inline in its input), or one whose arguments it altered, or one issued to another key, fails the
+check and runs nothing (400). The same check makes inline history work (`store: false`, no
+`previous_response_id`: the request travels in the input). Replays are stopped by the driver,
+which claims each decision once (through an `ApprovalLedger`) before it runs or denies anything.
+"""
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import secrets
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -13,6 +24,38 @@ from toolwire.transcript import ToolCall
 
 ALREADY_USED = "this approval was already used; the call did not run again"
 DENIED = "the user denied approval for this call; it did not run"
+
+
+_PREFIX = "mcpr_"
+_NONCE = 24  # hex characters
+_MAC = 32  # hex characters: 128 bits of HMAC-SHA256
+
+
+class ApprovalSigner:
+    """Issues approval request ids bound to what they ask about, and checks them."""
+
+    def __init__(self, secret: bytes) -> None:
+        self._secret = secret
+
+    def _mac(self, nonce: str, owner: str | None, label: str, name: str, arguments: str) -> str:
+        message = "\0".join((nonce, owner or "", label, name, arguments)).encode()
+        return hmac.new(self._secret, message, hashlib.sha256).hexdigest()[:_MAC]
+
+    def issue(self, owner: str | None, label: str, name: str, arguments: str) -> str:
+        nonce = secrets.token_hex(_NONCE // 2)
+        return _PREFIX + nonce + self._mac(nonce, owner, label, name, arguments)
+
+    def verify(self, request: dict[str, Any], owner: str | None) -> bool:
+        request_id = request.get("id")
+        if not isinstance(request_id, str) or len(request_id) != len(_PREFIX) + _NONCE + _MAC:
+            return False
+        nonce, mac = request_id[len(_PREFIX) : -_MAC], request_id[-_MAC:]
+        fields = (request.get("server_label"), request.get("name"), request.get("arguments"))
+        if not all(isinstance(f, str) for f in fields):
+            return False
+        label, name, arguments = fields
+        expected = self._mac(nonce, owner, str(label), str(name), str(arguments))
+        return hmac.compare_digest(mac, expected)
 
 
 @dataclass(slots=True)
@@ -26,14 +69,23 @@ class ApprovalDecisions:
 
 
 def approval_decisions(
-    history: list[dict[str, Any]], input_items: list[dict[str, Any]]
+    history: list[dict[str, Any]],
+    input_items: list[dict[str, Any]],
+    signer: ApprovalSigner,
+    owner: str | None = None,
 ) -> ApprovalDecisions:
     """Approval responses in the input -> decisions on pending requests, and the calls to run.
 
-    A response to a request already answered in this history, or a second response to the same
-    request, runs nothing. One that matches no request here is a stale id: a 400.
+    The request may be in the history or, for inline history, earlier in the input itself. A
+    response to a request already answered in this history, or a second response to the same
+    request, runs nothing. One that matches no request here is a stale id, and one whose
+    request this gateway did not issue (for this key, with these arguments) is forged: 400s.
     """
-    requests = {i["id"]: i for i in history if i.get("type") == "mcp_approval_request"}
+    requests = {
+        i["id"]: i
+        for i in [*history, *input_items]
+        if i.get("type") == "mcp_approval_request" and isinstance(i.get("id"), str)
+    }
     answered = {
         i.get("approval_request_id")
         for i in history
@@ -50,6 +102,13 @@ def approval_decisions(
                 f"approval_request_id {request_id!r} matches no approval request in this "
                 "conversation (a stale or foreign id)",
                 param=f"input[{position}].approval_request_id",
+            )
+        if not signer.verify(request, owner):
+            raise InvalidRequestError(
+                f"approval_request_id {request_id!r} was not issued by this gateway for this "
+                "key, or its request was altered; nothing was run",
+                param=f"input[{position}].approval_request_id",
+                code="invalid_approval_request",
             )
         if request_id in answered or request_id in found.decisions:
             continue

@@ -25,6 +25,7 @@ from toolwire import leaks
 from toolwire.errors import StopReason, ToolsUnavailableError, ToolwireError, UpstreamError
 from toolwire.loop.approvals import ALREADY_USED, DENIED
 from toolwire.loop.events import (
+    ApprovalRequest,
     ApprovalRequested,
     CallArgumentsDelta,
     CallStreamStarted,
@@ -76,7 +77,7 @@ from toolwire.upstream.events import (
     TurnEnd,
     Usage,
 )
-from toolwire.wire.responses import now
+from toolwire.wire.responses import new_id, now
 
 Sink = Callable[[LoopEvent], None]
 Checkpoint = Callable[[LoopEvent], Awaitable[None]]
@@ -527,7 +528,14 @@ class _Run:
 
     def await_approval(self, action: AwaitApproval) -> NextAction:
         self.state.pending_approvals = action.calls
-        self.emit(ApprovalRequested([self.plan(call) for call in action.calls]))
+        issue = self.request.approval_ids
+        requests = []
+        for call in action.calls:
+            label = self.plan(call).server_label
+            arguments = call.arguments_json()
+            request_id = issue(label, call.name, arguments) if issue is not None else new_id("mcpr")
+            requests.append(ApprovalRequest(request_id, call, label))
+        self.emit(ApprovalRequested(requests))
         return Finish(RunOutcome(StopReason.AWAITING_APPROVAL, "a tool call waits for approval"))
 
     async def finish(self, outcome: RunOutcome) -> None:

@@ -141,10 +141,19 @@ class ToolCallsReturned:
 
 
 @dataclass(slots=True)
+class ApprovalRequest:
+    """One call waiting for a decision, under the id the gateway issued for it."""
+
+    request_id: str
+    call: ToolCall
+    server_label: str
+
+
+@dataclass(slots=True)
 class ApprovalRequested:
     """Calls that wait for a human's approval; the loop stops until the caller answers."""
 
-    calls: list[PlannedCall]
+    requests: list[ApprovalRequest]
 
 
 @dataclass(slots=True)

@@ -5,6 +5,7 @@ between."""
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -65,6 +66,9 @@ class LoopRequest:
     """Calls of an earlier turn still to run (they waited for approval)."""
     ledger: ApprovalLedger | None = None
     """Records each decision once; without one, decisions are not deduplicated across runs."""
+    approval_ids: Callable[[str, str, str], str] | None = None
+    """Issues the id of an approval request from (server label, tool name, arguments); the
+    server binds it to the key and signs it (`loop/approvals.py`)."""
     run_id: str = ""
     """The id the run is stored under (a response id): what an approval claim records."""
     settings: LoopSettings = field(default_factory=LoopSettings)

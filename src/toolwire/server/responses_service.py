@@ -8,15 +8,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import secrets
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any
 
 import orjson
 
 from toolwire.config import McpServerConfig
 from toolwire.errors import InvalidRequestError, NotFoundError, RunStatus
-from toolwire.loop.approvals import approval_decisions
+from toolwire.loop.approvals import ApprovalSigner, approval_decisions
 from toolwire.loop.driver import Checkpoint, LoopDriver
 from toolwire.loop.events import LoopEvent, LoopFinished, RunStarted
 from toolwire.loop.items import items_to_transcript, normalize_input
@@ -61,8 +63,12 @@ class ResponsesService:
         mcp_servers: list[McpServerConfig] | None = None,
         mcp_pool: McpPool | None = None,
         mcp_call_timeout: float = 60.0,
+        approval_secret: bytes | None = None,
     ) -> None:
         self.driver = LoopDriver(upstream)
+        # Without a secret from the store (shared by replicas, kept across restarts), requests
+        # issued by this process can only be approved while it runs.
+        self.signer = ApprovalSigner(approval_secret or secrets.token_bytes(32))
         self.mcp_configs = {config.label: config for config in mcp_servers or []}
         self.mcp_pool = mcp_pool or McpPool()
         self.mcp_call_timeout = mcp_call_timeout
@@ -99,7 +105,8 @@ class ResponsesService:
         input_items = normalize_input(request.input)
         client_specs, mcp_uses = self._request_tools(request.tools)
         tool_choice = self._tool_choice(request, client_specs)
-        approvals = approval_decisions(history, input_items)
+        owner: str | None = None
+        approvals = approval_decisions(history, input_items, self.signer, owner)
         header = ResponseHeader(wire.new_id("resp"), wire.now(), model, _echo(request))
         loop_request = LoopRequest(
             model=model,
@@ -107,6 +114,7 @@ class ResponsesService:
             resume_calls=approvals.calls,
             approvals=dict(approvals.decisions),
             ledger=self.store,
+            approval_ids=partial(self.signer.issue, owner),
             run_id=header.response_id,
             instructions=request.instructions,
             tools=self.server_tools,

@@ -16,6 +16,7 @@ from typing import Any
 
 from toolwire.errors import RunStatus, error_code
 from toolwire.loop.events import (
+    ApprovalRequest,
     ApprovalRequested,
     CallArgumentsDelta,
     CallStreamStarted,
@@ -25,7 +26,6 @@ from toolwire.loop.events import (
     ModelCallStarted,
     ModelTurnCompleted,
     OutputTextDelta,
-    PlannedCall,
     ReasoningTextDelta,
     RunStarted,
     ToolExecutionFinished,
@@ -164,8 +164,8 @@ class ResponseBuilder:
             )
         elif isinstance(event, ApprovalRequested):
             self.close_open_items()
-            for plan in event.calls:
-                self._approval_request(plan)
+            for request in event.requests:
+                self._approval_request(request)
         elif isinstance(event, ModelCallStarted):
             self.close_open_items()
             self._live = {}
@@ -393,13 +393,13 @@ class ResponseBuilder:
         self._streamed.pop(index, None)
         self._done(index)
 
-    def _approval_request(self, plan: PlannedCall) -> None:
+    def _approval_request(self, request: ApprovalRequest) -> None:
         item = {
-            "id": wire.new_id("mcpr"),
+            "id": request.request_id,
             "type": "mcp_approval_request",
-            "server_label": plan.server_label,
-            "name": plan.call.name,
-            "arguments": arguments_text(plan.call),
+            "server_label": request.server_label,
+            "name": request.call.name,
+            "arguments": arguments_text(request.call),
         }
         index = self._add(item)
         self._done(index)
