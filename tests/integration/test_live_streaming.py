@@ -144,7 +144,7 @@ def test_a_continuation_skips_the_incomplete_call(gw: Gateway) -> None:
         Reply(tool_calls=[("lookup_stock", {"sku": "B-2"})], usage=None),
     )
     first = gw.client.responses.create(model="m", input="stock?", tools=[STOCK_TOOL])
-    call = [i for i in first.output if i.type == "function_call" and i.status == "completed"][0]
+    call = next(i for i in first.output if i.type == "function_call" and i.status == "completed")
     gw.upstream.add(Reply(text="12 in stock."))
     second = gw.client.responses.create(
         model="m",
