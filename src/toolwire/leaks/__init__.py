@@ -1,5 +1,5 @@
 """Tool calls written as plain text ("leaks"): detect them at the end of a turn, and optionally
-salvage them into real calls. See `formats` for the catalogue of shapes."""
+salvage them into real calls. See `registry` for the formats."""
 
 from toolwire.leaks.detector import (
     LeakMatch,

@@ -5,17 +5,18 @@ call only whitespace, end-of-turn tokens and stray closing tags may follow. Tool
 the middle of an answer, in a code block followed by prose, or only in the reasoning is not a
 leak. Shapes with no marker at all (a bare JSON object or list, a pythonic `[f(a=1)]`) count only
 when they are the whole message. Cheap on long answers: one pass of a literal-led regex finds the
-few places a call could begin, and only those are parsed.
+few places a call could begin (the registry's anchors), and only those are parsed.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from dataclasses import dataclass
 
-from toolwire.leaks import _scan
-from toolwire.leaks import formats as F
+from toolwire.leaks.chain import is_opener, scan_chain
+from toolwire.leaks.registry import ANCHORS, WHOLE_LEADS
+from toolwire.leaks.scanning.core import FENCE_LINE, Ctx, core_end, is_trailer, ws
+from toolwire.leaks.scanning.whole import scan_whole
 
 _SNIPPET = 240
 _MAX_CANDIDATES = 64
@@ -151,83 +152,21 @@ def _visible_bounds(text: str) -> tuple[int, int, bool]:
 # -- detection ------------------------------------------------------------------------------------
 
 
-def _at(s: str, pos: int, vs: int) -> int | None:
-    return pos
-
-
-def _json_start(s: str, pos: int, vs: int) -> int | None:
-    """From a `"name"` key back to the `{` that opens its object, if it is the first key."""
-    i = pos
-    while i > vs and s[i - 1] in " \t\r\n":
-        i -= 1
-    return i - 1 if i > vs and s[i - 1] == "{" else None
-
-
-def _dsml_start(s: str, pos: int, vs: int) -> int | None:
-    """From `DSML` back over `<｜` (or the ASCII `< | `) that opens the token."""
-    i = pos
-    while i > vs and s[i - 1] == " ":
-        i -= 1
-    if i <= vs or s[i - 1] not in "|｜":
-        return None
-    i -= 1
-    j = i
-    while j > vs and s[j - 1] == " ":
-        j -= 1
-    if j > vs and s[j - 1] == "<":
-        return j - 1
-    return None if j > vs and s[j - 1] == "/" else i
-
-
-def _harmony_start(s: str, pos: int, vs: int) -> int | None:
-    """From `to=functions.` back to the start of the gpt-oss message header."""
-    back = _scan.HARMONY_BACK.search(s, max(vs, pos - 48), pos)
-    return pos if back is None else back.start()
-
-
-_Adjust = Callable[[str, int, int], "int | None"]
-# Literal anchors grouped under a character they all contain: `str.find` of one character and
-# `str.rfind` of a literal skip through long answers far faster than any regex alternation.
-# Anchors are prefixes shared by several markers; `is_opener` then says which one it is.
-_ANCHORS: tuple[tuple[str, tuple[tuple[str, _Adjust], ...]], ...] = (  # (gate characters, anchors)
-    (
-        "<",
-        (
-            ("<tool", _at),
-            ("<function", _at),
-            ("<|", _at),
-            ("<｜", _at),
-            ("<invoke", _at),
-            ("<seed:", _at),
-            ("<minimax:", _at),
-            ("<steptml:", _at),
-            (F.GEMMA_CALL_OPEN, _at),
-            ("<json>", _at),
-        ),
-    ),
-    ("[", ((F.MISTRAL_TOOL_CALLS, _at), (F.PHI4_FUNCTOOLS, _at))),
-    ("{", (('"name"', _json_start), ('"type"', _json_start))),
-    ("=", ((F.HARMONY_RECIPIENT, _harmony_start),)),
-    ("|｜", (("DSML", _dsml_start),)),
-)
-
-
-def _candidates(ctx: _scan.Ctx) -> list[int]:
-    """Positions where a call could begin, latest first (at most a few dozen)."""
+def _candidates(ctx: Ctx) -> list[int]:
+    """Positions where a call could begin, latest first (at most a few dozen). The anchors are
+    the registry's: `str.rfind` of a literal skips through long answers far faster than any
+    regex alternation, and `is_opener` then checks the opener itself."""
     s, vs, limit = ctx.s, ctx.vs, ctx.limit
     found: set[int] = set()
-    for gates, anchors in _ANCHORS:
-        if all(s.find(gate, vs, limit) < 0 for gate in gates):
-            continue
-        for anchor, adjust in anchors:
-            i = s.rfind(anchor, vs, limit)
-            for _ in range(_MAX_CANDIDATES):
-                if i < 0:
-                    break
-                start = adjust(s, i, vs)
-                if start is not None and _scan.is_opener(ctx, start):
-                    found.add(start)
-                i = s.rfind(anchor, vs, i)
+    for anchor, adjust in ANCHORS:
+        i = s.rfind(anchor, vs, limit)
+        for _ in range(_MAX_CANDIDATES):
+            if i < 0:
+                break
+            start = adjust(s, i, vs)
+            if start is not None and is_opener(ctx, start):
+                found.add(start)
+            i = s.rfind(anchor, vs, i)
     return sorted(found, reverse=True)[:_MAX_CANDIDATES]
 
 
@@ -238,13 +177,13 @@ def _match(s: str, family: str, start: int, end: int) -> LeakMatch:
 
 
 def _detect(s: str, vs: int, limit: int, alone: bool) -> LeakMatch | None:
-    core = _scan.core_end(s, vs, limit)
+    core = core_end(s, vs, limit)
     if core <= vs:
         return None
-    ctx = _scan.Ctx(s, vs, limit, core)
-    lead = _scan.ws(s, vs, core)
-    if alone and s[lead] in "[{`":
-        whole = _scan.scan_whole(ctx, lead)
+    ctx = Ctx(s, vs, limit, core)
+    lead = ws(s, vs, core)
+    if alone and s[lead] in WHOLE_LEADS:
+        whole = scan_whole(ctx, lead)
         if whole is not None:
             return _match(s, whole.family, lead, limit)
     best: tuple[int, str] | None = None
@@ -253,13 +192,13 @@ def _detect(s: str, vs: int, limit: int, alone: bool) -> LeakMatch | None:
         if ctx.in_fence(pos):
             # Inside a code fence it is an example, unless the fence is the whole message.
             fence = s.rfind("```", vs, pos)
-            line = _scan.FENCE_LINE.fullmatch(s, fence, pos)
+            line = FENCE_LINE.fullmatch(s, fence, pos)
             if not (alone and line is not None and not s[vs:fence].strip()):
                 if best is not None:
                     break
                 continue
             start, fenced = fence, True
-        blk = _scan.scan_chain(ctx, pos, fenced=fenced)
+        blk = scan_chain(ctx, pos, fenced=fenced)
         if blk is None:
             if best is not None:
                 break
@@ -291,6 +230,6 @@ def detect_leak_in_reasoning(reasoning: str, visible: str) -> LeakMatch | None:
     Some models put the whole call inside their reasoning; it only counts as a leak when nothing
     was said outside it. Offsets are into `reasoning`.
     """
-    if not reasoning or not _scan.is_trailer(visible, 0, len(visible)):
+    if not reasoning or not is_trailer(visible, 0, len(visible)):
         return None
     return _detect(reasoning, 0, len(reasoning), True)

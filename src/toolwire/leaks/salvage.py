@@ -27,8 +27,18 @@ from typing import Any
 
 import orjson
 
-from toolwire.leaks import _scan
+from toolwire.leaks.chain import scan_chain
 from toolwire.leaks.detector import LeakMatch
+from toolwire.leaks.scanning.core import (
+    FENCE_LINE,
+    Block,
+    Ctx,
+    RawCall,
+    core_end,
+    unambiguous_number,
+)
+from toolwire.leaks.scanning.json_calls import call_items
+from toolwire.leaks.scanning.whole import scan_whole
 from toolwire.upstream.arguments import ArgumentsError, balanced_object_end, parse_arguments
 from toolwire.upstream.names import clean_tool_name
 
@@ -60,22 +70,22 @@ def salvage_calls(text: str, match: LeakMatch) -> list[SalvagedCall]:
     return calls
 
 
-def _rescan(text: str, start: int, end: int) -> _scan.Block | None:
-    ctx = _scan.Ctx(text, start, end, _scan.core_end(text, start, end))
-    whole = _scan.scan_whole(ctx, start)
+def _rescan(text: str, start: int, end: int) -> Block | None:
+    ctx = Ctx(text, start, end, core_end(text, start, end))
+    whole = scan_whole(ctx, start)
     if whole is not None:
         return whole
     fenced = False
     pos = start
     if text.startswith("```", start):
-        line = _scan.FENCE_LINE.match(text, start, end)
+        line = FENCE_LINE.match(text, start, end)
         if line is None:
             return None
         pos, fenced = line.end(), True
-    return _scan.scan_chain(ctx, pos, fenced=fenced)
+    return scan_chain(ctx, pos, fenced=fenced)
 
 
-def _interpret(raw: _scan.RawCall) -> list[SalvagedCall]:
+def _interpret(raw: RawCall) -> list[SalvagedCall]:
     if raw.kind == "envelope":
         return _from_envelope(raw.text)
     if raw.kind == "json":
@@ -116,7 +126,7 @@ def _load_json(text: str) -> Any:
 
 
 def _from_envelope(text: str) -> list[SalvagedCall]:
-    items = _scan.call_items(_load_json(text))
+    items = call_items(_load_json(text))
     if items is None:
         raise SalvageError(f"not a tool call: {text[:120]!r}")
     return [_call(name, _arguments_value(args)) for name, args, _, _ in items]
@@ -164,7 +174,7 @@ def xml_value(raw: str, string: bool | None = None) -> Any:
             return value
     if text in ("true", "false"):
         return text == "true"
-    number = _scan.unambiguous_number(text)
+    number = unambiguous_number(text)
     if number is not None:
         return number
     if text[:1] in ("{", "["):

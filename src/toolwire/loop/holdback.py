@@ -1,48 +1,45 @@
-"""Holding back streamed text that might be a leaked tool call.
+"""Holding back streamed text that might be a leaked tool call, and nothing else.
 
-A leak can only be judged once the turn ends, but users want text as it comes. So text streams
-until the first character that could open a written call (`<`, `[`, `{`, a fullwidth `｜`, a
-backtick, or the start of `functools` / `assistant…to=`); from there it is held until the turn
-ends, when the driver releases it or, if it was a leak, drops it. Ordinary prose streams live;
-a turn with markup arrives in one piece at its end.
+A leak can only be judged once the turn ends, but users want text as it comes. The driver feeds
+each text delta here and shows what `feed` returns: everything before the earliest place that
+could still begin a leaked call in one of the registered formats (`toolwire.leaks.hold` decides,
+from the leak registry). Code, Markdown, links, HTML and JSON examples stream as they arrive; a
+held candidate is released the moment it cannot be a leak any more, or once it has held
+`max_hold` characters (default 64 KiB; past that the text streams on, see `LeakHold`). At the
+turn's end the driver calls `release(match.start)` when the detector found a leak (only the
+text before it is shown) or `release()`.
 """
 
 from __future__ import annotations
 
-import re
-
-_OPENERS = re.compile(r"[<\[{｜`]|functools|assistant\s*(?:commentary|analysis|final)?\s*to=")
+from toolwire.leaks.hold import DEFAULT_MAX_HOLD, LeakHold
 
 
 class Holdback:
-    __slots__ = ("_held", "_released", "_text")
+    __slots__ = ("_hold", "_released")
 
-    def __init__(self) -> None:
-        self._text: list[str] = []
+    def __init__(self, max_hold: int = DEFAULT_MAX_HOLD) -> None:
+        self._hold = LeakHold(max_hold=max_hold)
         self._released = 0
-        self._held = False
 
     def feed(self, delta: str) -> str:
         """Add a delta; return what may be shown now."""
-        self._text.append(delta)
-        if self._held:
+        safe = self._hold.feed(delta)
+        if safe <= self._released:
             return ""
-        found = _OPENERS.search(delta)
-        if found is None:
-            self._released += len(delta)
-            return delta
-        self._held = True
-        self._released += found.start()
-        return delta[: found.start()]
+        out = self._hold.text(self._released, safe)
+        self._released = safe
+        return out
 
     @property
     def released(self) -> int:
+        """How many characters have been shown so far."""
         return self._released
 
     def release(self, upto: int | None = None) -> str:
         """At the turn's end: the held text up to `upto` (where a leak starts), or all of it."""
-        text = "".join(self._text)
-        end = len(text) if upto is None else max(upto, self._released)
-        out = text[self._released : end]
+        hold = self._hold
+        end = hold.length if upto is None else max(upto, self._released)
+        out = hold.text(self._released, end)
         self._released = end
         return out
