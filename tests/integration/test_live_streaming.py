@@ -157,3 +157,56 @@ def test_a_continuation_skips_the_incomplete_call(gw: Gateway) -> None:
     called = [c["id"] for m in messages for c in m.get("tool_calls") or []]
     answered = [m["tool_call_id"] for m in messages if m["role"] == "tool"]
     assert called == answered == [call.call_id]  # no call left without its result
+
+
+ANSWER = """Here is the fix:
+
+```python
+def area(r: float) -> float:
+    return 3.14159 * r ** 2
+```
+
+- [ ] run the tests
+- [x] read [the docs](https://example.com/docs)
+
+Config as JSON: {"retries": 3, "timeout": 2.5}. <b>Done</b>, [1] and `x < y`.
+"""
+
+
+def text_chunks(pieces: list[str]) -> list[dict[str, Any]]:
+    return [
+        chunk({"role": "assistant", "content": ""}),
+        *[chunk({"content": p}) for p in pieces],
+        chunk({}, "stop"),
+    ]
+
+
+def test_code_and_markdown_stream_piece_by_piece(gw: Gateway) -> None:
+    pieces = split(ANSWER, 4)
+    gw.upstream.add(Chunks(text_chunks(pieces)))
+    events = list(gw.client.responses.create(model="m", input="fix?", stream=True))
+    check_lifecycle(events)
+    deltas = [e.delta for e in events if e.type == "response.output_text.delta"]
+    assert "".join(deltas) == ANSWER
+    # Live: nearly every upstream piece leaves as its own delta, not one lump at a bracket.
+    assert len(deltas) >= 0.9 * len(pieces)
+    assert events[-1].response.output_text == ANSWER
+
+
+def test_a_leaked_call_never_leaves_and_the_retry_is_answered(gw: Gateway) -> None:
+    leak = '<tool_call>{"name": "lookup_stock", "arguments": {"sku": "B-2"}}</tool_call>'
+    gw.upstream.add(
+        Chunks(text_chunks(split("Let me check. " + leak, 3))),
+        Reply(tool_calls=[("lookup_stock", {"sku": "B-2"})]),
+    )
+    events = list(
+        gw.client.responses.create(model="m", input="stock?", tools=[STOCK_TOOL], stream=True)
+    )
+    check_lifecycle(events)
+    shown = "".join(e.delta for e in events if e.type == "response.output_text.delta")
+    assert shown == "Let me check. "
+    final = events[-1].response
+    assert [item.type for item in final.output] == ["message", "function_call"]
+    assert final.output_text == "Let me check. " and "tool_call" not in str(final.output)
+    retry = gw.upstream.chat_requests[1].body["messages"]
+    assert "plain text" in retry[-1]["content"]  # the model was told, once
