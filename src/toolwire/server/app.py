@@ -13,10 +13,13 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from toolwire.errors import InvalidRequestError, NotFoundError, ToolwireError
+from toolwire.server.auth import owner_of
 from toolwire.server.chat_proxy import ChatProxy
 from toolwire.server.conversations import ConversationsService
 from toolwire.server.errors import toolwire_error_handler, unexpected_error_handler
+from toolwire.server.limits import read_limited_json
 from toolwire.server.responses_service import ResponsesService
+from toolwire.server.security import Security, middleware
 from toolwire.store.database import Store
 from toolwire.upstream.base import Upstream
 
@@ -26,23 +29,23 @@ class ORJSONResponse(JSONResponse):
         return orjson.dumps(content)
 
 
-async def read_json(request: Request) -> Any:
-    raw = await request.body()
-    if not raw:
-        raise InvalidRequestError("the request body is empty; expected a JSON object")
-    try:
-        return orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        raise InvalidRequestError(f"the request body is not valid JSON: {exc}") from None
-
-
 def create_app(
     *,
     upstream: Upstream,
     store: Store,
     responses: ResponsesService,
     on_shutdown: list[Any] | None = None,
+    security: Security | None = None,
 ) -> Starlette:
+    """The app, behind the security middleware (`server/security.py`): with the default
+    `Security()`, keys are checked whenever the store holds one, Origin and Host are checked
+    as for a loopback server, and the default limits apply."""
+    security = security or Security()
+    limits = security.limits
+
+    async def read_json(request: Request) -> Any:
+        return await read_limited_json(request, limits)
+
     conversations = ConversationsService(store)
     proxy = ChatProxy(responses.driver, responses.loop_settings, responses.default_model)
 
@@ -70,20 +73,20 @@ def create_app(
 
     async def get_response(request: Request) -> Response:
         response_id = request.path_params["response_id"]
-        body = await store.get_response(response_id)
+        body = await store.get_response(response_id, owner=owner_of(request))
         if body is None:
             raise NotFoundError(f"Response with id '{response_id}' not found.", param="response_id")
         return ORJSONResponse(body)
 
     async def delete_response(request: Request) -> Response:
         response_id = request.path_params["response_id"]
-        if not await store.delete_response(response_id):
+        if not await store.delete_response(response_id, owner=owner_of(request)):
             raise NotFoundError(f"Response with id '{response_id}' not found.", param="response_id")
         return ORJSONResponse({"id": response_id, "object": "response.deleted", "deleted": True})
 
     async def input_items(request: Request) -> Response:
         response_id = request.path_params["response_id"]
-        record = await store.get_response_record(response_id)
+        record = await store.get_response_record(response_id, owner=owner_of(request))
         if record is None:
             raise NotFoundError(f"Response with id '{response_id}' not found.", param="response_id")
         return ORJSONResponse(paginate(list(record["input_items"]), request))
@@ -124,6 +127,7 @@ def create_app(
             Exception: unexpected_error_handler,
         },
         lifespan=lifespan,
+        middleware=middleware(security, store),
     )
 
 
