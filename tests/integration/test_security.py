@@ -71,7 +71,9 @@ def make_key(db: Path, name: str) -> str:
 
 
 @contextmanager
-def serve(db: Path, *extra: str, host: str | None = None) -> Iterator[tuple[str, subprocess.Popen[bytes], ScriptedUpstream]]:
+def serve(
+    db: Path, *extra: str, host: str | None = None
+) -> Iterator[tuple[str, subprocess.Popen[bytes], ScriptedUpstream]]:
     port = free_port()
     with ScriptedUpstream() as upstream:
         args = ["serve", "--upstream", upstream.base_url, "--db", f"sqlite:///{db}"]
@@ -133,7 +135,9 @@ def test_every_route_refuses_a_missing_or_wrong_key(server: Server) -> None:
     with httpx.Client(base_url=server.base) as http:
         for method, path in ROUTES:
             for headers in forms:
-                r = http.request(method, path, headers=headers, json={} if method == "POST" else None)
+                r = http.request(
+                    method, path, headers=headers, json={} if method == "POST" else None
+                )
                 assert r.status_code == 401, (method, path, headers, r.text)
                 error = r.json()["error"]
                 assert error["code"] == "invalid_api_key" and error["param"] is None
@@ -232,7 +236,9 @@ def test_another_key_sees_nothing_of_a_conversation(server: Server) -> None:
 def test_origin_host_and_content_type_are_checked(server: Server) -> None:
     key = auth(server.alice)
     with httpx.Client(base_url=server.base) as http:
-        r = http.post("/v1/conversations", headers={**key, "origin": "http://evil.example"}, json={})
+        r = http.post(
+            "/v1/conversations", headers={**key, "origin": "http://evil.example"}, json={}
+        )
         assert r.status_code == 403 and r.json()["error"]["code"] == "origin_not_allowed"
         r = http.post("/v1/conversations", headers={**key, "origin": "http://ok.example"}, json={})
         assert r.status_code == 200
