@@ -203,6 +203,27 @@ def test_another_key_sees_nothing_of_a_response(server: Server) -> None:
     alice.responses.delete(response.id)
 
 
+def test_streamed_and_background_responses_belong_to_their_key(server: Server) -> None:
+    alice, bob = server.client(server.alice), server.client(server.bob)
+    server.upstream.add(Reply(text="streamed"), Reply(text="in the background"))
+    with alice.responses.stream(model="scripted-model", input="hi") as stream:
+        streamed = stream.get_final_response()
+    background = alice.responses.create(model="scripted-model", input="hi", background=True)
+    deadline = time.monotonic() + 10
+    while alice.responses.retrieve(background.id).status in ("queued", "in_progress"):
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    for response_id in (streamed.id, background.id):
+        with pytest.raises(openai.NotFoundError):
+            bob.responses.retrieve(response_id)
+    assert alice.responses.retrieve(background.id).output_text == "in the background"
+    server.upstream.add(Reply(text="continued"))
+    follow = alice.responses.create(
+        model="scripted-model", input="and?", previous_response_id=streamed.id
+    )
+    assert follow.output_text == "continued"
+
+
 def test_another_key_sees_nothing_of_a_conversation(server: Server) -> None:
     alice, bob = server.client(server.alice), server.client(server.bob)
     conversation = alice.conversations.create(
