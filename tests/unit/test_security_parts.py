@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from toolwire.errors import UpstreamTooLargeError
+from toolwire.errors import ConfigError, UpstreamTooLargeError
 from toolwire.server.auth import KeyRing, presented_key
 from toolwire.server.guards import is_loopback_host
-from toolwire.server.limits import check_depth, might_be_deep
+from toolwire.server.limits import Limits, check_depth, might_be_deep
 from toolwire.server.mcp_tools import redacted
-from toolwire.server.security import is_loopback_bind
+from toolwire.server.security import is_loopback_bind, startup_security
 from toolwire.store.database import Store
 from toolwire.store.keys import ActiveKey, hash_key
 from toolwire.testing import Body, ScriptedUpstream
@@ -144,3 +144,28 @@ async def test_a_non_streamed_answer_over_the_limit_fails(scripted: ScriptedUpst
                 pass
     finally:
         await upstream.aclose()
+
+
+async def test_startup_refuses_an_open_server_beyond_loopback(tmp_path: Path) -> None:
+    store = await Store.open(f"sqlite:///{tmp_path / 's.db'}")
+    limits = Limits()
+    try:
+        with pytest.raises(ConfigError, match="toolwire keys create"):
+            await startup_security(
+                store, host="0.0.0.0", port=1, allow_unauthenticated=False, limits=limits
+            )
+        opted = await startup_security(
+            store, host="0.0.0.0", port=1, allow_unauthenticated=True, limits=limits
+        )
+        assert not opted.require_keys and not opted.check_host
+        local = await startup_security(
+            store, host="127.0.0.1", port=1, allow_unauthenticated=False, limits=limits
+        )
+        assert local.check_host and not local.require_keys
+        await store.keys.create("k")
+        keyed = await startup_security(
+            store, host="0.0.0.0", port=1, allow_unauthenticated=False, limits=limits
+        )
+        assert keyed.require_keys  # stays closed even if every key is revoked later
+    finally:
+        await store.close()
