@@ -104,8 +104,42 @@ def serve(
     tool_spec: Annotated[
         list[str], typer.Option("--tool", help="server-side tool module:object, repeatable")
     ] = [],  # noqa: B006
+    allow_unauthenticated: Annotated[
+        bool,
+        typer.Option(
+            "--allow-unauthenticated",
+            help="serve beyond loopback with no API key (anyone who reaches it can use it)",
+        ),
+    ] = False,
+    allow_origin: Annotated[
+        list[str],
+        typer.Option("--allow-origin", help="browser origin allowed to call (CORS), repeatable"),
+    ] = [],  # noqa: B006
+    allow_host: Annotated[
+        list[str],
+        typer.Option("--allow-host", help="Host name accepted besides loopback names, repeatable"),
+    ] = [],  # noqa: B006
+    max_body_bytes: Annotated[
+        int | None, typer.Option(help="largest request body (default 4 MiB)")
+    ] = None,
+    max_json_depth: Annotated[
+        int | None, typer.Option(help="deepest JSON nesting (default 64)")
+    ] = None,
+    max_input_items: Annotated[
+        int | None, typer.Option(help="most input / items / messages entries (default 2048)")
+    ] = None,
+    max_tools: Annotated[int | None, typer.Option(help="most tools (default 512)")] = None,
+    max_upstream_event_bytes: Annotated[
+        int | None, typer.Option(help="largest upstream SSE event (default 8 MiB)")
+    ] = None,
+    max_upstream_response_bytes: Annotated[
+        int | None, typer.Option(help="largest upstream answer (default 64 MiB)")
+    ] = None,
 ) -> None:
-    """Serve the OpenAI-compatible API (/v1/responses, /v1/conversations, /v1/models)."""
+    """Serve the OpenAI-compatible API (/v1/responses, /v1/conversations, /v1/models).
+
+    Binds to 127.0.0.1; binding elsewhere needs an API key (`toolwire keys create NAME`) or
+    --allow-unauthenticated. See docs/security.md."""
     from toolwire.config import load_config
     from toolwire.server.main import run as run_server
 
@@ -118,6 +152,15 @@ def serve(
         "host": host,
         "port": port,
         "tools": tool_spec,
+        "allow_unauthenticated": True if allow_unauthenticated else None,
+        "allowed_origins": allow_origin,
+        "allowed_hosts": allow_host,
+        "max_body_bytes": max_body_bytes,
+        "max_json_depth": max_json_depth,
+        "max_input_items": max_input_items,
+        "max_tools": max_tools,
+        "max_upstream_event_bytes": max_upstream_event_bytes,
+        "max_upstream_response_bytes": max_upstream_response_bytes,
     }
     try:
         settings = load_config(config, flags)
@@ -127,6 +170,105 @@ def serve(
         raise typer.Exit(2) from None
     except KeyboardInterrupt:
         pass
+
+
+keys_app = typer.Typer(
+    no_args_is_help=True,
+    help="API keys of `toolwire serve`, kept (hashed) in its database: the same --db, the same "
+    "default. Changes reach a running server within a few seconds.",
+)
+app.add_typer(keys_app, name="keys")
+
+KeysDb = Annotated[str | None, typer.Option(help="database URL, as for serve [env TOOLWIRE_DB]")]
+KeysConfig = Annotated[Path | None, typer.Option(help="serve's config file, for its db")]
+
+
+def _keys_store(db: str | None, config: Path | None) -> Any:
+    from toolwire.config import load_config
+    from toolwire.store.database import Store
+
+    try:
+        url = load_config(config, {"db": db}).db
+    except ToolwireError as exc:
+        typer.echo(f"toolwire keys: {exc.message}", err=True)
+        raise typer.Exit(2) from None
+    return Store.open(url)
+
+
+@keys_app.command("create")
+def keys_create(
+    name: Annotated[str, typer.Argument(help="a name to know the key by (who uses it)")],
+    db: KeysDb = None,
+    config: KeysConfig = None,
+) -> None:
+    """Make a key and print it, once: it is stored only as a hash."""
+    from toolwire.store.keys import KeyNameTaken
+
+    async def create() -> str:
+        store = await _keys_store(db, config)
+        try:
+            _, key = await store.keys.create(name)
+            return str(key)
+        finally:
+            await store.close()
+
+    try:
+        key = asyncio.run(create())
+    except KeyNameTaken:
+        typer.echo(f"toolwire keys: a key named {name!r} exists; revoke it first", err=True)
+        raise typer.Exit(1) from None
+    typer.echo(key)
+    typer.echo(
+        f"key {name!r} created. It is shown only this once; clients send it as "
+        "'Authorization: Bearer <key>' (the OpenAI SDK's api_key).",
+        err=True,
+    )
+
+
+@keys_app.command("list")
+def keys_list(db: KeysDb = None, config: KeysConfig = None) -> None:
+    """The keys: name, id, first characters, created, revoked."""
+
+    async def listing() -> list[Any]:
+        store = await _keys_store(db, config)
+        try:
+            return list(await store.keys.listing())
+        finally:
+            await store.close()
+
+    keys = asyncio.run(listing())
+    if not keys:
+        typer.echo("no keys: the server answers anyone who can reach it (loopback only)")
+        return
+    for key in keys:
+        created = time.strftime("%Y-%m-%d %H:%M", time.localtime(key.created_at))
+        revoked = (
+            "revoked " + time.strftime("%Y-%m-%d %H:%M", time.localtime(key.revoked_at))
+            if key.revoked_at
+            else "active"
+        )
+        typer.echo(f"{key.name}\t{key.id}\t{key.prefix}…\t{created}\t{revoked}")
+
+
+@keys_app.command("revoke")
+def keys_revoke(
+    name: Annotated[str, typer.Argument(help="the key's name")],
+    db: KeysDb = None,
+    config: KeysConfig = None,
+) -> None:
+    """Revoke the key with this name; a running server refuses it within seconds."""
+
+    async def revoke() -> int:
+        store = await _keys_store(db, config)
+        try:
+            return int(await store.keys.revoke(name))
+        finally:
+            await store.close()
+
+    if not asyncio.run(revoke()):
+        typer.echo(f"toolwire keys: no active key named {name!r}", err=True)
+        raise typer.Exit(1)
+    typer.echo(f"key {name!r} revoked")
 
 
 @app.command("mcp-serve")

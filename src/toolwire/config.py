@@ -17,6 +17,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from toolwire.errors import ConfigError
 
+MiB = 1024 * 1024
+_LISTS = frozenset({"tools", "allowed_origins", "allowed_hosts"})
+
 
 class McpServerConfig(BaseModel):
     """An MCP server toolwire itself knows: a stdio command or a URL, credentials from env."""
@@ -54,6 +57,14 @@ class WorkspaceConfig(BaseModel):
     allow_write: bool = False
     allow_exec: bool = False
     exec_needs_approval: bool = True
+    exec_sandbox: Literal["auto", "bwrap", "none"] = Field(
+        default="auto",
+        description="auto: bubblewrap when it works here, else unsandboxed with a warning; "
+        "bwrap: refuse to start without it; none: never sandbox",
+    )
+    exec_memory_mb: int = Field(
+        default=4096, ge=0, description="address-space limit of exec commands (0: none)"
+    )
 
 
 class ServerConfig(BaseModel):
@@ -86,6 +97,26 @@ class ServerConfig(BaseModel):
     workspace: WorkspaceConfig | None = None
     mcp_idle_seconds: float = 300.0
     mcp_call_timeout: float = 60.0
+    # -- security: see docs/security.md --------------------------------------------------
+    allow_unauthenticated: bool = Field(
+        default=False, description="serve beyond loopback with no API key (not recommended)"
+    )
+    allowed_origins: list[str] = Field(
+        default_factory=list, description="browser origins allowed to call (CORS); default none"
+    )
+    allowed_hosts: list[str] = Field(
+        default_factory=list,
+        description="Host names accepted besides loopback ones when bound to loopback",
+    )
+    key_cache_seconds: float = Field(
+        default=2.0, ge=0, description="how long the server trusts its copy of the key list"
+    )
+    max_body_bytes: int = Field(default=4 * MiB, gt=0)
+    max_json_depth: int = Field(default=64, gt=0)
+    max_input_items: int = Field(default=2048, gt=0)
+    max_tools: int = Field(default=512, gt=0)
+    max_upstream_event_bytes: int = Field(default=8 * MiB, gt=0)
+    max_upstream_response_bytes: int = Field(default=64 * MiB, gt=0)
 
 
 def load_config(path: Path | None, flags: dict[str, Any]) -> ServerConfig:
@@ -95,7 +126,7 @@ def load_config(path: Path | None, flags: dict[str, Any]) -> ServerConfig:
     for name in ServerConfig.model_fields:
         value = os.environ.get(f"TOOLWIRE_{name.upper()}")
         if value is not None:
-            data[name] = value.split(",") if name == "tools" else value
+            data[name] = value.split(",") if name in _LISTS else value
     data.update({k: v for k, v in flags.items() if v is not None and v != []})
     try:
         return ServerConfig.model_validate(data)

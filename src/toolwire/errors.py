@@ -96,6 +96,14 @@ class UpstreamTimeoutError(UpstreamError):
     status = 504
 
 
+class UpstreamTooLargeError(UpstreamError):
+    """The model server sent more than toolwire accepts: one stream event over
+    `max_upstream_event_bytes`, or an answer over `max_upstream_response_bytes`. Not retried."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, code="upstream_response_too_large")
+
+
 class UpstreamStreamError(UpstreamError):
     """A stream broke: it ended without `[DONE]` or a finish reason, or carried garbage."""
 

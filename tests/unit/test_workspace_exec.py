@@ -58,7 +58,9 @@ async def test_exec_renders_exit_code_and_both_streams(tmp_path: Path) -> None:
 
 
 async def test_exec_timeout_kills_the_process_group(tmp_path: Path) -> None:
-    ws = Workspace(tmp_path, allow_exec=True)
+    # Unsandboxed, so the pid the command writes is one this process can look up (in the
+    # sandbox it is a pid of the sandbox's own namespace; test_workspace_sandbox covers that).
+    ws = Workspace(tmp_path, allow_exec=True, exec_sandbox="none")
     started = time.monotonic()
     result = await run(ws, command="sleep 60 & echo $! > child.pid; echo started; wait", timeout=2)
     assert time.monotonic() - started < 30  # generous: the point is "not 60 seconds"

@@ -12,11 +12,14 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from toolwire.errors import NotFoundError, ToolwireError
+from toolwire.server.auth import owner_of
 from toolwire.server.chat_proxy import ChatProxy
 from toolwire.server.conversations import ConversationsService
 from toolwire.server.errors import toolwire_error_handler, unexpected_error_handler
-from toolwire.server.http import ORJSONResponse, paginate, read_json
+from toolwire.server.http import ORJSONResponse, paginate
+from toolwire.server.limits import read_limited_json
 from toolwire.server.responses_service import ResponsesService
+from toolwire.server.security import Security, middleware
 from toolwire.store.database import Store
 from toolwire.upstream.base import Upstream
 
@@ -27,7 +30,17 @@ def create_app(
     store: Store,
     responses: ResponsesService,
     on_shutdown: list[Any] | None = None,
+    security: Security | None = None,
 ) -> Starlette:
+    """The app, behind the security middleware (`server/security.py`): with the default
+    `Security()`, keys are checked whenever the store holds one, Origin and Host are checked
+    as for a loopback server, and the default limits apply."""
+    security = security or Security()
+    limits = security.limits
+
+    async def read_json(request: Request) -> Any:
+        return await read_limited_json(request, limits)
+
     conversations = ConversationsService(store)
     proxy = ChatProxy(responses.driver, responses.loop_settings, responses.default_model)
 
@@ -42,7 +55,7 @@ def create_app(
         return ORJSONResponse(await proxy.complete(call))
 
     async def create_response(request: Request) -> Response:
-        prepared = await responses.prepare(await read_json(request))
+        prepared = await responses.prepare(await read_json(request), owner=owner_of(request))
         if prepared.request.background:
             return ORJSONResponse(await responses.start_background(prepared))
         if prepared.request.stream:
@@ -55,26 +68,27 @@ def create_app(
 
     async def get_response(request: Request) -> Response:
         response_id = request.path_params["response_id"]
-        body = await store.get_response(response_id)
+        body = await store.get_response(response_id, owner=owner_of(request))
         if body is None:
             raise NotFoundError(f"Response with id '{response_id}' not found.", param="response_id")
         return ORJSONResponse(body)
 
     async def delete_response(request: Request) -> Response:
         response_id = request.path_params["response_id"]
-        if not await store.delete_response(response_id):
+        if not await store.delete_response(response_id, owner=owner_of(request)):
             raise NotFoundError(f"Response with id '{response_id}' not found.", param="response_id")
         return ORJSONResponse({"id": response_id, "object": "response.deleted", "deleted": True})
 
     async def input_items(request: Request) -> Response:
         response_id = request.path_params["response_id"]
-        record = await store.get_response_record(response_id)
+        record = await store.get_response_record(response_id, owner=owner_of(request))
         if record is None:
             raise NotFoundError(f"Response with id '{response_id}' not found.", param="response_id")
         return ORJSONResponse(paginate(list(record["input_items"]), request))
 
     async def cancel_response(request: Request) -> Response:
-        return ORJSONResponse(await responses.cancel(request.path_params["response_id"]))
+        response_id = request.path_params["response_id"]
+        return ORJSONResponse(await responses.cancel(response_id, owner=owner_of(request)))
 
     async def models(request: Request) -> Response:
         data = await upstream.list_models()
@@ -109,4 +123,5 @@ def create_app(
             Exception: unexpected_error_handler,
         },
         lifespan=lifespan,
+        middleware=middleware(security, store),
     )

@@ -15,6 +15,7 @@ from starlette.routing import Route
 
 from toolwire.errors import InvalidRequestError, NotFoundError
 from toolwire.loop.items import normalize_input
+from toolwire.server.auth import owner_of
 from toolwire.server.http import paginate
 from toolwire.store.database import Store
 from toolwire.wire import responses as wire
@@ -45,8 +46,8 @@ class ConversationsService:
             "metadata": row["metadata"] or {},
         }
 
-    async def _require(self, conversation_id: str) -> dict[str, Any]:
-        row = await self.store.get_conversation(conversation_id)
+    async def _require(self, conversation_id: str, owner: str | None) -> dict[str, Any]:
+        row = await self.store.get_conversation(conversation_id, owner=owner)
         if row is None:
             raise NotFoundError(
                 f"Conversation with id '{conversation_id}' not found.", param="conversation_id"
@@ -71,8 +72,9 @@ class ConversationsService:
             items = normalize_input(body.get("items") or [], "items")
             conversation_id = wire.new_id("conv")
             created = wire.now()
-            await store.create_conversation(conversation_id, created, meta)
-            await store.add_items(conversation_id, items, created)
+            owner = owner_of(request)
+            await store.create_conversation(conversation_id, created, meta, owner=owner)
+            await store.add_items(conversation_id, items, created, owner=owner)
             return respond(
                 {
                     "id": conversation_id,
@@ -83,24 +85,24 @@ class ConversationsService:
             )
 
         async def retrieve(request: Request) -> Response:
-            return respond(
-                self._object(await self._require(request.path_params["conversation_id"]))
-            )
+            conversation_id = request.path_params["conversation_id"]
+            return respond(self._object(await self._require(conversation_id, owner_of(request))))
 
         async def update(request: Request) -> Response:
             conversation_id = request.path_params["conversation_id"]
-            await self._require(conversation_id)
+            owner = owner_of(request)
+            await self._require(conversation_id, owner)
             body = await body_of(request)
             if "metadata" not in body:
                 raise InvalidRequestError(
                     "Missing required parameter: 'metadata'.", param="metadata"
                 )
-            await store.update_conversation(conversation_id, _metadata(body))
-            return respond(self._object(await self._require(conversation_id)))
+            await store.update_conversation(conversation_id, _metadata(body), owner=owner)
+            return respond(self._object(await self._require(conversation_id, owner)))
 
         async def delete(request: Request) -> Response:
             conversation_id = request.path_params["conversation_id"]
-            if not await store.delete_conversation(conversation_id):
+            if not await store.delete_conversation(conversation_id, owner=owner_of(request)):
                 raise NotFoundError(
                     f"Conversation with id '{conversation_id}' not found.", param="conversation_id"
                 )
@@ -110,18 +112,20 @@ class ConversationsService:
 
         async def list_items(request: Request) -> Response:
             conversation_id = request.path_params["conversation_id"]
-            await self._require(conversation_id)
-            items = await store.list_items(conversation_id)
+            owner = owner_of(request)
+            await self._require(conversation_id, owner)
+            items = await store.list_items(conversation_id, owner=owner)
             return respond(paginate(items, request))
 
         async def add_items(request: Request) -> Response:
             conversation_id = request.path_params["conversation_id"]
-            await self._require(conversation_id)
+            owner = owner_of(request)
+            await self._require(conversation_id, owner)
             body = await body_of(request)
             if not isinstance(body.get("items"), list):
                 raise InvalidRequestError("Missing required parameter: 'items'.", param="items")
             items = normalize_input(body["items"], "items")
-            await store.add_items(conversation_id, items, wire.now())
+            await store.add_items(conversation_id, items, wire.now(), owner=owner)
             return respond(
                 {
                     "object": "list",
@@ -134,8 +138,11 @@ class ConversationsService:
 
         async def get_item(request: Request) -> Response:
             conversation_id = request.path_params["conversation_id"]
-            await self._require(conversation_id)
-            item = await store.get_item(conversation_id, request.path_params["item_id"])
+            owner = owner_of(request)
+            await self._require(conversation_id, owner)
+            item = await store.get_item(
+                conversation_id, request.path_params["item_id"], owner=owner
+            )
             if item is None:
                 raise NotFoundError(
                     f"Item with id '{request.path_params['item_id']}' not found.", param="item_id"
@@ -144,8 +151,10 @@ class ConversationsService:
 
         async def delete_item(request: Request) -> Response:
             conversation_id = request.path_params["conversation_id"]
-            row = await self._require(conversation_id)
-            if not await store.delete_item(conversation_id, request.path_params["item_id"]):
+            owner = owner_of(request)
+            row = await self._require(conversation_id, owner)
+            item_id = request.path_params["item_id"]
+            if not await store.delete_item(conversation_id, item_id, owner=owner):
                 raise NotFoundError(
                     f"Item with id '{request.path_params['item_id']}' not found.", param="item_id"
                 )

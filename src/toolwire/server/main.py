@@ -13,8 +13,10 @@ from toolwire.config import ServerConfig
 from toolwire.errors import ConfigError
 from toolwire.loop.state import LoopSettings
 from toolwire.server.app import create_app
+from toolwire.server.limits import Limits
 from toolwire.server.mcp_tools import configured_server
 from toolwire.server.responses_service import ResponsesService
+from toolwire.server.security import startup_security
 from toolwire.store.database import Store
 from toolwire.tools.base import Tool
 from toolwire.tools.loading import load_tools
@@ -26,18 +28,50 @@ from toolwire.upstream.local_llama import ManagedLlamaServer
 def _workspace_tools(config: ServerConfig) -> list[Tool]:
     if config.workspace is None:
         return []
-    from toolwire.tools.workspace import Workspace, workspace_tools
+    from toolwire.tools.workspace import Workspace, WorkspaceError, workspace_tools
 
     settings = config.workspace
     root = Path(settings.root).expanduser()
     if not root.is_dir():
         raise ConfigError(f"workspace.root is not a directory: {root}")
-    workspace = Workspace(root, allow_write=settings.allow_write, allow_exec=settings.allow_exec)
+    workspace = Workspace(
+        root,
+        allow_write=settings.allow_write,
+        allow_exec=settings.allow_exec,
+        exec_sandbox=settings.exec_sandbox,
+        exec_memory_mb=settings.exec_memory_mb,
+    )
+    if workspace.allow_exec:
+        try:
+            workspace.check_sandbox()  # says at start-up whether exec is sandboxed
+        except WorkspaceError as exc:
+            raise ConfigError(f"workspace: {exc}") from None
     return list(workspace_tools(workspace, exec_needs_approval=settings.exec_needs_approval))
 
 
 async def build_app(config: ServerConfig) -> Starlette:
     shutdown: list[Callable[[], Awaitable[None]]] = []
+    store = await Store.open(config.db)
+    try:
+        security = await startup_security(
+            store,
+            host=config.host,
+            port=config.port,
+            allow_unauthenticated=config.allow_unauthenticated,
+            limits=Limits(
+                max_body_bytes=config.max_body_bytes,
+                max_json_depth=config.max_json_depth,
+                max_input_items=config.max_input_items,
+                max_tools=config.max_tools,
+            ),
+            allowed_origins=tuple(config.allowed_origins),
+            allowed_hosts=tuple(config.allowed_hosts),
+            key_cache_seconds=config.key_cache_seconds,
+        )
+        tools = [*load_tools(config.tools), *_workspace_tools(config)]
+    except BaseException:
+        await store.close()
+        raise
     base_url = config.upstream
     default_model = config.model
     if not base_url:
@@ -54,17 +88,18 @@ async def build_app(config: ServerConfig) -> Starlette:
             connect_timeout=config.connect_timeout,
             read_timeout=config.read_timeout,
             max_retries=config.max_retries,
+            max_event_bytes=config.max_upstream_event_bytes,
+            max_response_bytes=config.max_upstream_response_bytes,
         )
     )
     for server in config.mcp_servers:
         configured_server(server)  # credentials from env: fail at start-up, not per request
-    store = await Store.open(config.db)
     pool = McpPool(idle_seconds=config.mcp_idle_seconds)
     service = ResponsesService(
         upstream=upstream,
         store=store,
         default_model=default_model,
-        server_tools=[*load_tools(config.tools), *_workspace_tools(config)],
+        server_tools=tools,
         loop_settings=LoopSettings(
             leak_mode=config.leaked_calls,
             leak_retries=config.leak_retries,
@@ -73,12 +108,14 @@ async def build_app(config: ServerConfig) -> Starlette:
         mcp_servers=config.mcp_servers,
         mcp_pool=pool,
         mcp_call_timeout=config.mcp_call_timeout,
+        approval_secret=await store.secret("approval_requests"),
     )
     return create_app(
         upstream=upstream,
         store=store,
         responses=service,
         on_shutdown=[pool.close, upstream.aclose, store.close, *shutdown],
+        security=security,
     )
 
 

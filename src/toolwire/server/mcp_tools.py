@@ -1,7 +1,8 @@
 """`{"type": "mcp", ...}` tools in requests, and the MCP servers of toolwire's own config.
 
-Credentials (`authorization`, header values) open the connection and go nowhere else: the tool
-echoed in the response, and so the stored response, shows them as `<redacted>`.
+Credentials (`authorization`, header values, user info and token-ish query parameters of
+`server_url`) open the connection and go nowhere else: the tool echoed in the response, and so
+the stored response, shows them as `<redacted>`.
 """
 
 from __future__ import annotations
@@ -13,9 +14,9 @@ from typing import Any
 from toolwire.config import McpServerConfig
 from toolwire.errors import ConfigError, InvalidRequestError
 from toolwire.tools.mcp.pool import McpServerSpec
+from toolwire.tools.mcp.redact import REDACTED, redact_url
 from toolwire.tools.mcp.toolset import ApprovalRule, approval_rule
 
-REDACTED = "<redacted>"
 _KNOWN = {
     "type",
     "server_label",
@@ -158,4 +159,6 @@ def redacted(entry: dict[str, Any]) -> dict[str, Any]:
         echo["authorization"] = REDACTED
     if isinstance(echo.get("headers"), dict):
         echo["headers"] = {k: REDACTED for k in echo["headers"]}
+    if isinstance(echo.get("server_url"), str):
+        echo["server_url"] = redact_url(echo["server_url"])
     return echo

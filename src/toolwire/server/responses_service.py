@@ -45,6 +45,8 @@ class Prepared:
     history_items: list[dict[str, Any]]
     loop_request: LoopRequest
     client_tools: set[str] = field(default_factory=set)
+    owner: str | None = None
+    """The API key that owns the response (None when the server runs without keys)."""
 
     @property
     def response_id(self) -> str:
@@ -80,7 +82,7 @@ class ResponsesService:
 
     # -- preparing: HTTP body -> LoopRequest ----------------------------------------------
 
-    async def prepare(self, body: Any) -> Prepared:
+    async def prepare(self, body: Any, *, owner: str | None = None) -> Prepared:
         request = parse_create(body)
         model = request.model or self.default_model
         if not model:
@@ -88,7 +90,7 @@ class ResponsesService:
         history: list[dict[str, Any]] = []
         conversation_id = request.conversation_id
         if request.previous_response_id:
-            record = await self.store.get_response_record(request.previous_response_id)
+            record = await self.store.get_response_record(request.previous_response_id, owner=owner)
             if record is None:
                 raise NotFoundError(
                     f"Previous response with id '{request.previous_response_id}' not found.",
@@ -97,15 +99,14 @@ class ResponsesService:
                 )
             history = list(record["history"])
         elif conversation_id is not None:
-            if await self.store.get_conversation(conversation_id) is None:
+            if await self.store.get_conversation(conversation_id, owner=owner) is None:
                 raise NotFoundError(
                     f"Conversation with id '{conversation_id}' not found.", param="conversation"
                 )
-            history = await self.store.list_items(conversation_id)
+            history = await self.store.list_items(conversation_id, owner=owner)
         input_items = normalize_input(request.input)
         client_specs, mcp_uses = self._request_tools(request.tools)
         tool_choice = self._tool_choice(request, client_specs)
-        owner: str | None = None
         approvals = approval_decisions(history, input_items, self.signer, owner)
         header = ResponseHeader(wire.new_id("resp"), wire.now(), model, _echo(request))
         loop_request = LoopRequest(
@@ -137,6 +138,7 @@ class ResponsesService:
             history_items=history,
             loop_request=loop_request,
             client_tools={spec.name for spec in client_specs},
+            owner=owner,
         )
 
     def _toolsets(
@@ -245,9 +247,12 @@ class ResponsesService:
                 input_items=prepared.input_items,
                 history=prepared.history_items + prepared.input_items + output,
                 conversation_id=conversation_id,
+                owner=prepared.owner,
             )
         if conversation_id is not None and body["status"] not in ("queued", "in_progress"):
-            await self.store.add_items(conversation_id, prepared.input_items + output, wire.now())
+            await self.store.add_items(
+                conversation_id, prepared.input_items + output, wire.now(), owner=prepared.owner
+            )
 
     # -- the three ways to run ------------------------------------------------------------
 
@@ -298,8 +303,8 @@ class ResponsesService:
         self.background[prepared.response_id] = asyncio.create_task(work())
         return queued
 
-    async def cancel(self, response_id: str) -> dict[str, Any]:
-        record = await self.store.get_response(response_id)
+    async def cancel(self, response_id: str, *, owner: str | None = None) -> dict[str, Any]:
+        record = await self.store.get_response(response_id, owner=owner)
         if record is None:
             raise NotFoundError(f"Response with id '{response_id}' not found.", param="response_id")
         if not record.get("background"):
@@ -311,7 +316,7 @@ class ResponsesService:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-        return await self.store.get_response(response_id) or record
+        return await self.store.get_response(response_id, owner=owner) or record
 
 
 def _echo(request: CreateResponse) -> dict[str, Any]:

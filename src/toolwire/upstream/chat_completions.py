@@ -29,13 +29,18 @@ from toolwire.errors import (
     UpstreamStreamDropped,
     UpstreamStreamError,
     UpstreamTimeoutError,
+    UpstreamTooLargeError,
 )
 from toolwire.upstream.assembler import StreamAssembler, usage_from
 from toolwire.upstream.base import TurnRequest
 from toolwire.upstream.events import ModelEvent
 from toolwire.upstream.lowering import chat_messages, chat_tool_choice, chat_tools
 from toolwire.upstream.retry import RETRYABLE_STATUSES, RetryPolicy
-from toolwire.wire.sse import SSEDecoder
+from toolwire.wire.sse import SSEDecoder, SSEEventTooLarge
+
+MiB = 1024 * 1024
+#: How much of an error answer is read (the rest is dropped): enough for any real message.
+_ERROR_BODY_BYTES = 64 * 1024
 
 _STREAM_REFUSALS = (
     "streaming tool choice is not supported",
@@ -61,6 +66,12 @@ class ChatCompletionsConfig(BaseModel):
     max_connections: int = 256
     pool_shards: int = 32
     name: str = "default"
+    max_event_bytes: int = Field(
+        default=8 * MiB, gt=0, description="the largest stream event (SSE data) accepted"
+    )
+    max_response_bytes: int = Field(
+        default=64 * MiB, gt=0, description="the largest answer accepted, streamed or not"
+    )
 
     def resolved_api_key(self) -> str | None:
         if self.api_key is not None:
@@ -114,9 +125,9 @@ class ChatCompletionsUpstream:
             await client.aclose()
 
     async def list_models(self) -> list[dict[str, Any]]:
-        response = await self._send("GET", self._models_url, None)
+        _, content = await self._send("GET", self._models_url, None)
         try:
-            data = orjson.loads(response.content).get("data", [])
+            data = orjson.loads(content).get("data", [])
         except (orjson.JSONDecodeError, AttributeError) as exc:
             raise UpstreamError("the upstream's /models answer is not JSON") from exc
         return [m for m in data if isinstance(m, dict)]
@@ -185,17 +196,17 @@ class ChatCompletionsUpstream:
             yield event
 
     async def _whole(self, request: TurnRequest, declared: list[str] | None) -> list[ModelEvent]:
-        response = await self._send(
+        status, content = await self._send(
             "POST", self._completions_url, self.request_body(request, stream=False)
         )
         try:
-            body = orjson.loads(response.content)
+            body = orjson.loads(content)
             choice = body["choices"][0]
         except (orjson.JSONDecodeError, KeyError, IndexError, TypeError) as exc:
             raise UpstreamError(
                 "the upstream answered without a choice",
-                upstream_status=response.status_code,
-                upstream_body=response.text[:2000],
+                upstream_status=status,
+                upstream_body=content[:2000].decode("utf-8", "replace"),
             ) from exc
         assembler = StreamAssembler(declared)
         events = assembler.feed_message(choice.get("message") or {}, choice.get("finish_reason"))
@@ -210,12 +221,17 @@ class ChatCompletionsUpstream:
         body = orjson.dumps(self.request_body(request, stream=True))
         response = await self._open_stream(body)
         assembler = StreamAssembler(declared)
-        decoder = SSEDecoder()
+        decoder = SSEDecoder(self.config.max_event_bytes)
         loads = orjson.loads
         done = False
+        total = 0
+        most = self.config.max_response_bytes
         try:
             chunks = response.aiter_raw()
             async for raw in chunks:
+                total += len(raw)
+                if total > most:
+                    raise _too_large_answer(most)
                 for sse in decoder.feed(raw):
                     data = sse.data
                     if data == "[DONE]":
@@ -242,6 +258,11 @@ class ChatCompletionsUpstream:
                 for sse in decoder.close():
                     if sse.data == "[DONE]":
                         done = True
+        except SSEEventTooLarge as exc:
+            raise UpstreamTooLargeError(
+                f"the upstream sent a stream event larger than {exc.limit} bytes "
+                "(max_upstream_event_bytes); the turn was abandoned"
+            ) from None
         except httpx.TimeoutException as exc:
             raise UpstreamTimeoutError(
                 "the upstream stopped sending mid-stream (read timeout)"
@@ -283,12 +304,29 @@ class ChatCompletionsUpstream:
 
     async def _send(
         self, method: str, url: httpx.URL, body: dict[str, Any] | None
-    ) -> httpx.Response:
+    ) -> tuple[int, bytes]:
+        """Send, and read the answer within `max_response_bytes`: its status and body."""
         content = orjson.dumps(body) if body is not None else None
         headers = {"content-type": "application/json"} if body is not None else None
-        return await self._with_retries(
-            lambda: self._next_client().request(method, url, content=content, headers=headers)
-        )
+
+        def send() -> Awaitable[httpx.Response]:
+            client = self._next_client()
+            request = client.build_request(method, url, content=content, headers=headers)
+            return client.send(request, stream=True)
+
+        response = await self._with_retries(send)
+        try:
+            most = self.config.max_response_bytes
+            data = await _read_bounded(response, most)
+            if data is None:
+                raise _too_large_answer(most)
+        except httpx.TimeoutException as exc:
+            raise UpstreamTimeoutError("the upstream did not answer in time") from exc
+        except httpx.TransportError as exc:
+            raise _connection_error(exc) from exc
+        finally:
+            await response.aclose()
+        return response.status_code, data
 
     async def _with_retries(self, send: Callable[[], Awaitable[httpx.Response]]) -> httpx.Response:
         """Send until a success, retrying 429 / 5xx / connection errors within the policy."""
@@ -310,9 +348,13 @@ class ChatCompletionsUpstream:
             else:
                 if response.status_code < 400:
                     return response
-                await response.aread()
-                await response.aclose()
-                error = _http_error(response)
+                try:
+                    body = await _read_bounded(response, _ERROR_BODY_BYTES, truncate=True)
+                except httpx.HTTPError:
+                    body = b""
+                finally:
+                    await response.aclose()
+                error = _http_error(response, body or b"")
                 retryable = response.status_code in RETRYABLE_STATUSES
                 delay = (
                     self.retry.delay(attempt, response.headers.get("retry-after"))
@@ -347,11 +389,36 @@ def _refuses_streamed_tools(error: UpstreamError) -> bool:
     )
 
 
-def _http_error(response: httpx.Response) -> UpstreamHTTPError:
-    body = response.text[:4000]
+async def _read_bounded(
+    response: httpx.Response, most: int, *, truncate: bool = False
+) -> bytes | None:
+    """The (decoded) body, or None once it passes `most` bytes; with `truncate`, its first
+    `most` bytes. Never holds more than `most` plus one network chunk."""
+    parts: list[bytes] = []
+    size = 0
+    async for part in response.aiter_bytes():
+        size += len(part)
+        if size > most:
+            if not truncate:
+                return None
+            parts.append(part[: most - (size - len(part))])
+            break
+        parts.append(part)
+    return b"".join(parts)
+
+
+def _too_large_answer(most: int) -> UpstreamTooLargeError:
+    return UpstreamTooLargeError(
+        f"the upstream's answer is larger than {most} bytes (max_upstream_response_bytes); "
+        "the turn was abandoned"
+    )
+
+
+def _http_error(response: httpx.Response, content: bytes) -> UpstreamHTTPError:
+    body = content[:4000].decode(response.charset_encoding or "utf-8", "replace")
     detail = body
     try:
-        parsed = orjson.loads(response.content)
+        parsed = orjson.loads(content)
         if isinstance(parsed, dict):
             detail = _error_text(parsed)
     except orjson.JSONDecodeError:

@@ -17,18 +17,34 @@ class SSEEvent:
     id: str | None = None
 
 
+class SSEEventTooLarge(ValueError):
+    """An event (or a line still without its end) grew past the decoder's `max_event_bytes`."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"a stream event is larger than {limit} bytes")
+        self.limit = limit
+
+
 class SSEDecoder:
-    """Turns byte chunks, split at arbitrary boundaries, into complete SSE events."""
+    """Turns byte chunks, split at arbitrary boundaries, into complete SSE events.
 
-    __slots__ = ("_buffer", "_data", "_event", "_id")
+    With `max_event_bytes`, an unfinished line or an event's data past that size raises
+    `SSEEventTooLarge`, so a peer that never ends a line costs at most that much memory.
+    """
 
-    def __init__(self) -> None:
+    __slots__ = ("_buffer", "_data", "_event", "_id", "_limit", "_size")
+
+    def __init__(self, max_event_bytes: int | None = None) -> None:
         self._buffer = b""
         self._data: list[str] = []
         self._event: str | None = None
         self._id: str | None = None
+        self._limit = max_event_bytes
+        self._size = 0
 
     def feed(self, chunk: bytes) -> list[SSEEvent]:
+        if self._limit is not None and len(self._buffer) + len(chunk) > self._limit:
+            self._check(chunk)
         buffer = self._buffer + chunk if self._buffer else chunk
         if b"\r" in buffer:
             # Normalise CRLF and lone CR; a CR at the very end may be half of a CRLF.
@@ -50,6 +66,15 @@ class SSEDecoder:
         self._buffer = buffer[end + 1 :]
         return self._lines(buffer[: end + 1])
 
+    def _check(self, chunk: bytes) -> None:
+        """Raise if the unfinished line would pass the limit (only called when it might)."""
+        assert self._limit is not None
+        end = max(chunk.rfind(b"\n"), chunk.rfind(b"\r"))
+        pending = len(chunk) - end - 1 if end >= 0 else len(self._buffer) + len(chunk)
+        if pending > self._limit:
+            self._buffer = b""
+            raise SSEEventTooLarge(self._limit)
+
     def _lines(self, block: bytes) -> list[SSEEvent]:
         events: list[SSEEvent] = []
         for raw in block.split(b"\n")[:-1]:
@@ -58,6 +83,7 @@ class SSEDecoder:
                     events.append(SSEEvent("\n".join(self._data), self._event, self._id))
                 self._data = []
                 self._event = None
+                self._size = 0
                 continue
             line = raw.decode("utf-8", errors="replace")
             if line[0] == ":":
@@ -67,6 +93,11 @@ class SSEDecoder:
                 value = value[1:]
             if name == "data":
                 self._data.append(value)
+                if self._limit is not None:
+                    self._size += len(value)
+                    if self._size > self._limit:
+                        self._data = []
+                        raise SSEEventTooLarge(self._limit)
             elif name == "event":
                 self._event = value
             elif name == "id":

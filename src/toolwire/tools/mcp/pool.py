@@ -18,6 +18,7 @@ from toolwire.tools.mcp.connection import (
     stdio_opener,
     streamable_http_opener,
 )
+from toolwire.tools.mcp.redact import redact_url, redact_urls
 
 
 @dataclass(slots=True, frozen=True)
@@ -35,6 +36,11 @@ class McpServerSpec:
     @property
     def where(self) -> str:
         return self.url or " ".join([self.command or "", *self.args]).strip()
+
+    @property
+    def shown(self) -> str:
+        """`where`, safe to show: credentials in a URL are redacted."""
+        return redact_url(self.url) if self.url else self.where
 
     def key(self) -> tuple[str, str]:
         secret = "\n".join(f"{k.lower()}={v}" for k, v in sorted(self.headers.items()))
@@ -66,7 +72,14 @@ class McpPool:
             return connection
 
     async def _connect(self, spec: McpServerSpec) -> McpConnection:
-        description = f"MCP server '{spec.label}' at {spec.where}"
+        try:
+            return await self._open(spec)
+        except McpConnectionError as exc:
+            # the libraries' messages may quote the URL, credentials and all
+            raise McpConnectionError(redact_urls(str(exc))) from None
+
+    async def _open(self, spec: McpServerSpec) -> McpConnection:
+        description = f"MCP server '{spec.label}' at {spec.shown}"
         if spec.command:
             return await _started(
                 description, stdio_opener(spec.command, list(spec.args), spec.env, spec.cwd)

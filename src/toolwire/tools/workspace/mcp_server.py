@@ -163,6 +163,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--allow-exec", action="store_true", help="enable the exec tool")
     args = parser.parse_args(argv)
     workspace = Workspace(args.root, allow_write=args.allow_write, allow_exec=args.allow_exec)
+    if workspace.allow_exec:
+        sandbox = workspace.sandbox
+        print(f"toolwire mcp-serve: exec runs {sandbox.describe()}", file=sys.stderr, flush=True)
     if args.http:
 
         def announce(url: str) -> None:

@@ -1,7 +1,9 @@
 """`exec`: run a shell command in the workspace, bounded in time and output.
 
-The command runs with `/bin/sh -c` in its own process group, stdin closed; on timeout (or
-when the call is cancelled) the whole group is killed, so children do not outlive it. Each
+The command runs with `/bin/sh -c` in its own process group, stdin closed, inside bubblewrap
+where it works (`sandbox.py`: no network, writes only inside the workspace, limits, a clean
+environment); on timeout (or when the call is cancelled) the whole group is killed, so children
+do not outlive it. Each
 of stdout and stderr keeps at most `max_output_chars` bytes: the head and the tail, the middle
 replaced by a marker. Registered only when the workspace allows exec, and by default every
 call needs a human's approval.
@@ -22,6 +24,7 @@ from toolwire.tools.workspace.common import StrictArguments, WorkspaceTool, coer
 from toolwire.tools.workspace.errors import WorkspaceError
 from toolwire.tools.workspace.outputs import ExecResult
 from toolwire.tools.workspace.rendering import render_exec
+from toolwire.tools.workspace.sandbox import command_argv, command_env
 from toolwire.tools.workspace.workspace import Workspace
 
 #: How long pipes may stay open after the command exits (a background child holding them)
@@ -91,6 +94,10 @@ class Exec(WorkspaceTool):
     ) -> None:
         super().__init__(workspace)
         self.needs_approval = needs_approval
+        if workspace.allow_exec:
+            self.description = (
+                f"{type(self).description} Commands run {workspace.sandbox.describe()}."
+            )
         # The executor's own deadline must not fire before the command's.
         self.timeout = workspace.max_exec_timeout + 30
 
@@ -105,8 +112,16 @@ class Exec(WorkspaceTool):
             )
         cwd = self.workspace.resolve_dir(args.cwd)
         cap = args.max_output_chars or self.workspace.max_output_chars
+        argv = command_argv(
+            self.workspace.sandbox,
+            args.command,
+            root=self.workspace.root,
+            cwd=cwd,
+            seconds=args.timeout,
+            memory_mb=self.workspace.exec_memory_mb,
+        )
         return await run_command(
-            args.command, cwd, self.workspace.display(cwd), seconds=args.timeout, cap=cap
+            args.command, cwd, self.workspace.display(cwd), seconds=args.timeout, cap=cap, argv=argv
         )
 
     def render(self, output: Any) -> str:
@@ -114,14 +129,20 @@ class Exec(WorkspaceTool):
 
 
 async def run_command(
-    command: str, cwd: os.PathLike[str] | str, display: str, *, seconds: float, cap: int
+    command: str,
+    cwd: os.PathLike[str] | str,
+    display: str,
+    *,
+    seconds: float,
+    cap: int,
+    argv: list[str] | None = None,
 ) -> ExecResult:
-    """Run `command` and capture it; see the module docstring for the rules."""
+    """Run `command` (or `argv`, which runs it: a sandbox and limits) and capture it; see the
+    module docstring for the rules."""
     process = await asyncio.create_subprocess_exec(
-        "/bin/sh",
-        "-c",
-        command,
+        *(argv or ["/bin/sh", "-c", command]),
         cwd=cwd,
+        env=command_env(),
         stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from toolwire.tools.workspace.errors import WorkspaceError
+from toolwire.tools.workspace.sandbox import Sandbox, SandboxMode, detect, warn_if_unsandboxed
 
 _MAX_PATCHES = 256
 
@@ -42,7 +43,8 @@ class Workspace:
     `max_read_bytes` (files above it are not loaded whole), `max_output_chars` (the most text
     one tool result produces), `max_line_chars` (longer lines are cut when shown),
     `max_find_results`, `max_exec_timeout` (seconds). `use_ripgrep=False` forces the pure-Python
-    search even when `rg` is installed.
+    search even when `rg` is installed. `exec_sandbox` (`auto`, `bwrap`, `none`) and
+    `exec_memory_mb` say how `exec` commands run (see `sandbox.py`).
     """
 
     def __init__(
@@ -57,6 +59,8 @@ class Workspace:
         max_find_results: int = 1_000,
         max_exec_timeout: float = 600.0,
         use_ripgrep: bool = True,
+        exec_sandbox: SandboxMode = "auto",
+        exec_memory_mb: int = 4096,
     ) -> None:
         resolved = Path(root).expanduser().resolve()
         if not resolved.is_dir():
@@ -69,6 +73,9 @@ class Workspace:
         self.max_line_chars = max_line_chars
         self.max_find_results = max_find_results
         self.max_exec_timeout = max_exec_timeout
+        self.exec_sandbox: SandboxMode = exec_sandbox
+        self.exec_memory_mb = exec_memory_mb
+        self._sandbox: Sandbox | None = None
         self.rg_path: str | None = find_ripgrep() if use_ripgrep else None
         self._patches: OrderedDict[str, Patch] = OrderedDict()
         self._locks: dict[Path, asyncio.Lock] = {}
@@ -78,6 +85,21 @@ class Workspace:
             f"Workspace({str(self.root)!r}, allow_write={self.allow_write}, "
             f"allow_exec={self.allow_exec})"
         )
+
+    # -- exec ----------------------------------------------------------------------------------
+
+    @property
+    def sandbox(self) -> Sandbox:
+        """How `exec` runs here, probed on first use (raises in `bwrap` mode without bwrap)."""
+        if self._sandbox is None:
+            self._sandbox = detect(self.exec_sandbox)
+        return self._sandbox
+
+    def check_sandbox(self) -> Sandbox:
+        """Probe now (at start-up) and warn if commands will run unsandboxed."""
+        sandbox = self.sandbox
+        warn_if_unsandboxed(sandbox)
+        return sandbox
 
     # -- paths ---------------------------------------------------------------------------------
 

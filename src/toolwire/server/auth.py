@@ -1,0 +1,163 @@
+"""API-key authentication, as pure ASGI middleware.
+
+When the database holds at least one unrevoked key (`toolwire keys create NAME`), every route but
+`GET /health` needs one: `Authorization: Bearer KEY`, or the `api-key` / `x-api-key` header. A
+missing or wrong key gets 401 in the OpenAI error shape. The presented key is hashed and compared
+with every active key's hash by `hmac.compare_digest`, so the time taken says nothing about which
+keys exist. The key's id becomes the request's owner: `scope["state"]["owner"]` (so
+`request.state.owner`) and `store.owner.current_owner`, which scopes every store call.
+
+Keys are read from the database at most every `ttl` seconds (default 2): a key created or revoked
+while the server runs takes effect within that time, without a restart.
+
+A server that must not run open (bound beyond loopback without `--allow-unauthenticated`) has
+`require_keys`: with every key revoked, it refuses everything rather than opening up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import time
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+import orjson
+from starlette.requests import Request
+
+from toolwire.store.keys import ActiveKey, KeyStore, hash_key
+from toolwire.store.owner import current_owner
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+#: Paths open without a key (GET and HEAD only).
+OPEN_PATHS = frozenset({"/health"})
+
+_MISSING = (
+    "You didn't provide an API key. You need to provide your API key in an Authorization header "
+    "using Bearer auth (i.e. Authorization: Bearer YOUR_KEY), or in an api-key header. "
+    "Keys are made with `toolwire keys create NAME`."
+)
+_WRONG = "Incorrect API key provided. Keys are listed with `toolwire keys list`."
+
+
+def owner_of(request: Request) -> str | None:
+    """The API key id this middleware found for the request (None: no keys in use)."""
+    owner: str | None = getattr(request.state, "owner", None)
+    return owner
+
+
+class KeyRing:
+    """The active keys, read from the store at most every `ttl` seconds."""
+
+    def __init__(self, keys: KeyStore, ttl: float = 2.0) -> None:
+        self.store = keys
+        self.ttl = ttl
+        self._keys: list[ActiveKey] = []
+        self._expires = 0.0
+        self._lock = asyncio.Lock()
+
+    async def active(self) -> list[ActiveKey]:
+        if time.monotonic() < self._expires:
+            return self._keys
+        async with self._lock:
+            if time.monotonic() >= self._expires:
+                self._keys = await self.store.active()
+                self._expires = time.monotonic() + self.ttl
+        return self._keys
+
+    @staticmethod
+    def match(keys: list[ActiveKey], presented: str) -> str | None:
+        """The id of the key `presented` is, or None; compares against every key, always."""
+        digest = hash_key(presented).encode()
+        found: str | None = None
+        for key in keys:
+            if hmac.compare_digest(digest, key.hash.encode()):
+                found = key.id
+        return found
+
+
+def presented_key(headers: list[tuple[bytes, bytes]]) -> str | None:
+    """The key from `Authorization: Bearer …`, `api-key` or `x-api-key`, or None."""
+    for name, value in headers:
+        if name == b"authorization":
+            scheme, _, token = value.decode("latin-1").strip().partition(" ")
+            if scheme.lower() == "bearer" and token.strip():
+                return token.strip()
+        elif name in (b"api-key", b"x-api-key") and value.strip():
+            return value.decode("latin-1").strip()
+    return None
+
+
+async def send_error(
+    send: Send,
+    status: int,
+    message: str,
+    code: str,
+    *,
+    param: str | None = None,
+    error_type: str = "invalid_request_error",
+    headers: list[tuple[bytes, bytes]] | None = None,
+) -> None:
+    """An OpenAI-shaped error answered straight from middleware."""
+    body = orjson.dumps(
+        {"error": {"message": message, "type": error_type, "param": param, "code": code}}
+    )
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                *(headers or []),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+class AuthMiddleware:
+    def __init__(self, app: ASGIApp, keyring: KeyRing, *, require_keys: bool = False) -> None:
+        self.app = app
+        self.keyring = keyring
+        self.require_keys = require_keys
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        kind = scope["type"]
+        if kind not in ("http", "websocket"):
+            await self.app(scope, receive, send)
+            return
+        if kind == "http" and scope["path"] in OPEN_PATHS and scope["method"] in ("GET", "HEAD"):
+            await self.app(scope, receive, send)
+            return
+        keys = await self.keyring.active()
+        owner: str | None = None
+        if keys or self.require_keys:
+            presented = presented_key(scope["headers"])
+            owner = None if presented is None else KeyRing.match(keys, presented)
+            if owner is None:
+                await self._refuse(scope, send, _MISSING if presented is None else _WRONG)
+                return
+        scope.setdefault("state", {})["owner"] = owner
+        token = current_owner.set(owner)
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            current_owner.reset(token)
+
+    async def _refuse(self, scope: Scope, send: Send, message: str) -> None:
+        if scope["type"] == "websocket":
+            await send({"type": "websocket.close", "code": 1008, "reason": "invalid_api_key"})
+            return
+        await send_error(
+            send,
+            401,
+            message,
+            "invalid_api_key",
+            headers=[(b"www-authenticate", b'Bearer realm="toolwire"')],
+        )

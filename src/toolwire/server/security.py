@@ -1,0 +1,112 @@
+"""The server's security settings, the middleware they make, and the start-up check.
+
+See docs/security.md for the threat model and every default.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+from dataclasses import dataclass, field
+
+from starlette.middleware import Middleware
+
+from toolwire.errors import ConfigError
+from toolwire.server.auth import AuthMiddleware, KeyRing
+from toolwire.server.guards import GuardMiddleware, is_loopback_host
+from toolwire.server.limits import BodyLimitMiddleware, Limits
+from toolwire.store.database import Store
+
+log = logging.getLogger("toolwire.server")
+
+
+@dataclass(slots=True, frozen=True)
+class Security:
+    limits: Limits = field(default_factory=Limits)
+    allowed_origins: tuple[str, ...] = ()
+    allowed_hosts: tuple[str, ...] = ()
+    #: refuse non-loopback `Host` headers (the server is bound to loopback)
+    check_host: bool = True
+    #: refuse every request when no key exists (bound beyond loopback, not opted out)
+    require_keys: bool = False
+    key_cache_seconds: float = 2.0
+
+
+def middleware(security: Security, store: Store) -> list[Middleware]:
+    """Outermost first: Origin / Host / content type, then the key, then the body size."""
+    return [
+        Middleware(
+            GuardMiddleware,
+            allowed_origins=security.allowed_origins,
+            check_host=security.check_host,
+            allowed_hosts=security.allowed_hosts,
+        ),
+        Middleware(
+            AuthMiddleware,
+            keyring=KeyRing(store.keys, security.key_cache_seconds),
+            require_keys=security.require_keys,
+        ),
+        Middleware(BodyLimitMiddleware, max_bytes=security.limits.max_body_bytes),
+    ]
+
+
+def is_loopback_bind(host: str) -> bool:
+    """Whether binding to `host` keeps the server on this machine."""
+    if host in ("", "0.0.0.0", "::", "*"):
+        return False
+    if is_loopback_host(host):
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def refusal(host: str, port: int) -> str:
+    return (
+        f"refusing to listen on {host}:{port} without API keys: anyone who can reach that "
+        "address could use the upstream's key, read every stored conversation and run tools. "
+        "Create a key first (`toolwire keys create NAME`, with the same --db), or bind to "
+        "127.0.0.1, or opt out explicitly with --allow-unauthenticated "
+        "(see docs/security.md)."
+    )
+
+
+async def startup_security(
+    store: Store,
+    *,
+    host: str,
+    port: int,
+    allow_unauthenticated: bool,
+    limits: Limits,
+    allowed_origins: tuple[str, ...] = (),
+    allowed_hosts: tuple[str, ...] = (),
+    key_cache_seconds: float = 2.0,
+) -> Security:
+    """The settings to serve with, or a ConfigError when binding beyond loopback with no key
+    and no explicit opt-out."""
+    loopback = is_loopback_bind(host)
+    keys = await store.keys.active()
+    if not loopback and not keys and not allow_unauthenticated:
+        raise ConfigError(refusal(host, port))
+    if not keys:
+        if loopback:
+            log.warning(
+                "no API keys: anyone on this machine can use this server "
+                "(create one with `toolwire keys create NAME`)"
+            )
+        else:
+            log.warning(
+                "--allow-unauthenticated: serving %s:%s with no API key; anyone who can reach "
+                "it can use the upstream and every stored conversation",
+                host,
+                port,
+            )
+    return Security(
+        limits=limits,
+        allowed_origins=allowed_origins,
+        allowed_hosts=allowed_hosts,
+        check_host=loopback,
+        require_keys=not loopback and not allow_unauthenticated,
+        key_cache_seconds=key_cache_seconds,
+    )
