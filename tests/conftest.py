@@ -30,10 +30,8 @@ async def fake_upstream() -> AsyncIterator[ScriptedUpstream]:
 
 
 @pytest.fixture
-async def gateway_in_process(
-    fake_upstream: ScriptedUpstream, tmp_path: Path
-) -> AsyncIterator[AppGateway]:
+async def gateway_in_process(fake_upstream: ScriptedUpstream) -> AsyncIterator[AppGateway]:
     """The toolwire app in process over `fake_upstream`, with `.http` (raw httpx) and
     `.client` (the official `openai.AsyncOpenAI`), both in process."""
-    async with app_gateway(fake_upstream, tmp_path / "toolwire.db") as gateway:
+    async with app_gateway(fake_upstream) as gateway:
         yield gateway

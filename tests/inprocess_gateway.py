@@ -9,6 +9,7 @@ streaming in-process transport into the app.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -50,21 +51,20 @@ class AppGateway:
         """Wait for work the app goes on with after its client left (a disconnect's cleanup)
         and for background responses, so their outcome is stored before asserting on it."""
         await self.transport.wait_idle()
-        for task in list(self.service.background.values()):
-            await task
+        await asyncio.gather(*self.service.background.values(), return_exceptions=True)
 
 
 @asynccontextmanager
 async def app_gateway(
     upstream: ScriptedUpstream,
-    db: Path,
+    db: Path | None = None,
     *,
     tools: Sequence[Tool] = tuple(DEMO_TOOLS),
     settings: LoopSettings | None = None,
     upstream_transport: httpx.AsyncBaseTransport | None = None,
     **adapter_options: Any,
 ) -> AsyncIterator[AppGateway]:
-    """`upstream_transport` replaces the transport to the scripted upstream (e.g. one that
+    """`db`: a SQLite file, or None for an in-memory database. `upstream_transport` replaces the transport to the scripted upstream (e.g. one that
     holds the upstream's answer until the test lets it go); `adapter_options` are
     `ChatCompletionsConfig` fields (defaults as the integration gateway: one retry)."""
     options: dict[str, Any] = {"max_retries": 1, "initial_backoff": 0.01, "max_backoff": 0.02}
@@ -72,7 +72,8 @@ async def app_gateway(
     adapter = ChatCompletionsUpstream(
         upstream.base_url, transport=upstream_transport or upstream.transport, **options
     )
-    store = await Store.open(f"sqlite:///{db}")
+    # In-memory SQLite by default (one shared connection; a third of a file's set-up time).
+    store = await Store.open(f"sqlite:///{db}" if db else "sqlite+aiosqlite:///:memory:")
     service = ResponsesService(
         upstream=adapter,
         store=store,
@@ -91,6 +92,8 @@ async def app_gateway(
         for task in list(service.background.values()):
             task.cancel()
         await transport.shutdown()
+        if isinstance(upstream_transport, StreamingASGITransport):
+            await upstream_transport.shutdown()
         await http.aclose()
         await service.mcp_pool.close()
         await adapter.aclose()
@@ -125,3 +128,19 @@ def chat_chunks(raw: bytes) -> tuple[list[dict[str, Any]], bool]:
         else:
             chunks.append(orjson.loads(line[len("data: ") :]))
     return chunks, done
+
+
+class Gate:
+    """An ASGI wrapper that holds each request to the upstream until the test releases it:
+    `reached` is set when a request arrives. Timing without clocks."""
+
+    def __init__(self, upstream: ScriptedUpstream) -> None:
+        self.upstream = upstream
+        self.reached = asyncio.Event()
+        self.release = asyncio.Event()
+        self.transport = StreamingASGITransport(self)
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        self.reached.set()
+        await self.release.wait()
+        await self.upstream(scope, receive, send)
