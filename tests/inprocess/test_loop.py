@@ -7,6 +7,7 @@ scripted model: the adapter still parses real SSE bytes and real JSON bodies.
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -433,3 +434,45 @@ async def test_a_stream_broken_mid_answer_ends_the_run_failed(
     assert result.status == "failed"
     assert result.reason is not None and "broke" in result.reason
     assert shown_text(result.events) == "partial "
+
+
+async def test_tool_timeout_is_an_error_result(fake_upstream: ScriptedUpstream) -> None:
+    @tool(timeout=0.01)
+    async def sleepy() -> str:
+        """Never finishes in time."""
+        await asyncio.Event().wait()
+        return "late"
+
+    fake_upstream.add(Reply(tool_calls=[("sleepy", {})]), Reply(text="gave up"))
+    result = await agent(fake_upstream, sleepy).run("go")
+    assert result.status == "completed"
+    assert "sleepy timed out after 0.01 seconds" in tool_messages(fake_upstream, 1)[0]["content"]
+
+
+async def test_file_with_a_regex_reaches_the_model_with_one_backslash(
+    fake_upstream: ScriptedUpstream, tmp_path: Path
+) -> None:
+    source = tmp_path / "find.ts"
+    source.write_text('const pattern = /\\.ts$/;\nconst s = "tab\\there";\n', encoding="utf-8")
+
+    @tool
+    def read_file(path: str) -> str:
+        """Read a file."""
+        return Path(path).read_text(encoding="utf-8")
+
+    fake_upstream.add(Reply(tool_calls=[("read_file", {"path": str(source)})]), Reply(text="ok"))
+    await agent(fake_upstream, read_file).run("read it")
+    content = tool_messages(fake_upstream, 1)[0]["content"]  # the JSON-decoded request body
+    assert "/\\.ts$/" in content and "\\\\.ts$" not in content
+    assert '"tab\\there"' in content
+
+
+async def test_assistant_argument_strings_go_back_unchanged(
+    fake_upstream: ScriptedUpstream,
+) -> None:
+    fake_upstream.add(
+        Reply(tool_calls=[("get_weather", '{ "city" :  "Paris" }')]), Reply(text="ok")
+    )
+    await agent(fake_upstream).run("weather?")
+    assistant = fake_upstream.chat_requests[1].body["messages"][1]
+    assert assistant["tool_calls"][0]["function"]["arguments"] == '{ "city" :  "Paris" }'
