@@ -95,8 +95,10 @@ async def app_gateway(
     try:
         yield AppGateway(upstream, adapter, store, service, app, transport, http, client)
     finally:
-        for task in list(service.background.values()):
+        background = list(service.background.values())
+        for task in background:
             task.cancel()
+        await asyncio.gather(*background, return_exceptions=True)
         await transport.shutdown()
         if isinstance(upstream_transport, StreamingASGITransport):
             await upstream_transport.shutdown()
