@@ -5,11 +5,14 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
-from tests.inprocess_gateway import AppGateway, app_gateway
 from toolwire.testing import ScriptedUpstream
+
+if TYPE_CHECKING:
+    from tests.inprocess_gateway import AppGateway
 
 DATA = Path(__file__).parent / "data"
 
@@ -33,5 +36,7 @@ async def fake_upstream() -> AsyncIterator[ScriptedUpstream]:
 async def gateway_in_process(fake_upstream: ScriptedUpstream) -> AsyncIterator[AppGateway]:
     """The toolwire app in process over `fake_upstream`, with `.http` (raw httpx) and
     `.client` (the official `openai.AsyncOpenAI`), both in process."""
+    from tests.inprocess_gateway import app_gateway  # the server stack: only where it is used
+
     async with app_gateway(fake_upstream) as gateway:
         yield gateway
