@@ -113,9 +113,9 @@ def test_server_tool_arguments_stream_as_mcp_call_deltas(gw: Gateway) -> None:
     assert deltas == pieces
     kinds = [e.type for e in events]
     order = [
+        "response.mcp_call.in_progress",
         "response.mcp_call_arguments.delta",
         "response.mcp_call_arguments.done",
-        "response.mcp_call.in_progress",
         "response.mcp_call.completed",
     ]
     positions = [kinds.index(kind) for kind in order]

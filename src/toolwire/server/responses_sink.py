@@ -315,6 +315,8 @@ class ResponseBuilder:
         self._live[event.key] = index
         self._calls[event.call_id] = index
         self._streamed[index] = []
+        if item["type"] == "mcp_call":
+            self.event("response.mcp_call.in_progress", item_id=item["id"], output_index=index)
 
     def _arguments_delta(self, event: CallArgumentsDelta) -> None:
         index = self._live.get(event.key)
@@ -406,28 +408,25 @@ class ResponseBuilder:
 
     def _server_call_started(self, call: ToolCall, label: str, approval: str | None) -> None:
         if call.id in self._calls:
-            index = self._calls[call.id]
-        else:
-            arguments = arguments_text(call)
-            item = wire.mcp_call_item(
-                wire.new_id("mcp"),
-                label,
-                call.name,
-                arguments,
-                output=None,
-                error=None,
-                status="in_progress",
-                approval_request_id=approval,
-            )
-            index = self._add(item)
-            self._calls[call.id] = index
-            common = {"item_id": item["id"], "output_index": index}
-            if arguments:
-                self.event("response.mcp_call_arguments.delta", **common, delta=arguments)
-            self.event("response.mcp_call_arguments.done", **common, arguments=arguments)
-        self.event(
-            "response.mcp_call.in_progress", item_id=self.output[index]["id"], output_index=index
+            return  # streamed live: already in progress, its arguments done
+        arguments = arguments_text(call)
+        item = wire.mcp_call_item(
+            wire.new_id("mcp"),
+            label,
+            call.name,
+            arguments,
+            output=None,
+            error=None,
+            status="in_progress",
+            approval_request_id=approval,
         )
+        index = self._add(item)
+        self._calls[call.id] = index
+        common = {"item_id": item["id"], "output_index": index}
+        self.event("response.mcp_call.in_progress", **common)
+        if arguments:
+            self.event("response.mcp_call_arguments.delta", **common, delta=arguments)
+        self.event("response.mcp_call_arguments.done", **common, arguments=arguments)
 
     def _server_call_finished(
         self, call: ToolCall, label: str, approval: str | None, ok: bool, output: str, error: str

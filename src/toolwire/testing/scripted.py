@@ -1,8 +1,12 @@
-"""`ScriptedUpstream`: a real OpenAI-compatible HTTP server on loopback that plays scripted turns.
+"""`ScriptedUpstream`: an OpenAI-compatible HTTP server that plays scripted turns, on loopback
+or in process.
 
-It speaks `/v1/chat/completions` (streamed or not) and `/v1/models` over real sockets, so whatever
-talks to it (toolwire, the `openai` client, your own agent) runs its true HTTP path. Each POST to
-`/chat/completions` takes the next scripted turn:
+It speaks `/v1/chat/completions` (streamed or not) and `/v1/models`. Started (`with` /
+`async with` / `start()`), it serves real sockets, so whatever talks to it (toolwire, the
+`openai` client, your own agent) runs its true HTTP path. Made with `ScriptedUpstream.in_process()`
+it opens no socket: `.transport` is an httpx transport over the same app, and `.adapter()` a
+`ChatCompletionsUpstream` on that transport, so the same scripts play in microseconds. Each POST
+to `/chat/completions` takes the next scripted turn:
 
 - `Reply(text=..., tool_calls=[(name, args)], reasoning=...)`: an ordinary answer, streamed as
   chunks or returned whole, whichever the request asked for;
@@ -12,7 +16,8 @@ talks to it (toolwire, the `openai` client, your own agent) runs its true HTTP p
 
 Every request received is recorded, decoded, in `.requests`. The app is a bare ASGI callable
 rather than Starlette: it must be cheap (benchmarks use it as the mock upstream) and it needs to
-break connections on purpose.
+break connections on purpose. In process, a broken connection (`disconnect_after`) reaches the
+client as the `httpx.RemoteProtocolError` a real one gives, after the chunks before it.
 """
 
 from __future__ import annotations
@@ -24,10 +29,15 @@ import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 import uvicorn
+
+from toolwire.testing.asgi import StreamingASGITransport
+
+if TYPE_CHECKING:
+    from toolwire.upstream.chat_completions import ChatCompletionsUpstream
 
 Scope = dict[str, Any]
 
@@ -96,7 +106,11 @@ class _Disconnect(Exception):
 
 class ScriptedUpstream:
     """Start with `async with ScriptedUpstream([...]) as upstream:` (or `with`); then point a
-    client at `upstream.base_url`. Runs in its own thread, so blocking clients work too."""
+    client at `upstream.base_url`. Runs in its own thread, so blocking clients work too.
+
+    `ScriptedUpstream.in_process([...])` opens no socket and starts no thread (`with` and
+    `async with` do nothing then): give `.transport` to an `httpx.AsyncClient`, or use
+    `.adapter()`. The in-process path needs a running event loop (async clients only)."""
 
     def __init__(
         self,
@@ -113,11 +127,42 @@ class ScriptedUpstream:
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
         self.port = port
+        self._in_process = False
+        self._transport: StreamingASGITransport | None = None
+
+    @classmethod
+    def in_process(
+        cls, turns: Iterable[Turn] = (), *, models: Sequence[str] = ("scripted-model",)
+    ) -> ScriptedUpstream:
+        """A scripted upstream reached through `.transport` only: no socket, no thread."""
+        upstream = cls(turns, models=models)
+        upstream._in_process = True
+        return upstream
+
+    @property
+    def transport(self) -> StreamingASGITransport:
+        """An httpx transport that calls this app in process (streams chunk by chunk)."""
+        if self._transport is None:
+            self._transport = StreamingASGITransport(self)
+        return self._transport
+
+    def adapter(self, **overrides: Any) -> ChatCompletionsUpstream:
+        """A `ChatCompletionsUpstream` on this upstream: over `.transport` when in process,
+        over the socket when started. `overrides` are `ChatCompletionsConfig` fields."""
+        from toolwire.upstream.chat_completions import ChatCompletionsUpstream
+
+        transport = self.transport if self._in_process else None
+        return ChatCompletionsUpstream(self.base_url, transport=transport, **overrides)
 
     # -- scripting ----------------------------------------------------------------------
 
     def add(self, *turns: Turn) -> None:
         self._turns.extend(turns)
+
+    def reset(self) -> None:
+        """Forget the turns not yet played and the requests recorded."""
+        self._turns.clear()
+        self.requests.clear()
 
     @property
     def remaining(self) -> int:
@@ -125,6 +170,8 @@ class ScriptedUpstream:
 
     @property
     def base_url(self) -> str:
+        if self._in_process:
+            return "http://scripted-upstream.invalid/v1"
         return f"http://{self._host}:{self.port}/v1"
 
     @property
@@ -134,6 +181,8 @@ class ScriptedUpstream:
     # -- lifecycle ----------------------------------------------------------------------
 
     def start(self) -> ScriptedUpstream:
+        if self._in_process:
+            return self
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((self._host, self.port))
@@ -176,12 +225,17 @@ class ScriptedUpstream:
         self.stop()
 
     async def __aenter__(self) -> ScriptedUpstream:
+        if self._in_process:
+            return self
         return await asyncio.to_thread(self.start)
 
     async def __aexit__(
         self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
     ) -> None:
-        await asyncio.to_thread(self.stop)
+        if self._transport is not None:
+            await self._transport.shutdown()  # scripted delays still sleeping in process
+        if not self._in_process:
+            await asyncio.to_thread(self.stop)
 
     # -- the ASGI app -------------------------------------------------------------------
 

@@ -87,7 +87,17 @@ class ChatCompletionsConfig(BaseModel):
 class ChatCompletionsUpstream:
     """An `Upstream` speaking OpenAI chat completions."""
 
-    def __init__(self, config: ChatCompletionsConfig | str, **overrides: Any) -> None:
+    def __init__(
+        self,
+        config: ChatCompletionsConfig | str,
+        *,
+        transport: httpx.AsyncBaseTransport | None = None,
+        **overrides: Any,
+    ) -> None:
+        """`transport`: send every request through this httpx transport instead of opening
+        connections (tests: `ScriptedUpstream.in_process().transport`, `httpx.MockTransport`).
+        Connection limits and TLS settings do not apply to it; timeouts are passed to it in each
+        request's extensions, as httpx does."""
         if isinstance(config, str):
             config = ChatCompletionsConfig(base_url=config, **overrides)
         self.config = config
@@ -112,12 +122,19 @@ class ChatCompletionsUpstream:
             max_connections=per_pool, max_keepalive_connections=per_pool, keepalive_expiry=60.0
         )
         timeout = httpx.Timeout(config.read_timeout, connect=config.connect_timeout)
-        # One TLS context for every pool: each default client loads the CA bundle (~0.9 MB).
-        tls = ssl.create_default_context(cafile=certifi.where())
-        self._clients = [
-            httpx.AsyncClient(headers=headers, timeout=timeout, limits=limits, verify=tls)
-            for _ in range(shards)
-        ]
+        if transport is not None:
+            # Every shard shares the injected transport; httpx ignores limits and TLS for it.
+            self._clients = [
+                httpx.AsyncClient(headers=headers, timeout=timeout, transport=transport)
+                for _ in range(shards)
+            ]
+        else:
+            # One TLS context for every pool: each default client loads the CA bundle (~0.9 MB).
+            tls = ssl.create_default_context(cafile=certifi.where())
+            self._clients = [
+                httpx.AsyncClient(headers=headers, timeout=timeout, limits=limits, verify=tls)
+                for _ in range(shards)
+            ]
         self._next_client = itertools.cycle(self._clients).__next__
 
     async def aclose(self) -> None:
