@@ -104,6 +104,9 @@ def serve(
     tool_spec: Annotated[
         list[str], typer.Option("--tool", help="server-side tool module:object, repeatable")
     ] = [],  # noqa: B006
+    log_format: Annotated[
+        str | None, typer.Option(help="request log lines: text | json | off (default text)")
+    ] = None,
 ) -> None:
     """Serve the OpenAI-compatible API (/v1/responses, /v1/conversations, /v1/models)."""
     from toolwire.config import load_config
@@ -118,6 +121,7 @@ def serve(
         "host": host,
         "port": port,
         "tools": tool_spec,
+        "log_format": log_format,
     }
     try:
         settings = load_config(config, flags)

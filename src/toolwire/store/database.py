@@ -15,6 +15,7 @@ from platformdirs import user_data_dir
 from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
+from toolwire.store import timelines as _timelines  # noqa: F401  (its table joins metadata)
 from toolwire.store.tables import (
     approvals,
     conversation_items,
