@@ -220,11 +220,11 @@ def test_metrics_move_after_a_scripted_run(og: Gateway, otlp: OtlpReceiver) -> N
     assert moved("toolwire_http_time_to_first_byte_seconds_count", route="/v1/responses") == 3
 
     # traces: the run's span continues the caller's trace; model and tool calls are children
-    spans = otlp.wait(
-        lambda spans: any(
-            s.name == "execute_tool flaky_lookup" and s.trace_id.hex() == TRACE_ID for s in spans
-        )
-    )
+    def arrived(spans: list[Any]) -> bool:
+        names = {s.name for s in spans if s.trace_id.hex() == TRACE_ID}
+        return {"invoke_agent toolwire", "execute_tool flaky_lookup"} <= names
+
+    spans = otlp.wait(arrived)  # the run's span ends last and may come in a later batch
     mine = [s for s in spans if s.trace_id.hex() == TRACE_ID]
     run = next(s for s in mine if s.name == "invoke_agent toolwire")
     assert run.parent_span_id.hex() == PARENT
