@@ -135,6 +135,9 @@ def serve(
     max_upstream_response_bytes: Annotated[
         int | None, typer.Option(help="largest upstream answer (default 64 MiB)")
     ] = None,
+    log_format: Annotated[
+        str | None, typer.Option(help="request log lines: text | json | off (default text)")
+    ] = None,
 ) -> None:
     """Serve the OpenAI-compatible API (/v1/responses, /v1/conversations, /v1/models).
 
@@ -161,6 +164,7 @@ def serve(
         "max_tools": max_tools,
         "max_upstream_event_bytes": max_upstream_event_bytes,
         "max_upstream_response_bytes": max_upstream_response_bytes,
+        "log_format": log_format,
     }
     try:
         settings = load_config(config, flags)

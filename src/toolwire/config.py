@@ -93,6 +93,9 @@ class ServerConfig(BaseModel):
     access_log: bool = Field(
         default=False, description="one log line per request (costs ~15% of a proxied request)"
     )
+    log_format: Literal["text", "json", "off"] = Field(
+        default="text", description="one structured line per request (observe/requests.py)"
+    )
     mcp_servers: list[McpServerConfig] = Field(default_factory=list)
     workspace: WorkspaceConfig | None = None
     mcp_idle_seconds: float = 300.0

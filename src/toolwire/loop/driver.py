@@ -75,12 +75,16 @@ from toolwire.upstream.events import (
     ToolCallDone,
     ToolCallStarted,
     TurnEnd,
+    UpstreamNote,
     Usage,
 )
 from toolwire.wire.responses import new_id, now
 
 Sink = Callable[[LoopEvent], None]
 Checkpoint = Callable[[LoopEvent], Awaitable[None]]
+Observe = Callable[[LoopRequest, Sink], Sink]
+"""Wraps a run's sink with observers (metrics, traces; see `observe/`): every event reaches
+them too, before the checkpoint sees it."""
 
 LEAK_CORRECTION = (
     "Your previous message wrote a tool call as plain text ({family} format) instead of calling "
@@ -93,15 +97,24 @@ CANCELLED = "the client disconnected or the response was cancelled"
 class LoopDriver:
     """Runs `LoopRequest`s against one upstream."""
 
-    def __init__(self, upstream: Upstream, *, limits: EnvelopeLimits | None = None) -> None:
+    def __init__(
+        self,
+        upstream: Upstream,
+        *,
+        limits: EnvelopeLimits | None = None,
+        observe: Observe | None = None,
+    ) -> None:
         self.upstream = upstream
         self.limits = limits or EnvelopeLimits()
+        self.observe = observe
 
     async def run(
         self, request: LoopRequest, sink: Sink, *, checkpoint: Checkpoint | None = None
     ) -> LoopState:
         """Drive the run to its outcome; always emits `LoopFinished` last, also when cancelled
         (then the outcome is `cancelled`, checkpointed, and the cancellation re-raised)."""
+        if self.observe is not None:
+            sink = self.observe(request, sink)
         return await _Run(self, request, sink, checkpoint).drive()
 
 
@@ -281,6 +294,8 @@ class _Run:
                     usage.add(event)
                 elif isinstance(event, TurnEnd):
                     finish_reason = event.finish_reason
+                elif isinstance(event, UpstreamNote):
+                    self.emit(event)  # repairs, retries, first token: for observers only
         except ToolwireError as exc:
             state.usage.add(usage)
             return Finish(RunOutcome(StopReason.UPSTREAM_ERROR, exc.message, exc))

@@ -12,7 +12,7 @@ from typing import Any, Literal
 from toolwire.errors import RunStatus, StopReason, ToolwireError
 from toolwire.tools.executor import ToolResult
 from toolwire.transcript import AssistantMessage, ToolCall
-from toolwire.upstream.events import Usage
+from toolwire.upstream.events import FirstToken, Repair, UpstreamRetry, Usage
 
 
 class CallTarget(StrEnum):
@@ -188,4 +188,9 @@ LoopEvent = (
     | ToolCallsReturned
     | ApprovalRequested
     | LoopFinished
+    | Repair
+    | UpstreamRetry
+    | FirstToken
 )
+"""`Repair`, `UpstreamRetry` and `FirstToken` come from the upstream unchanged: observations for
+observers (metrics, traces, the timeline); sinks that speak a wire format ignore them."""

@@ -12,9 +12,11 @@ from starlette.applications import Starlette
 from toolwire.config import ServerConfig
 from toolwire.errors import ConfigError
 from toolwire.loop.state import LoopSettings
+from toolwire.observe.setup import Observability
 from toolwire.server.app import create_app
 from toolwire.server.limits import Limits
 from toolwire.server.mcp_tools import configured_server
+from toolwire.server.observability import install_observability
 from toolwire.server.responses_service import ResponsesService
 from toolwire.server.security import startup_security
 from toolwire.store.database import Store
@@ -110,13 +112,18 @@ async def build_app(config: ServerConfig) -> Starlette:
         mcp_call_timeout=config.mcp_call_timeout,
         approval_secret=await store.secret("approval_requests"),
     )
-    return create_app(
+    observability = Observability.from_env(  # observe/: metrics, traces, request logs, /ui
+        upstream_name=upstream.name, tools=service.server_tools, log_format=config.log_format
+    )
+    app = create_app(
         upstream=upstream,
         store=store,
         responses=service,
-        on_shutdown=[pool.close, upstream.aclose, store.close, *shutdown],
+        on_shutdown=[pool.close, upstream.aclose, store.close, *shutdown, observability.shutdown],
         security=security,
     )
+    install_observability(app, service, observability)
+    return app
 
 
 def run(config: ServerConfig) -> None:

@@ -24,10 +24,13 @@ from toolwire.loop.events import LoopEvent, LoopFinished, RunStarted
 from toolwire.loop.items import items_to_transcript, normalize_input
 from toolwire.loop.pump import pump
 from toolwire.loop.state import LoopRequest, LoopSettings
+from toolwire.observe.metrics import BACKGROUND_JOBS
+from toolwire.observe.timeline import Timeline
 from toolwire.server.mcp_tools import McpServerUse, configured_use, redacted, request_use
 from toolwire.server.requests import CreateResponse, parse_create
 from toolwire.server.responses_sink import ResponseBuilder, ResponseHeader
 from toolwire.store.database import Store
+from toolwire.store.timelines import TimelineStore
 from toolwire.tools.base import Tool
 from toolwire.tools.mcp.pool import McpPool
 from toolwire.tools.mcp.toolset import McpToolset
@@ -75,6 +78,7 @@ class ResponsesService:
         self.mcp_pool = mcp_pool or McpPool()
         self.mcp_call_timeout = mcp_call_timeout
         self.store = store
+        self.timelines = TimelineStore(store.engine)  # observe/: run timelines for /ui
         self.default_model = default_model
         self.server_tools = server_tools or []
         self.loop_settings = loop_settings or LoopSettings()
@@ -225,7 +229,9 @@ class ResponsesService:
 
     # -- persistence: driven by the run's events -----------------------------------------
 
-    def checkpoint(self, prepared: Prepared, builder: ResponseBuilder) -> Checkpoint:
+    def checkpoint(
+        self, prepared: Prepared, builder: ResponseBuilder, timeline: Timeline | None = None
+    ) -> Checkpoint:
         """Stores the response when the run starts (retrievable while it runs) and when it
         finishes, whatever ended it; a conversation gets the finished turn's items."""
 
@@ -235,6 +241,10 @@ class ResponsesService:
                     await self.persist(prepared, builder.body("in_progress"))
             elif isinstance(event, LoopFinished) and builder.final is not None:
                 await self.persist(prepared, builder.final)
+                if timeline is not None and prepared.request.store:  # observe/: for /ui
+                    await self.timelines.save(
+                        prepared.response_id, prepared.header.created_at, timeline.entries
+                    )
 
         return record
 
@@ -258,14 +268,16 @@ class ResponsesService:
 
     async def _run(self, prepared: Prepared, builder: ResponseBuilder) -> LoopFinished:
         finished: list[LoopFinished] = []
+        timeline = Timeline(prepared.loop_request)  # observe/: an observer of the run's events
 
         def sink(event: LoopEvent) -> None:
             builder(event)
+            timeline(event)
             if isinstance(event, LoopFinished):
                 finished.append(event)
 
         await self.driver.run(
-            prepared.loop_request, sink, checkpoint=self.checkpoint(prepared, builder)
+            prepared.loop_request, sink, checkpoint=self.checkpoint(prepared, builder, timeline)
         )
         return finished[-1]
 
@@ -295,11 +307,15 @@ class ResponsesService:
         await self.persist(prepared, queued)
 
         async def work() -> None:
+            BACKGROUND_JOBS.labels("queued").dec()  # observe/
+            BACKGROUND_JOBS.labels("running").inc()
             try:
                 await self._run(prepared, ResponseBuilder(prepared.header, None))
             finally:
+                BACKGROUND_JOBS.labels("running").dec()
                 self.background.pop(prepared.response_id, None)
 
+        BACKGROUND_JOBS.labels("queued").inc()
         self.background[prepared.response_id] = asyncio.create_task(work())
         return queued
 

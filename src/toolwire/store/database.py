@@ -19,6 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_en
 
 from toolwire.store.keys import KeyStore
 from toolwire.store.owner import INHERIT, Owner, OwnerArg, owned_by, resolve
+from toolwire.store import timelines as _timelines  # noqa: F401  (its table joins metadata)
 from toolwire.store.tables import (
     ADDED_COLUMNS,
     approvals,

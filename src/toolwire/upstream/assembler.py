@@ -18,12 +18,14 @@ from collections.abc import Iterable
 from typing import Any
 
 import jiter
+import orjson
 
 from toolwire.transcript import ToolCall
 from toolwire.upstream.arguments import ArgumentsError, is_complete_object, parse_arguments
 from toolwire.upstream.events import (
     ModelEvent,
     ReasoningDelta,
+    Repair,
     TextDelta,
     ToolCallArgumentsDelta,
     ToolCallDone,
@@ -110,6 +112,15 @@ class StreamAssembler:
         self.saw_chunk = False
         self.saw_text = False
         self.saw_reasoning = False
+        self.repairs: list[str] = []
+        """The repairs this turn needed, once per kind (`docs/operations.md` lists the kinds)."""
+        self._last_key = -1
+
+    def _repair(self, kind: str, events: list[ModelEvent]) -> None:
+        """Note a repair (only ever on a deviation's path, never per ordinary chunk)."""
+        if kind not in self.repairs:
+            self.repairs.append(kind)
+            events.append(Repair(kind))
 
     # -- feeding --------------------------------------------------------------------------
 
@@ -125,6 +136,7 @@ class StreamAssembler:
                 self._delta(delta, events)
             message = choice.get("message")
             if message:
+                self._repair("message_mid_stream", events)
                 self._message(message, events)
             reason = choice.get("finish_reason")
             if reason:
@@ -132,6 +144,7 @@ class StreamAssembler:
         else:
             kind = chunk.get("type")
             if isinstance(kind, str) and kind.startswith("response."):
+                self._repair("responses_events", events)
                 self._responses_event(kind, chunk, events)
         usage = chunk.get("usage")
         if usage:
@@ -150,6 +163,8 @@ class StreamAssembler:
     def _delta(self, delta: dict[str, Any], events: list[ModelEvent]) -> None:
         content = delta.get("content")
         if content:
+            if type(content) is not str:
+                self._repair("content_as_list", events)
             text = _text_of(content)
             if text:
                 self.saw_text = True
@@ -162,11 +177,14 @@ class StreamAssembler:
                 events.append(ReasoningDelta(text))
         tool_calls = delta.get("tool_calls")
         if tool_calls:
+            if content or reasoning:
+                self._repair("mixed_delta", events)
             for entry in tool_calls:
                 if isinstance(entry, dict):
                     self._tool_delta(entry, events)
         legacy = delta.get("function_call")
         if isinstance(legacy, dict):
+            self._repair("legacy_function_call", events)
             self._legacy_delta(legacy)
 
     def _message(self, message: dict[str, Any], events: list[ModelEvent]) -> None:
@@ -188,6 +206,7 @@ class StreamAssembler:
                     self._hydrate(position, entry, events)
         legacy = message.get("function_call")
         if isinstance(legacy, dict):
+            self._repair("legacy_function_call", events)
             self._legacy_delta(legacy)
 
     # -- tool-call deltas -----------------------------------------------------------------
@@ -199,17 +218,33 @@ class StreamAssembler:
         index = entry.get("index")
         if not isinstance(index, int):
             index = None
-        call_id = entry.get("id") or function.get("id") or None
+            self._repair("index_missing", events)
+        elif index and not self._calls:
+            self._repair("first_index_nonzero", events)
+        call_id = entry.get("id") or None
+        if call_id is None:
+            call_id = function.get("id") or None
+            if call_id is not None:
+                self._repair("name_late_or_repeated", events)
         name = function.get("name") or entry.get("name") or None
-        call = self._locate(index, call_id, name)
+        call = self._locate(index, call_id, name, events)
         if index is not None:
             self._by_index[index] = call
-        self._apply(call, call_id, name, _arguments_of(function, entry), events)
+        if call.key < self._last_key:
+            self._repair("parallel_interleaved", events)
+        self._last_key = call.key
+        arguments = _arguments_of(function, entry)
+        if arguments is not None and "arguments" not in function:
+            self._repair("alternate_argument_field", events)
+        self._apply(call, call_id, name, arguments, events)
 
-    def _locate(self, index: int | None, call_id: str | None, name: str | None) -> _PendingCall:
+    def _locate(
+        self, index: int | None, call_id: str | None, name: str | None, events: list[ModelEvent]
+    ) -> _PendingCall:
         if call_id is not None:
             known = self._by_id.get(call_id)
             if known is not None:
+                self._repair("id_repeated", events)
                 return known
         if index is not None:
             current = self._by_index.get(index)
@@ -224,8 +259,10 @@ class StreamAssembler:
                 # current call is mid-arguments under that same name (an id that churns).
                 if cleaned == current.name and current.is_open():
                     return current
+                self._repair("parallel_calls_same_index", events)
                 return self._new(call_id)
             if cleaned != current.name and current.has_arguments():
+                self._repair("parallel_calls_same_index", events)
                 return self._new(call_id)
         return current
 
@@ -248,15 +285,27 @@ class StreamAssembler:
             self._by_id[call_id] = call
             if not call.id:
                 call.id = call_id
-        if name is not None and not call.name:
-            cleaned = clean_tool_name(name)
-            if cleaned:
-                call.name = self._matcher.match(cleaned) or cleaned
+            else:
+                self._repair("id_churn", events)
+        if name is not None:
+            if not call.name:
+                cleaned = clean_tool_name(name)
+                if cleaned:
+                    call.name = self._matcher.match(cleaned) or cleaned
+                    if call.name != name:
+                        self._repair("name_punctuation", events)
+            elif call.started:
+                self._repair("name_late_or_repeated", events)
         if arguments is not None:
+            if not call.name:
+                self._repair("name_late_or_repeated", events)
             if isinstance(arguments, str):
                 if arguments:
+                    if not call.started and call.name and not call.parts and call.obj is None:
+                        self._repair("whole_call_one_delta", events)
                     self._append(call, arguments, events)
             else:
+                self._repair("arguments_object", events)
                 call.obj = arguments
                 call.parts = []
         if not call.started and call.name:
@@ -268,6 +317,8 @@ class StreamAssembler:
             if head and head in '{"[' and self._restarts(call, fragment):
                 # A whole object already, and a new one begins: a repeat or a correction
                 # (summary chunks, seeded "{}"). Replace; concatenating would be `{}{...}`.
+                seeded = call.obj is None and "".join(call.parts).strip() in ("{}", "")
+                self._repair("empty_arguments_seed" if seeded else "calls_repeated_at_end", events)
                 call.obj = None
                 call.parts = [fragment]
                 return
@@ -438,16 +489,23 @@ class StreamAssembler:
         for call in self._calls:
             if not call.started and call.name:
                 self._start(call, events)
-            events.append(ToolCallDone(call.key, self._final(call, raw_reason)))
+            events.append(ToolCallDone(call.key, self._final(call, raw_reason, events)))
         reason = _FINISH_REASONS.get(raw_reason or "", "stop")
+        if raw_reason is None and self.saw_chunk:
+            self._repair("no_finish_reason", events)
         if self._calls and reason != "length":
+            if reason != "tool_calls":
+                self._repair("finish_reason_mismatch", events)
             reason = "tool_calls"
         elif not self._calls and reason == "tool_calls":
+            self._repair("finish_reason_mismatch", events)
             reason = "stop"
         events.append(TurnEnd(reason))
         return events
 
-    def _final(self, call: _PendingCall, raw_reason: str | None) -> ToolCall:
+    def _final(
+        self, call: _PendingCall, raw_reason: str | None, events: list[ModelEvent]
+    ) -> ToolCall:
         if not call.id:
             call.id = _new_call_id()
         raw = "".join(call.parts) if call.obj is None else _dump(call.obj)
@@ -460,7 +518,10 @@ class StreamAssembler:
                 error = f"arguments must be a JSON object, got {type(call.obj).__name__}"
         else:
             try:
-                arguments = parse_arguments(raw)
+                arguments = _strict_object(raw)
+                if arguments is None:
+                    arguments = parse_arguments(raw)
+                    self._repair("arguments_recovered", events)
             except ArgumentsError as exc:
                 error = str(exc)
                 if raw_reason == "length":
@@ -503,6 +564,19 @@ def _arguments_of(function: dict[str, Any], entry: dict[str, Any]) -> Any:
                 continue
             return value
     return empty
+
+
+def _strict_object(raw: str) -> dict[str, Any] | None:
+    """The arguments if they are one well-formed JSON object (or empty), else None; the same
+    single parse `parse_arguments` starts with, so the common case costs nothing extra."""
+    text = raw.strip()
+    if not text:
+        return {}
+    try:
+        value = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return None
+    return value if isinstance(value, dict) else None
 
 
 def _dump(value: Any) -> str:

@@ -31,9 +31,10 @@ from toolwire.errors import (
     UpstreamTimeoutError,
     UpstreamTooLargeError,
 )
+from toolwire.observe.context import trace_headers
 from toolwire.upstream.assembler import StreamAssembler, usage_from
 from toolwire.upstream.base import TurnRequest
-from toolwire.upstream.events import ModelEvent
+from toolwire.upstream.events import FirstToken, ModelEvent, Repair, UpstreamRetry
 from toolwire.upstream.lowering import chat_messages, chat_tool_choice, chat_tools
 from toolwire.upstream.retry import RETRYABLE_STATUSES, RetryPolicy
 from toolwire.wire.sse import SSEDecoder, SSEEventTooLarge
@@ -194,6 +195,7 @@ class ChatCompletionsUpstream:
                 delay = None if yielded else self.retry.delay(attempt)
                 if delay is None:
                     raise
+                yield UpstreamRetry("stream_dropped", attempt + 1, delay)
                 await asyncio.sleep(delay)
                 attempt += 1
                 continue
@@ -201,6 +203,8 @@ class ChatCompletionsUpstream:
                 if not (request.tools and _refuses_streamed_tools(exc)):
                     raise
                 self.refuses_streamed_tools = True
+                yield Repair("streaming_refused")
+                yield UpstreamRetry("streaming_refused", attempt + 1, 0.0)
                 break
             except _EmptyStream as exc:
                 # llama-cpp-python answers 200 and then nothing when it cannot stream a tool
@@ -208,14 +212,18 @@ class ChatCompletionsUpstream:
                 if not request.tools:
                     raise UpstreamStreamError(str(exc)) from None
                 self.refuses_streamed_tools = True
+                yield Repair("streaming_refused")
+                yield UpstreamRetry("empty_stream", attempt + 1, 0.0)
                 break
         for event in await self._whole(request, declared):
             yield event
 
     async def _whole(self, request: TurnRequest, declared: list[str] | None) -> list[ModelEvent]:
+        notes: list[ModelEvent] = []
         status, content = await self._send(
-            "POST", self._completions_url, self.request_body(request, stream=False)
+            "POST", self._completions_url, self.request_body(request, stream=False), notes
         )
+        notes.append(FirstToken())
         try:
             body = orjson.loads(content)
             choice = body["choices"][0]
@@ -226,7 +234,9 @@ class ChatCompletionsUpstream:
                 upstream_body=content[:2000].decode("utf-8", "replace"),
             ) from exc
         assembler = StreamAssembler(declared)
-        events = assembler.feed_message(choice.get("message") or {}, choice.get("finish_reason"))
+        events = notes + assembler.feed_message(
+            choice.get("message") or {}, choice.get("finish_reason")
+        )
         if body.get("usage"):
             events.append(usage_from(body["usage"]))
         events.extend(assembler.finish())
@@ -236,13 +246,17 @@ class ChatCompletionsUpstream:
         self, request: TurnRequest, declared: list[str] | None
     ) -> AsyncIterator[ModelEvent]:
         body = orjson.dumps(self.request_body(request, stream=True))
-        response = await self._open_stream(body)
+        notes: list[ModelEvent] = []
+        response = await self._open_stream(body, notes)
+        for note in notes:
+            yield note
         assembler = StreamAssembler(declared)
         decoder = SSEDecoder(self.config.max_event_bytes)
         loads = orjson.loads
         done = False
         total = 0
         most = self.config.max_response_bytes
+        first = True
         try:
             chunks = response.aiter_raw()
             async for raw in chunks:
@@ -266,7 +280,11 @@ class ChatCompletionsUpstream:
                                 f"the upstream reported an error mid-stream: {_error_text(chunk)}",
                                 upstream_body=data[:2000],
                             )
-                        for event in assembler.feed(chunk):
+                        events = assembler.feed(chunk)
+                        if first and events:
+                            first = False
+                            yield FirstToken()
+                        for event in events:
                             yield event
                 if done:
                     await _drain(chunks)
@@ -306,32 +324,41 @@ class ChatCompletionsUpstream:
         for event in assembler.finish():
             yield event
 
-    async def _open_stream(self, body: bytes) -> httpx.Response:
+    async def _open_stream(self, body: bytes, notes: list[ModelEvent]) -> httpx.Response:
+        headers = {"content-type": "application/json", "accept": "text/event-stream"}
+        traced = trace_headers()  # observe/: W3C trace context, only when tracing is on
+        if traced:
+            headers.update(traced)
+
         def send() -> Awaitable[httpx.Response]:
             client = self._next_client()
             request = client.build_request(
-                "POST",
-                self._completions_url,
-                content=body,
-                headers={"content-type": "application/json", "accept": "text/event-stream"},
+                "POST", self._completions_url, content=body, headers=headers
             )
             return client.send(request, stream=True)
 
-        return await self._with_retries(send)
+        return await self._with_retries(send, notes)
 
     async def _send(
-        self, method: str, url: httpx.URL, body: dict[str, Any] | None
+        self,
+        method: str,
+        url: httpx.URL,
+        body: dict[str, Any] | None,
+        notes: list[ModelEvent] | None = None,
     ) -> tuple[int, bytes]:
         """Send, and read the answer within `max_response_bytes`: its status and body."""
         content = orjson.dumps(body) if body is not None else None
         headers = {"content-type": "application/json"} if body is not None else None
+        traced = trace_headers()  # observe/: W3C trace context, only when tracing is on
+        if traced:
+            headers = {**(headers or {}), **traced}
 
         def send() -> Awaitable[httpx.Response]:
             client = self._next_client()
             request = client.build_request(method, url, content=content, headers=headers)
             return client.send(request, stream=True)
 
-        response = await self._with_retries(send)
+        response = await self._with_retries(send, notes)
         try:
             most = self.config.max_response_bytes
             data = await _read_bounded(response, most)
@@ -345,13 +372,18 @@ class ChatCompletionsUpstream:
             await response.aclose()
         return response.status_code, data
 
-    async def _with_retries(self, send: Callable[[], Awaitable[httpx.Response]]) -> httpx.Response:
+    async def _with_retries(
+        self,
+        send: Callable[[], Awaitable[httpx.Response]],
+        notes: list[ModelEvent] | None = None,
+    ) -> httpx.Response:
         """Send until a success, retrying 429 / 5xx / connection errors within the policy."""
         attempt = 0
         while True:
             try:
                 response = await send()
             except httpx.ConnectTimeout as exc:
+                cause = "connect_timeout"
                 delay = self.retry.delay(attempt)
                 if delay is None:
                     raise _connection_error(exc) from exc
@@ -359,6 +391,7 @@ class ChatCompletionsUpstream:
                 raise UpstreamTimeoutError("the upstream did not answer in time") from exc
             except httpx.TransportError as exc:
                 # refused, reset, or a pooled keep-alive connection the server had closed
+                cause = "connection"
                 delay = self.retry.delay(attempt)
                 if delay is None:
                     raise _connection_error(exc) from exc
@@ -380,6 +413,9 @@ class ChatCompletionsUpstream:
                 )
                 if delay is None:
                     raise error
+                cause = f"http_{response.status_code}"
+            if notes is not None:  # observe/: reported as a ModelEvent by the caller
+                notes.append(UpstreamRetry(cause, attempt + 1, delay))
             await asyncio.sleep(delay)
             attempt += 1
 

@@ -65,6 +65,36 @@ class TurnEnd:
     finish_reason: str
 
 
+# -- observations: facts about the call itself, for observers (metrics, traces, the timeline).
+# The driver forwards them to its sink unchanged; sinks that translate to a wire format ignore
+# them. Each is rare (at most a few per turn), so they cost nothing on the per-chunk path.
+
+
+@dataclass(slots=True)
+class Repair:
+    """The assembler (or adapter) repaired a deviation from the chat-completions stream spec;
+    `kind` names the stream-variants row (see `docs/operations.md`). Once per kind per turn."""
+
+    kind: str
+
+
+@dataclass(slots=True)
+class UpstreamRetry:
+    """The adapter is about to ask the upstream again: `cause` e.g. `http_429`, `connect`,
+    `stream_dropped`, `streaming_refused`; `delay` seconds of backoff."""
+
+    cause: str
+    attempt: int
+    delay: float
+
+
+@dataclass(slots=True)
+class FirstToken:
+    """The upstream's first content of this turn arrived (time to first token)."""
+
+
+UpstreamNote = Repair | UpstreamRetry | FirstToken
+
 ModelEvent = (
     TextDelta
     | ReasoningDelta
@@ -73,4 +103,7 @@ ModelEvent = (
     | ToolCallDone
     | Usage
     | TurnEnd
+    | Repair
+    | UpstreamRetry
+    | FirstToken
 )

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from mcp import types
 from pydantic import BaseModel, ConfigDict
 
 from toolwire.errors import InvalidRequestError
+from toolwire.observe.context import trace_headers
 from toolwire.tools.base import Tool, ToolArgumentsError
 from toolwire.tools.mcp.connection import _reason
 from toolwire.tools.mcp.pool import McpPool, McpServerSpec
@@ -107,8 +108,12 @@ class McpTool(Tool):
         if session is None:
             raise McpCallError(f"the MCP server '{self.server.label}' is not connected")
         try:
+            traced = trace_headers()  # observe/: W3C trace context in `_meta`, when tracing is on
             result = await session.call_tool(
-                self.name, arguments.model_dump(), read_timeout_seconds=self.timeout
+                self.name,
+                arguments.model_dump(),
+                read_timeout_seconds=self.timeout,
+                meta=cast("types.RequestParamsMeta", dict(traced)) if traced else None,
             )
         except Exception as exc:
             self.pool.discard(self.server)

@@ -1,0 +1,241 @@
+"""Prometheus metrics: defined once here, fed by loop and upstream events (`RunMetrics`, one per
+run) and by the request middleware (`observe/requests.py`); served at `GET /metrics`.
+
+Several workers: set `PROMETHEUS_MULTIPROC_DIR` (an empty directory, the same for every worker,
+before they start); each process then writes its values to memory-mapped files there and
+`/metrics` sums them (`prometheus_client.multiprocess`). Gauges count live processes only.
+
+Every name, label and unit is documented in `docs/operations.md`; keep the two in step.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    REGISTRY,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+)
+
+from toolwire.errors import StopReason, ToolwireError
+from toolwire.loop.events import (
+    ApprovalRequested,
+    CallTarget,
+    LeakDetected,
+    LoopEvent,
+    LoopFinished,
+    ModelCallStarted,
+    ModelTurnCompleted,
+    RunStarted,
+    ToolCallsReturned,
+    ToolExecutionFinished,
+)
+from toolwire.loop.state import LoopRequest
+from toolwire.upstream.events import FirstToken, Repair, UpstreamRetry
+
+_LATENCY = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
+
+HTTP_REQUESTS = Counter(
+    "toolwire_http_requests", "HTTP requests answered", ["route", "method", "status"]
+)
+HTTP_DURATION = Histogram(
+    "toolwire_http_request_duration_seconds",
+    "Time from request to the end of the response (a stream's whole life)",
+    ["route"],
+    buckets=_LATENCY,
+)
+HTTP_TTFB = Histogram(
+    "toolwire_http_time_to_first_byte_seconds",
+    "Time from request to the first body byte sent",
+    ["route"],
+    buckets=_LATENCY,
+)
+STREAM_DISCONNECTS = Counter(
+    "toolwire_stream_disconnects", "Clients that went away before their response ended", ["route"]
+)
+UPSTREAM_CALLS = Counter(
+    "toolwire_upstream_calls", "Model calls, by upstream and outcome", ["upstream", "outcome"]
+)
+UPSTREAM_DURATION = Histogram(
+    "toolwire_upstream_call_duration_seconds",
+    "One model call, request to the turn's end (retries included)",
+    ["upstream"],
+    buckets=_LATENCY,
+)
+UPSTREAM_TTFT = Histogram(
+    "toolwire_upstream_time_to_first_token_seconds",
+    "One model call, request to its first content",
+    ["upstream"],
+    buckets=_LATENCY,
+)
+UPSTREAM_RETRIES = Counter(
+    "toolwire_upstream_retries", "Upstream requests asked again, by cause", ["upstream", "cause"]
+)
+TOKENS = Counter("toolwire_tokens", "Tokens the upstream reported", ["model", "direction"])
+TOOL_CALLS = Counter(
+    "toolwire_tool_calls", "Tool calls the model made", ["tool", "source", "status"]
+)
+REPAIRS = Counter(
+    "toolwire_stream_repairs", "Model turns whose stream needed a repair, by kind", ["kind"]
+)
+LEAKS = Counter(
+    "toolwire_leaks", "Tool calls written as text, by format and action", ["format", "action"]
+)
+APPROVALS = Counter("toolwire_approvals", "Approval requests and decisions", ["decision"])
+APPROVALS_PENDING = Gauge(
+    "toolwire_approvals_pending",
+    "Approval requests issued and not yet decided (since this process started)",
+    multiprocess_mode="livesum",
+)
+BACKGROUND_JOBS = Gauge(
+    "toolwire_background_jobs",
+    "Background responses by state",
+    ["state"],
+    multiprocess_mode="livesum",
+)
+RUNS = Counter("toolwire_runs", "Runs finished, by how they ended", ["reason"])
+
+
+def render_metrics() -> tuple[bytes, str]:
+    """The exposition text and its content type; sums every worker's files in multiprocess
+    mode."""
+    directory = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+    if directory:
+        from prometheus_client import multiprocess
+
+        registry = CollectorRegistry()
+        multiprocess.MultiProcessCollector(registry, path=directory)  # type: ignore[no-untyped-call]
+        return generate_latest(registry), CONTENT_TYPE_LATEST
+    return generate_latest(REGISTRY), CONTENT_TYPE_LATEST
+
+
+def _outcome(error: ToolwireError | None) -> str:
+    from toolwire.errors import (
+        UpstreamConnectionError,
+        UpstreamHTTPError,
+        UpstreamStreamError,
+        UpstreamTimeoutError,
+    )
+
+    if isinstance(error, UpstreamTimeoutError):
+        return "timeout"
+    if isinstance(error, UpstreamHTTPError):
+        return "http_error"
+    if isinstance(error, UpstreamConnectionError):
+        return "connection_error"
+    if isinstance(error, UpstreamStreamError):
+        return "stream_error"
+    return "error"
+
+
+class RunMetrics:
+    """One run's metrics, from its loop events. Called for every event, so it returns at once
+    for the per-chunk ones (text and argument deltas)."""
+
+    __slots__ = ("_model", "_request", "_sources", "_started", "_ttft_seen", "_upstream")
+
+    def __init__(self, request: LoopRequest, upstream: str, sources: dict[str, str]) -> None:
+        self._request = request
+        self._model = request.model
+        self._upstream = upstream
+        self._sources = sources
+        self._started: float | None = None
+        self._ttft_seen = False
+
+    def __call__(self, event: LoopEvent) -> None:
+        handler = HANDLERS.get(type(event))
+        if handler is not None:
+            handler(self, event)
+
+    def _model_call(self, event: Any) -> None:
+        self._started = time.perf_counter()
+        self._ttft_seen = False
+
+    def _first_token(self, event: Any) -> None:
+        if self._started is not None and not self._ttft_seen:
+            self._ttft_seen = True
+            UPSTREAM_TTFT.labels(self._upstream).observe(time.perf_counter() - self._started)
+
+    def _end_call(self, outcome: str) -> None:
+        if self._started is None:
+            return
+        UPSTREAM_DURATION.labels(self._upstream).observe(time.perf_counter() - self._started)
+        UPSTREAM_CALLS.labels(self._upstream, outcome).inc()
+        self._started = None
+
+    def _turn(self, event: ModelTurnCompleted) -> None:
+        self._end_call("ok")
+        usage = event.usage
+        if usage.input_tokens:
+            TOKENS.labels(self._model, "input").inc(usage.input_tokens)
+        if usage.output_tokens:
+            TOKENS.labels(self._model, "output").inc(usage.output_tokens)
+        for plan in event.calls:
+            if plan.target is CallTarget.REJECTED:
+                source = self._sources.get(plan.call.name, "unknown")
+                TOOL_CALLS.labels(plan.call.name or "(unnamed)", source, "rejected").inc()
+
+    def _tool_finished(self, event: ToolExecutionFinished) -> None:
+        name = event.call.name
+        source = self._sources.get(name) or (
+            "mcp" if event.server_label != "toolwire" else "python"
+        )
+        TOOL_CALLS.labels(name, source, "ok" if event.result.ok else "error").inc()
+
+    def _returned(self, event: ToolCallsReturned) -> None:
+        for call in event.calls:
+            TOOL_CALLS.labels(call.name, "function", "returned").inc()
+
+    def _repair(self, event: Repair) -> None:
+        REPAIRS.labels(event.kind).inc()
+
+    def _retry(self, event: UpstreamRetry) -> None:
+        UPSTREAM_RETRIES.labels(self._upstream, event.cause).inc()
+
+    def _leak(self, event: LeakDetected) -> None:
+        LEAKS.labels(event.family, "detected").inc()
+        LEAKS.labels(event.family, event.action).inc()
+
+    def _approval(self, event: ApprovalRequested) -> None:
+        count = len(event.requests)
+        APPROVALS.labels("requested").inc(count)
+        APPROVALS_PENDING.inc(count)
+
+    def _run_started(self, event: RunStarted) -> None:
+        pass
+
+    def _finished(self, event: LoopFinished) -> None:
+        if self._started is not None:
+            reason = event.reason
+            self._end_call("cancelled" if reason is StopReason.CANCELLED else _outcome(event.error))
+        decisions = self._request.approvals
+        if decisions:
+            approved = sum(1 for value in decisions.values() if value)
+            denied = len(decisions) - approved
+            if approved:
+                APPROVALS.labels("approved").inc(approved)
+            if denied:
+                APPROVALS.labels("denied").inc(denied)
+            APPROVALS_PENDING.dec(len(decisions))
+        RUNS.labels(event.reason.value).inc()
+
+
+HANDLERS: dict[type, Any] = {
+    ModelCallStarted: RunMetrics._model_call,
+    FirstToken: RunMetrics._first_token,
+    ModelTurnCompleted: RunMetrics._turn,
+    ToolExecutionFinished: RunMetrics._tool_finished,
+    ToolCallsReturned: RunMetrics._returned,
+    Repair: RunMetrics._repair,
+    UpstreamRetry: RunMetrics._retry,
+    LeakDetected: RunMetrics._leak,
+    ApprovalRequested: RunMetrics._approval,
+    LoopFinished: RunMetrics._finished,
+}

@@ -1,0 +1,174 @@
+"""One pure ASGI middleware per request: the request id, the request metrics, one structured log
+line, and the incoming trace context. No `BaseHTTPMiddleware`: it wraps `send` and `receive`
+and never buffers a body, so streams stay live.
+
+The request id: a sane incoming `x-request-id` (1-128 characters of `A-Za-z0-9._:-`) is kept,
+otherwise one is made; it is returned as `x-request-id` and is `request.state.request_id`.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+import sys
+import time
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any, Literal
+
+import orjson
+
+from toolwire.observe import metrics
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+LogFormat = Literal["text", "json", "off"]
+
+_SANE_ID = re.compile(rb"[A-Za-z0-9._:\-]{1,128}")
+
+
+def _timestamp() -> str:
+    now = time.time()
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now % 1 * 1000):03d}Z"
+
+
+def _write(line: str) -> None:
+    """One line to stderr, where uvicorn logs too; a plain write (the logging module would
+    cost more than the rest of the middleware together)."""
+    sys.stderr.write(line + "\n")
+
+
+class ObserveMiddleware:
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        log_format: LogFormat = "text",
+        tracing: bool = False,
+    ) -> None:
+        self.app = app
+        self.log_format = log_format
+        self.tracing = tracing
+        self._children: dict[tuple[str, str, int], tuple[Any, Any, Any]] = {}
+
+    def _metrics(self, route: str, method: str, status: int) -> tuple[Any, Any, Any]:
+        key = (route, method, status)
+        found = self._children.get(key)
+        if found is None:
+            found = (
+                metrics.HTTP_REQUESTS.labels(route, method, str(status)),
+                metrics.HTTP_DURATION.labels(route),
+                metrics.HTTP_TTFB.labels(route),
+            )
+            if len(self._children) < 4096:
+                self._children[key] = found
+        return found
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        start = time.perf_counter()
+        request_id: bytes | None = None
+        for name, value in scope["headers"]:
+            if name == b"x-request-id":
+                if _SANE_ID.fullmatch(value):
+                    request_id = value
+                break
+        if request_id is None:
+            request_id = b"req_" + secrets.token_hex(12).encode()
+        rid = request_id.decode("ascii")
+        scope.setdefault("state", {})["request_id"] = rid
+        status = 500
+        first_byte: float | None = None
+        finished = False
+        disconnected = False
+
+        async def observed_send(message: Message) -> None:
+            nonlocal status, first_byte, finished, disconnected
+            kind = message["type"]
+            if kind == "http.response.start":
+                status = message["status"]
+                message["headers"] = [*message.get("headers", ()), (b"x-request-id", request_id)]
+            elif kind == "http.response.body":
+                if first_byte is None:
+                    first_byte = time.perf_counter()
+                if not message.get("more_body", False):
+                    finished = True
+            try:
+                await send(message)
+            except OSError:
+                disconnected = True
+                raise
+
+        async def observed_receive() -> Message:
+            nonlocal disconnected
+            message = await receive()
+            if message["type"] == "http.disconnect" and not finished:
+                disconnected = True
+            return message
+
+        token = None
+        if self.tracing:
+            from toolwire.observe import tracing
+
+            ctx = tracing.extract_context(scope["headers"])
+            if ctx is not None:
+                token = tracing.attach(ctx)
+        try:
+            await self.app(scope, observed_receive, observed_send)
+        finally:
+            if token is not None:
+                from toolwire.observe import tracing
+
+                tracing.detach(token)
+            end = time.perf_counter()
+            route_obj = scope.get("route")
+            route = getattr(route_obj, "path", None) or "(unmatched)"
+            method = scope["method"]
+            requests, duration, ttfb = self._metrics(route, method, status)
+            requests.inc()
+            duration.observe(end - start)
+            if first_byte is not None:
+                ttfb.observe(first_byte - start)
+            if not finished and (disconnected or first_byte is not None):
+                disconnected = True
+                metrics.STREAM_DISCONNECTS.labels(route).inc()
+            if self.log_format != "off":
+                self._log(scope, rid, route, status, start, end, first_byte, disconnected)
+
+    def _log(
+        self,
+        scope: Scope,
+        rid: str,
+        route: str,
+        status: int,
+        start: float,
+        end: float,
+        first_byte: float | None,
+        disconnected: bool,
+    ) -> None:
+        client = scope.get("client")
+        fields: dict[str, Any] = {
+            "time": _timestamp(),
+            "request_id": rid,
+            "method": scope["method"],
+            "path": scope["path"],
+            "route": route,
+            "status": status,
+            "duration_ms": round((end - start) * 1000, 3),
+            "ttfb_ms": None if first_byte is None else round((first_byte - start) * 1000, 3),
+            "client": client[0] if client else None,
+        }
+        owner = scope.get("state", {}).get("owner")
+        if owner is not None:
+            fields["owner"] = str(owner)
+        if disconnected:
+            fields["disconnected"] = True
+        if self.log_format == "json":
+            _write(orjson.dumps(fields).decode())
+        else:
+            _write(" ".join(f"{key}={value}" for key, value in fields.items() if value is not None))

@@ -1,0 +1,208 @@
+"""A run's timeline: what happened, in order, with timings, as the `/ui` page shows it.
+
+`Timeline` is an observer: it reads the run's loop events (never the sink's output) and keeps
+short entries; the Responses service stores them with the finished response. Each entry is a
+dict with `type`, `t` (seconds since the run started) and summary fields; tool arguments and
+outputs are clipped to `CLIP` characters.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from toolwire.loop.events import (
+    ApprovalRequested,
+    CallTarget,
+    LeakDetected,
+    LoopEvent,
+    LoopFinished,
+    ModelCallStarted,
+    ModelTurnCompleted,
+    RunStarted,
+    ToolCallsReturned,
+    ToolExecutionFinished,
+    ToolExecutionStarted,
+    ToolListingFinished,
+)
+from toolwire.loop.state import LoopRequest
+from toolwire.upstream.events import FirstToken, Repair, UpstreamRetry
+
+CLIP = 4000
+
+
+def _clip(text: str | None) -> str:
+    text = text or ""
+    return text if len(text) <= CLIP else text[:CLIP] + f"… ({len(text)} characters)"
+
+
+class Timeline:
+    __slots__ = ("_call", "_request", "_start", "_tools", "entries", "started_at")
+
+    def __init__(self, request: LoopRequest) -> None:
+        self._request = request
+        self._start = time.perf_counter()
+        self.started_at = time.time()
+        self.entries: list[dict[str, Any]] = []
+        self._call: dict[str, Any] | None = None
+        self._tools: dict[str, tuple[dict[str, Any], float]] = {}
+
+    def _t(self) -> float:
+        return round(time.perf_counter() - self._start, 6)
+
+    def _add(self, entry_type: str, **fields: Any) -> dict[str, Any]:
+        entry = {"type": entry_type, "t": self._t(), **fields}
+        self.entries.append(entry)
+        return entry
+
+    def __call__(self, event: LoopEvent) -> None:
+        handler = _HANDLERS.get(type(event))
+        if handler is not None:
+            handler(self, event)
+
+    def _run_started(self, event: RunStarted) -> None:
+        self._add("run_started", at=self.started_at, model=self._request.model)
+        for request_id, approve in self._request.approvals.items():
+            self._add("approval_decided", approval_request_id=request_id, approve=bool(approve))
+
+    def _listed(self, event: ToolListingFinished) -> None:
+        self._add(
+            "tools_listed", server_label=event.label, count=len(event.tools), error=event.error
+        )
+
+    def _model_call(self, event: ModelCallStarted) -> None:
+        self._call = self._add(
+            "model_call", iteration=event.iteration, tools_offered=event.tools_offered
+        )
+
+    def _first_token(self, event: FirstToken) -> None:
+        call = self._call
+        if call is not None and "ttft" not in call:
+            call["ttft"] = round(self._t() - call["t"], 6)
+
+    def _turn(self, event: ModelTurnCompleted) -> None:
+        call = self._call
+        if call is None:
+            return
+        self._call = None
+        call["duration"] = round(self._t() - call["t"], 6)
+        call["input_tokens"] = event.usage.input_tokens
+        call["output_tokens"] = event.usage.output_tokens
+        call["finish_reason"] = event.finish_reason
+        call["text"] = _clip(event.message.text)
+        call["calls"] = [
+            {"name": plan.call.name, "call_id": plan.call.id, "target": plan.target.value}
+            for plan in event.calls
+        ]
+        for plan in event.calls:
+            if plan.target is CallTarget.REJECTED:
+                self._add(
+                    "tool_rejected",
+                    name=plan.call.name,
+                    call_id=plan.call.id,
+                    arguments=_clip(plan.call.raw_arguments),
+                    error=_clip(plan.call.parse_error or "unknown tool"),
+                )
+
+    def _repair(self, event: Repair) -> None:
+        self._add("repair", kind=event.kind)
+
+    def _retry(self, event: UpstreamRetry) -> None:
+        self._add("upstream_retry", cause=event.cause, attempt=event.attempt, delay=event.delay)
+
+    def _leak(self, event: LeakDetected) -> None:
+        self._add(
+            "leak",
+            format=event.family,
+            action=event.action,
+            attempt=event.attempt,
+            snippet=_clip(event.snippet),
+        )
+
+    def _tool_started(self, event: ToolExecutionStarted) -> None:
+        call = event.call
+        entry = self._add(
+            "tool_call",
+            name=call.name,
+            call_id=call.id,
+            server_label=event.server_label,
+            arguments=_clip(call.raw_arguments),
+            approval_request_id=event.approval_request_id,
+        )
+        self._tools[call.id] = (entry, time.perf_counter())
+
+    def _tool_finished(self, event: ToolExecutionFinished) -> None:
+        known = self._tools.pop(event.call.id, None)
+        if known is None:  # refused before it started (max_tool_calls)
+            entry = self._add(
+                "tool_call",
+                name=event.call.name,
+                call_id=event.call.id,
+                server_label=event.server_label,
+                arguments=_clip(event.call.raw_arguments),
+                approval_request_id=event.approval_request_id,
+            )
+            started = time.perf_counter()
+        else:
+            entry, started = known
+        result = event.result
+        entry["ok"] = result.ok
+        entry["duration"] = round(time.perf_counter() - started, 6)
+        entry["output"] = _clip(result.output_text)
+        if result.error:
+            entry["error"] = _clip(result.error)
+
+    def _returned(self, event: ToolCallsReturned) -> None:
+        self._add(
+            "calls_returned",
+            calls=[
+                {"name": c.name, "call_id": c.id, "arguments": _clip(c.raw_arguments)}
+                for c in event.calls
+            ],
+        )
+
+    def _approval(self, event: ApprovalRequested) -> None:
+        self._add(
+            "approval_requested",
+            requests=[
+                {
+                    "approval_request_id": r.request_id,
+                    "name": r.call.name,
+                    "server_label": r.server_label,
+                    "arguments": _clip(r.call.raw_arguments),
+                }
+                for r in event.requests
+            ],
+        )
+
+    def _finished(self, event: LoopFinished) -> None:
+        call = self._call
+        if call is not None:  # the model call failed or was cancelled
+            call["duration"] = round(self._t() - call["t"], 6)
+            call["error"] = event.message
+            self._call = None
+        self._add(
+            "finished",
+            reason=event.reason.value,
+            status=event.status.value,
+            message=event.message,
+            input_tokens=event.usage.input_tokens,
+            output_tokens=event.usage.output_tokens,
+        )
+
+
+_HANDLERS: dict[type, Any] = {
+    RunStarted: Timeline._run_started,
+    ToolListingFinished: Timeline._listed,
+    ModelCallStarted: Timeline._model_call,
+    FirstToken: Timeline._first_token,
+    ModelTurnCompleted: Timeline._turn,
+    Repair: Timeline._repair,
+    UpstreamRetry: Timeline._retry,
+    LeakDetected: Timeline._leak,
+    ToolExecutionStarted: Timeline._tool_started,
+    ToolExecutionFinished: Timeline._tool_finished,
+    ToolCallsReturned: Timeline._returned,
+    ApprovalRequested: Timeline._approval,
+    LoopFinished: Timeline._finished,
+}
