@@ -264,6 +264,8 @@ def test_origin_host_and_content_type_are_checked(server: Server) -> None:
         r = http.post("/v1/conversations", headers={**key, "origin": "http://ok.example"}, json={})
         assert r.status_code == 200
         assert r.headers["access-control-allow-origin"] == "http://ok.example"
+        same = http.post("/v1/conversations", headers={**key, "origin": server.base}, json={})
+        assert same.status_code == 200  # the gateway's own /ui page is same-origin
         preflight = http.options(
             "/v1/responses",
             headers={

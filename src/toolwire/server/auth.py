@@ -35,7 +35,10 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 #: Paths open without a key (GET and HEAD only).
-OPEN_PATHS = frozenset({"/health"})
+OPEN_PATHS = frozenset({"/health", "/ui", "/ui/"})
+"""Open without a key: the health check, and the /ui page's shell and static files, which hold
+no data (the page asks for a key and sends it with every `/ui/api/...` call)."""
+OPEN_PREFIXES = ("/ui/static/",)
 
 _MISSING = (
     "You didn't provide an API key. You need to provide your API key in an Authorization header "
@@ -132,7 +135,12 @@ class AuthMiddleware:
         if kind not in ("http", "websocket"):
             await self.app(scope, receive, send)
             return
-        if kind == "http" and scope["path"] in OPEN_PATHS and scope["method"] in ("GET", "HEAD"):
+        path = scope["path"]
+        if (
+            kind == "http"
+            and scope["method"] in ("GET", "HEAD")
+            and (path in OPEN_PATHS or path.startswith(OPEN_PREFIXES))
+        ):
             await self.app(scope, receive, send)
             return
         keys = await self.keyring.active()

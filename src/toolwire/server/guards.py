@@ -1,7 +1,8 @@
 """What a browser could otherwise do to a gateway on your machine, refused in pure ASGI middleware.
 
 - **Origin.** A request with an `Origin` header not in `allowed_origins` gets 403
-  (`origin_not_allowed`): a web page cannot drive the gateway cross-origin. Allowed origins get
+  (`origin_not_allowed`): a web page cannot drive the gateway cross-origin. A same-origin
+  request (the Origin names the Host it was sent to: the gateway's own `/ui` page) passes. Allowed origins get
   CORS answers (preflight `OPTIONS` and `Access-Control-Allow-Origin`).
 - **Host.** When the server is bound to loopback, a `Host` that is not loopback (`localhost`,
   `127.x.x.x`, `[::1]`, any port) or one of `allowed_hosts` gets 403 (`host_not_allowed`). That
@@ -92,7 +93,7 @@ class GuardMiddleware:
                 "host_not_allowed",
             )
             return
-        if origin is not None:
+        if origin is not None and not _same_origin(origin, host):
             if normalize_origin(origin.decode("latin-1")).encode("latin-1") not in self.origins:
                 await send_error(
                     send,
@@ -134,6 +135,16 @@ def _is_json(content_type: bytes | None) -> bool:
     return media == b"application/json" or (
         media.startswith(b"application/") and media.endswith(b"+json")
     )
+
+
+def _same_origin(origin: bytes, host: bytes | None) -> bool:
+    """A page served by this gateway itself (`/ui`) calling it: the Origin names the Host the
+    request was sent to. Not a cross-origin request, so not the browser threat the allow-list
+    is for (a rebinding page is stopped by the Host check; beyond loopback, keys apply)."""
+    if host is None:
+        return False
+    _, sep, rest = origin.partition(b"://")
+    return bool(sep) and rest.rstrip(b"/").lower() == host.strip().lower()
 
 
 async def _preflight(scope: Scope, send: Send, origin: bytes) -> None:

@@ -17,9 +17,9 @@ from platformdirs import user_data_dir
 from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
+from toolwire.store import timelines as _timelines  # noqa: F401  (its table joins metadata)
 from toolwire.store.keys import KeyStore
 from toolwire.store.owner import INHERIT, Owner, OwnerArg, owned_by, resolve
-from toolwire.store import timelines as _timelines  # noqa: F401  (its table joins metadata)
 from toolwire.store.tables import (
     ADDED_COLUMNS,
     approvals,
