@@ -292,8 +292,8 @@ class LeakHold:
         itself (its body may still be incomplete: a scanner stops before a half-written
         `<arg_key>`) within `slack` characters may."""
         s = self._s
-        if s[q] in "<[" and limit - q <= self._slack:
-            return True  # a tag of the call being written (`<arg_key>`, a next call, ...)
+        if s[q] in "<[]" and limit - q <= self._slack:
+            return True  # a tag of the call being written (`<arg_key>`, MiniMax M3's `]<]`, ...)
         for opener, seq in _ANY_BY_CHAR.get(s[q], ()):
             state, _ = prefix_state(seq, s, q, limit)
             if state is Prefix.PARTIAL or (

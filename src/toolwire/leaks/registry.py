@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from toolwire.leaks import markers as M
 from toolwire.leaks.grammar import WS, WS1, Alt, Opt, Run, Seq, alt, leading_literal, to_regex
-from toolwire.leaks.scanning import gemma, special_tokens, tagged
+from toolwire.leaks.scanning import census, gemma, special_tokens, tagged
 from toolwire.leaks.scanning.core import Scanner
 from toolwire.leaks.scanning.json_calls import ENVELOPE_KEYS
 
@@ -119,7 +119,7 @@ def _o(parts: Seq | str, scanner: Scanner, **kw: object) -> Opener:
 _FUNCTION_TAG = ("<function", alt("=", "_", (WS1, "name", WS, "=")))
 _TOOL_CALL = _o(M.TOOL_CALL_OPEN, tagged.scan_tool_call)
 _BAR = alt("|", "｜")
-_DSML_TAIL: Seq = (WS, "DSML", WS, _BAR, WS, alt("function_calls", "tool_calls", "invoke"))
+_DSML_TAIL: Seq = (WS, "DSML", WS, _BAR, WS, alt("function_calls", "tool_calls", "calls", "invoke"))
 _NAME_RUN = Run(r"[\w.\-]")
 _KEYS = tuple(sorted({*ENVELOPE_KEYS, "tool_calls"}))
 _ENVELOPE: Seq = ("{", WS, alt('"', "'"), alt(*_KEYS), alt('"', "'"))
@@ -143,16 +143,16 @@ FORMATS: tuple[LeakFormat, ...] = (
             _o(("<", alt("tool>", "tools>", "json>")), tagged.scan_wrapper),
         ),
         vllm=("hermes", "qwen2", "ernie45", "tng_r1t2"),
-        sglang=("hermes", "qwen25", "qwen", "tng_r1t2"),
+        sglang=("hermes", "qwen25", "qwen", "tng_r1t2", "trinity"),
     ),
     LeakFormat(
         "qwen3_coder",
-        "Qwen3-Coder, Qwen3.5/3.6, MiMo",
+        "Qwen3-Coder, Qwen3.5/3.6, MiMo, Step 3.5, BerryLM",
         "<tool_call>\n<function=f>\n<parameter=k>\nv\n</parameter>\n</function>\n</tool_call>",
         (M.TOOL_CALL_OPEN, "<function=", "<parameter="),
         (_TOOL_CALL, _o(_FUNCTION_TAG, tagged.scan_function)),
-        vllm=("qwen3_coder", "qwen3_xml"),
-        sglang=("qwen3_coder", "mimo"),
+        vllm=("qwen3_coder", "qwen3_xml", "mimo"),
+        sglang=("qwen3_coder", "mimo", "step3p5"),
     ),
     LeakFormat(
         "seed_oss",
@@ -225,7 +225,8 @@ FORMATS: tuple[LeakFormat, ...] = (
     ),
     LeakFormat(
         "deepseek_dsml",
-        "DeepSeek V3.2, V4 (also the ASCII `< | DSML | invoke` leak and the stripped "
+        "DeepSeek V3.2, V4, V4.1 (` calls`, ` invoke`, ` parameter`: the tag names lead with a "
+        "space; also the ASCII `< | DSML | invoke` leak and the stripped "
         "`<function_calls><invoke>` form)",
         f'{M.DSML_FUNCTION_CALLS}{M.DSML_INVOKE} name="f">{M.DSML_PARAMETER} name="k" '
         'string="true">v</｜DSML｜parameter></｜DSML｜invoke></｜DSML｜function_calls>',
@@ -238,8 +239,8 @@ FORMATS: tuple[LeakFormat, ...] = (
             ),
             _o((_BAR, *_DSML_TAIL), special_tokens.scan_dsml, anchors=(("DSML", dsml_start),)),
         ),
-        vllm=("deepseek_v32",),
-        sglang=("deepseekv32", "deepseekv4"),
+        vllm=("deepseek_v32", "deepseek_v4"),
+        sglang=("deepseekv32", "deepseekv4", "deepseekv41"),
     ),
     LeakFormat(
         "kimi_k2",
@@ -258,12 +259,12 @@ FORMATS: tuple[LeakFormat, ...] = (
     ),
     LeakFormat(
         "glm45",
-        "GLM-4.5, 4.6, 4.7",
+        "GLM-4.5, 4.6, 4.7, 5.3-Flash, Ling 3, poolside Laguna (poolside_v1), Spark 2.5 / 3",
         f"<tool_call>f\n{M.GLM_ARG_KEY}k</arg_key>\n{M.GLM_ARG_VALUE}v</arg_value>\n</tool_call>",
         (M.TOOL_CALL_OPEN, M.GLM_ARG_KEY, M.GLM_ARG_VALUE),
         (_TOOL_CALL,),
-        vllm=("glm45", "glm47"),
-        sglang=("glm", "glm45", "glm47"),
+        vllm=("glm45", "glm47", "poolside_v1"),
+        sglang=("glm", "glm45", "glm47", "ling3", "poolside_v1", "spark25"),
     ),
     LeakFormat(
         "granite",
@@ -285,7 +286,7 @@ FORMATS: tuple[LeakFormat, ...] = (
         (M.INTERNLM_ACTION_START, M.INTERNLM_PLUGIN),
         (_o(M.INTERNLM_ACTION_START, special_tokens.scan_internlm),),
         vllm=("internlm",),
-        sglang=("internlm",),
+        sglang=("internlm", "interns1"),
     ),
     LeakFormat(
         "jamba",
@@ -397,7 +398,7 @@ FORMATS: tuple[LeakFormat, ...] = (
         "<|END_ACTION|>",
         (M.COHERE_ACTION_START,),
         (_o(M.COHERE_ACTION_START, special_tokens.scan_cohere),),
-        vllm=("command",),
+        vllm=("cohere_command3", "cohere_command4"),
         sglang=("cohere_command4",),
     ),
     LeakFormat(
@@ -407,7 +408,7 @@ FORMATS: tuple[LeakFormat, ...] = (
         (M.APERTUS_PREFIX,),
         (_o(M.APERTUS_PREFIX, special_tokens.scan_apertus),),
         vllm=("apertus",),
-        sglang=("apertus",),
+        sglang=("apertus2509",),
     ),
     LeakFormat(
         "lfm2",
@@ -436,6 +437,136 @@ FORMATS: tuple[LeakFormat, ...] = (
         (_o(M.GIGACHAT_CALL, special_tokens.scan_gigachat),),
         vllm=("gigachat3",),
         sglang=("gigachat3",),
+    ),
+    LeakFormat(
+        "kimi_k3",
+        "Kimi K3",
+        f'{M.KIMI_K3_TOOLS_OPEN}{M.KIMI_K3_CALL_OPEN} tool="f" index="1"<|sep|>'
+        f'{M.KIMI_K3_ARG_OPEN} key="k" type="string"<|sep|>v{M.KIMI_K3_ARG_CLOSE}'
+        f"{M.KIMI_K3_CALL_CLOSE}{M.KIMI_K3_TOOLS_CLOSE}",
+        (M.KIMI_K3_TOOLS_OPEN, M.KIMI_K3_CALL_OPEN, M.KIMI_K3_ARG_OPEN),
+        (
+            _o(M.KIMI_K3_TOOLS_OPEN, census.scan_kimi_k3),
+            _o((M.KIMI_K3_CALL_OPEN, WS1, "tool", WS, "="), census.scan_kimi_k3),
+        ),
+        vllm=("kimi_k3",),
+        sglang=("kimi_k3",),
+    ),
+    LeakFormat(
+        "minimax_m3",
+        "MiniMax M3",
+        f'{M.MINIMAX_M3_NS}<tool_call>{M.MINIMAX_M3_NS}<invoke name="f">{M.MINIMAX_M3_NS}<k>v'
+        f"{M.MINIMAX_M3_NS}</k>{M.MINIMAX_M3_NS}</invoke>{M.MINIMAX_M3_NS}</tool_call>",
+        (M.MINIMAX_M3_NS,),
+        (_o((M.MINIMAX_M3_NS, WS, "<tool_call>"), census.scan_minimax_m3),),
+        vllm=("minimax_m3",),
+        sglang=("minimax-m3",),
+    ),
+    LeakFormat(
+        "dots",
+        "dots.llm",
+        f'{M.DOTS_CALL_OPEN}\n<invoke name="f">\n<parameter name="k">v</parameter>\n</invoke>\n'
+        f'{M.DOTS_CALL_CLOSE}  or  {M.DOTS_CALL_OPEN}{{"name": "f", "arguments": {{...}}}}'
+        f"{M.DOTS_CALL_CLOSE}",
+        (M.DOTS_CALL_OPEN,),
+        (_o(M.DOTS_CALL_OPEN, census.scan_dots),),
+        vllm=("dots",),
+        sglang=("dots",),
+    ),
+    LeakFormat(
+        "inkling",
+        "Inkling",
+        f'{M.INKLING_HEADER}f{M.INKLING_INVOKE_JSON}{{"name": "f", "args": {{...}}}}'
+        f"{M.INKLING_END}",
+        (M.INKLING_INVOKE_JSON,),
+        (
+            _o(
+                (M.INKLING_HEADER, Run(r"[^<\n]", 0), M.INKLING_INVOKE_JSON),
+                census.scan_inkling,
+            ),
+            _o(M.INKLING_INVOKE_JSON, census.scan_inkling),
+        ),
+        vllm=("inkling",),
+        sglang=("inkling",),
+    ),
+    LeakFormat(
+        "iquest_q1",
+        "IQuest-Q1",
+        f"{M.IQUEST_CALL_OPEN}f<arg_key>k</arg_key><arg_value>v</arg_value>{M.IQUEST_CALL_CLOSE}",
+        (M.IQUEST_CALL_OPEN,),
+        (_o(M.IQUEST_CALL_OPEN, census.scan_iquest),),
+        sglang=("iquest_q1",),
+    ),
+    LeakFormat(
+        "k2_horizon",
+        "K2 Horizon (K2-v3)",
+        f"{M.K2H_CALLS_OPEN}{M.K2H_CALL_OPEN}f{M.K2H_ARG_KEY}k</ifm|arg_key>"
+        f"<ifm|arg_value>v</ifm|arg_value>{M.K2H_CALL_CLOSE}{M.K2H_CALLS_CLOSE}  (or a JSON "
+        "body; an `<ifm|arg_type>` may sit between key and value)",
+        (M.K2H_CALLS_OPEN, M.K2H_CALL_OPEN, M.K2H_ARG_KEY),
+        (
+            _o(M.K2H_CALLS_OPEN, census.scan_k2_horizon),
+            _o(M.K2H_CALL_OPEN, census.scan_k2_horizon),
+        ),
+        vllm=("k2_horizon",),
+        sglang=("k2_horizon",),
+    ),
+    LeakFormat(
+        "telechat4",
+        "TeleChat4, Xing 4.0, XingChen4",
+        f"<tool_call>f{M.PARAM_KEY}k</param_key>{M.PARAM_VALUE}v</param_value></tool_call>  "
+        "(their JSON and `f{...}` bodies read as Hermes / GLM)",
+        (M.TOOL_CALL_OPEN, M.PARAM_KEY, M.PARAM_VALUE),
+        (_TOOL_CALL,),
+    ),
+    LeakFormat(
+        "gigachat35",
+        "GigaChat 3.5",
+        f'{M.GCML_TOOL_CALLS}{M.GCML_INVOKE} name="f"><｜GCML｜parameter name="k" string="true">'
+        f"v</｜GCML｜parameter></｜GCML｜invoke>{M.GCML_TOOL_CALLS_CLOSE}",
+        (M.GCML_TOOL_CALLS, M.GCML_INVOKE),
+        (
+            _o(M.GCML_TOOL_CALLS, census.scan_gcml),
+            _o(M.GCML_INVOKE, census.scan_gcml),
+        ),
+        vllm=("gigachat35",),
+        sglang=("gigachat35",),
+    ),
+    LeakFormat(
+        "minicpm5",
+        "MiniCPM 4 / 5 (XML)",
+        '<function name="f"><param name="k">v</param></function>',
+        ("<param name=",),
+        (_o(_FUNCTION_TAG, tagged.scan_function),),
+        vllm=("minicpm5",),
+        sglang=("minicpm5",),
+    ),
+    LeakFormat(
+        "muse_glimmer",
+        "Muse Glimmer",
+        f'{M.ATEM_FUNCTION_CALLS}\n{M.ATEM_INVOKE} name="f"><atem:parameter name="k">v'
+        f"</atem:parameter></atem:invoke>\n{M.ATEM_FUNCTION_CALLS_CLOSE}",
+        (M.ATEM_FUNCTION_CALLS, M.ATEM_INVOKE),
+        (
+            _o(M.ATEM_FUNCTION_CALLS, census.scan_atem),
+            _o((M.ATEM_INVOKE, WS1, "name", WS, "="), census.scan_atem),
+        ),
+        vllm=("muse_glimmer",),
+        sglang=("muse",),
+    ),
+    LeakFormat(
+        "plamo3",
+        "PLaMo 3",
+        f"{M.PLAMO_REQUESTS_OPEN}{M.PLAMO_REQUEST_OPEN}{M.PLAMO_NAME_OPEN}f{M.PLAMO_NAME_CLOSE}"
+        f"{M.PLAMO_ARGS_OPEN}<|plamo:constrain|>json<|plamo:msg|>{{...}}{M.PLAMO_ARGS_CLOSE}"
+        f"{M.PLAMO_REQUEST_CLOSE}{M.PLAMO_REQUESTS_CLOSE}",
+        (M.PLAMO_REQUESTS_OPEN, M.PLAMO_REQUEST_OPEN),
+        (
+            _o(M.PLAMO_REQUESTS_OPEN, census.scan_plamo),
+            _o(M.PLAMO_REQUEST_OPEN, census.scan_plamo),
+        ),
+        vllm=("plamo3",),
+        sglang=("plamo3",),
     ),
     LeakFormat(
         "generic_json",

@@ -9,10 +9,21 @@ from __future__ import annotations
 import re
 
 from toolwire.leaks import markers as M
-from toolwire.leaks.scanning.core import Block, Ctx, RawCall, closer, ws
-from toolwire.leaks.scanning.json_calls import json_block, uses_parameters
+from toolwire.leaks.scanning.core import BARE_NAME, Block, Ctx, RawCall, closer, ws
+from toolwire.leaks.scanning.json_calls import json_block, named_json, uses_parameters
 from toolwire.leaks.scanning.pythonic import pythonic_calls
-from toolwire.leaks.scanning.xml_calls import M2, STEP3, functions, glm, invokes
+from toolwire.leaks.scanning.xml_calls import (
+    M2,
+    STEP3,
+    TELECHAT_KV,
+    functions,
+    glm,
+    invokes,
+)
+
+# GLM-5.3-Flash's JSON form `<tool_call>f>{...}` and TeleChat4's `<tool_call>f{...}`.
+_NAMED_JSON = re.compile(rf"({BARE_NAME})[ \t]*>?[ \t]*(?=\{{)")
+_TELECHAT_HEAD = re.compile(rf"{BARE_NAME}\s*<param_key>")
 
 
 def scan_tool_call(ctx: Ctx, m: re.Match[str]) -> Block | None:
@@ -25,6 +36,14 @@ def scan_tool_call(ctx: Ctx, m: re.Match[str]) -> Block | None:
         blk = json_block(ctx, p, "hermes" if s[p] == "{" else "granite", strict=False)
     elif s.startswith("<function", p):
         blk = functions(ctx, p, "qwen3_coder")
+    elif (nm := _NAMED_JSON.match(s, p, ctx.limit)) is not None:
+        found = named_json(ctx, nm.group(1), nm.end())
+        if found is None:
+            return None
+        call, end = found
+        blk = Block("glm45", ctx.limit if call.problem else end, [call])
+    elif _TELECHAT_HEAD.match(s, p, ctx.limit):
+        return glm(ctx, p, m.start(), TELECHAT_KV)
     else:
         return glm(ctx, p, m.start())
     if blk is not None:

@@ -29,13 +29,15 @@ _TAG_NAME = (
 )
 _FUNC_OPEN = re.compile(r"<function" + _TAG_NAME)
 _PARAM_OPEN = re.compile(r"<parameter" + _TAG_NAME)
+# MiniCPM 4 / 5: `<function name="f"><param name="k">v</param></function>`.
+_PARAM_SHORT = re.compile(r"""<param\s+name\s*=\s*["']([^"'>\n]{1,200})["']\s*>""")
 # Where a value missing its `</parameter>` ends: the next structural tag in one of the three
 # spellings (not any `<parameter ...>`, which file contents may well hold).
 _PARAM_STOP = re.compile(
-    r"</parameter\s*>|<parameter(?:=|_[^\W\d]|\s+name\s*=)|</function\s*>"
+    r"</param(?:eter)?\s*>|<parameter(?:=|_[^\W\d]|\s+name\s*=)|<param\s+name\s*=|</function\s*>"
     r"|<function(?:=|_[^\W\d]|\s+name\s*=)|</tool_call>|<tool_call>|</seed:tool_call>"
 )
-_PARAM_CLOSE = re.compile(r"</parameter\s*>")
+_PARAM_CLOSE = re.compile(r"</param(?:eter)?\s*>")
 _FUNC_CLOSE = re.compile(r"</function\s*>")
 
 
@@ -77,7 +79,10 @@ def functions(ctx: Ctx, pos: int, family: str) -> Block | None:
             r = ws(s, q, limit)
             pm = _PARAM_OPEN.match(s, r, limit)
             if pm is None:
-                break
+                pm = _PARAM_SHORT.match(s, r, limit)
+                if pm is None:
+                    break
+                family = "minicpm5"
             key = _tag_name(pm)
             if not key:
                 return None
@@ -100,16 +105,53 @@ def functions(ctx: Ctx, pos: int, family: str) -> Block | None:
     return Block(family, end, calls) if calls else None
 
 
-_GLM_HEAD = re.compile(rf"({NAME})[ \t]*(?=\r?\n|<arg_key>|</tool_call>|\Z)")
-_GLM_KEY = re.compile(r"<arg_key>\s*([^<\n]{1,200}?)\s*</arg_key>\s*<arg_value>")
-_GLM_STOP = re.compile(r"</arg_value>|<arg_key>|</tool_call>|<tool_call>")
-_GLM_CLOSE = re.compile(r"</arg_value>")
+@dataclass(slots=True, frozen=True)
+class KeyValues:
+    """A name then `<key>k</key><value>v</value>` pairs, closed by `close`: GLM-4.5+ (`arg_key`),
+    TeleChat4 / Xing (`param_key`), IQuest-Q1 (`arg_key` in `<iquest_tool_call>`), K2 Horizon
+    (`<ifm|arg_key>`, with an optional `<ifm|arg_type>`)."""
+
+    family: str
+    close: str
+    head: re.Pattern[str]
+    key: re.Pattern[str]
+    stop: re.Pattern[str]
+    value_close: re.Pattern[str]
 
 
-def glm(ctx: Ctx, pos: int, open_at: int) -> Block | None:
-    """GLM-4.5+ `f\\n<arg_key>k</arg_key>\\n<arg_value>v</arg_value>` after `<tool_call>`."""
+def _key_values(family: str, key: str, value: str, close: str, *, typed: str = "") -> KeyValues:
+    k_open, k_close = f"<{key}>", f"</{key}>"
+    v_open, v_close = f"<{value}>", f"</{value}>"
+    opener = "<" + close[2:]
+    kind = ""
+    if typed:
+        kind = rf"(?:<{re.escape(typed)}>[^<\n]{{0,40}}</{re.escape(typed)}>\s*)?"
+    return KeyValues(
+        family,
+        close,
+        re.compile(rf"({NAME})[ \t]*(?=\r?\n|{re.escape(k_open)}|{re.escape(close)}|\Z)"),
+        re.compile(
+            rf"{re.escape(k_open)}\s*([^<\n]{{1,200}}?)\s*{re.escape(k_close)}\s*{kind}"
+            rf"{re.escape(v_open)}"
+        ),
+        re.compile("|".join(re.escape(t) for t in (v_close, k_open, close, opener))),
+        re.compile(re.escape(v_close)),
+    )
+
+
+GLM_KV = _key_values("glm45", "arg_key", "arg_value", M.TOOL_CALL_CLOSE)
+TELECHAT_KV = _key_values("telechat4", "param_key", "param_value", M.TOOL_CALL_CLOSE)
+IQUEST_KV = _key_values("iquest_q1", "arg_key", "arg_value", M.IQUEST_CALL_CLOSE)
+K2H_KV = _key_values(
+    "k2_horizon", "ifm|arg_key", "ifm|arg_value", M.K2H_CALL_CLOSE, typed="ifm|arg_type"
+)
+
+
+def glm(ctx: Ctx, pos: int, open_at: int, kv: KeyValues = GLM_KV) -> Block | None:
+    """GLM-4.5+ `f\\n<arg_key>k</arg_key>\\n<arg_value>v</arg_value>` after `<tool_call>`, and
+    the same shape with other key/value tags (`kv`)."""
     s, limit = ctx.s, ctx.limit
-    hm = _GLM_HEAD.match(s, pos, limit)
+    hm = kv.head.match(s, pos, limit)
     if hm is None:
         return None
     at_line = line_start(ctx, open_at)
@@ -117,19 +159,19 @@ def glm(ctx: Ctx, pos: int, open_at: int) -> Block | None:
     params: list[tuple[str, str, bool | None]] = []
     while True:
         r = ws(s, q, limit)
-        km = _GLM_KEY.match(s, r, limit)
+        km = kv.key.match(s, r, limit)
         if km is None:
             break
-        value, q, closed = _value_until(ctx, km.end(), _GLM_STOP, _GLM_CLOSE)
+        value, q, closed = _value_until(ctx, km.end(), kv.stop, kv.value_close)
         if not closed and q >= ctx.core and not at_line:
             return None
         params.append((km.group(1).strip(), value, None))
     r = ws(s, q, limit)
-    if s.startswith(M.TOOL_CALL_CLOSE, r):
-        q = r + len(M.TOOL_CALL_CLOSE)
+    if s.startswith(kv.close, r):
+        q = r + len(kv.close)
     elif not params and not at_line:
         return None
-    return Block("glm45", q, [RawCall("params", hm.group(1), params=params)])
+    return Block(kv.family, q, [RawCall("params", hm.group(1), params=params)])
 
 
 @dataclass(slots=True, frozen=True)
@@ -143,30 +185,38 @@ class Dialect:
     stop: re.Pattern[str]
 
 
-def _dialect(op: str, cp: str) -> Dialect:
+_QUOTED_NAME = r'"([^"\n]{1,200})"'
+# dots (and MiniMax drift) write the name quoted or not.
+_ANY_NAME = r"""["']?([^"'>\n]{1,200}?)["']?"""
+
+
+def _dialect(op: str, cp: str, name: str = _QUOTED_NAME) -> Dialect:
     param_close = rf"{cp}parameter\s*>"
     return Dialect(
-        invoke_open=re.compile(rf'{op}invoke\s+name\s*=\s*"([^"\n]{{1,200}})"\s*>'),
+        invoke_open=re.compile(rf"{op}invoke\s+name\s*=\s*{name}\s*>"),
         invoke_close=re.compile(rf"{cp}invoke\s*>"),
         param_open=re.compile(
-            rf'{op}parameter\s+name\s*=\s*"([^"\n]{{1,200}})"'
+            rf"{op}parameter\s+name\s*=\s*{name}"
             r'(?:\s+string\s*=\s*"(true|false)")?\s*>'
         ),
         param_close=re.compile(param_close),
         stop=re.compile(
             rf"{param_close}|{op}parameter\s+name\s*=|{cp}invoke\s*>|{op}invoke\s+name\s*="
-            r"|</minimax:tool_call>|</function_calls>"
+            r"|</minimax:tool_call>|</function_calls>|</dots_function_call>|</atem:function_calls>"
         ),
     )
 
 
 _DSML_OPEN = r"(?:<\s*)?[|｜]\s*DSML\s*[|｜]\s*"
 _DSML_CLOSE = r"<\s*/\s*[|｜]\s*DSML\s*[|｜]\s*"
-M2 = _dialect("<", "</")
+M2 = _dialect("<", "</", _ANY_NAME)
 STEP3 = _dialect("<steptml:", "</steptml:")
 DSML = _dialect(_DSML_OPEN, _DSML_CLOSE)
-DSML_WRAPPER = re.compile(rf"{_DSML_OPEN}(?:function_calls|tool_calls)\s*>")
-DSML_WRAPPER_CLOSE = re.compile(rf"{_DSML_CLOSE}(?:function_calls|tool_calls)\s*>")
+# DeepSeek V4.1 names its block ` calls` (the space is part of the tag name).
+DSML_WRAPPER = re.compile(rf"{_DSML_OPEN}(?:function_calls|tool_calls|calls)\s*>")
+DSML_WRAPPER_CLOSE = re.compile(rf"{_DSML_CLOSE}(?:function_calls|tool_calls|calls)\s*>")
+GCML = _dialect("<｜GCML｜", "</｜GCML｜")
+ATEM = _dialect("<atem:", "</atem:")
 
 
 def invoke(ctx: Ctx, pos: int, d: Dialect) -> tuple[RawCall, int] | None:
