@@ -2,8 +2,8 @@
 
 - **Origin.** A request with an `Origin` header not in `allowed_origins` gets 403
   (`origin_not_allowed`): a web page cannot drive the gateway cross-origin. A same-origin
-  request (the Origin names the Host it was sent to: the gateway's own `/ui` page) passes. Allowed origins get
-  CORS answers (preflight `OPTIONS` and `Access-Control-Allow-Origin`).
+  request (the Origin names the Host it was sent to: the gateway's own `/ui` page) passes.
+  Allowed origins get CORS answers (preflight `OPTIONS` and `Access-Control-Allow-Origin`).
 - **Host.** When the server is bound to loopback, a `Host` that is not loopback (`localhost`,
   `127.x.x.x`, `[::1]`, any port) or one of `allowed_hosts` gets 403 (`host_not_allowed`). That
   closes DNS rebinding: a page whose name resolves to 127.0.0.1 still sends its own name.
