@@ -21,6 +21,7 @@ from pathlib import Path
 import httpx
 
 from toolwire.errors import ConfigError
+from toolwire.upstream.llama_child import HANDLER_NAME
 
 log = logging.getLogger("toolwire.local")
 
@@ -64,7 +65,7 @@ class ManagedLlamaServer:
         *,
         n_ctx: int = 4096,
         startup_timeout: float = 120.0,
-        chat_format: str = "chatml-function-calling",
+        chat_format: str = HANDLER_NAME,
     ) -> None:
         if not local_extra_installed():
             raise ConfigError(INSTALL_HINT)
@@ -94,14 +95,12 @@ class ManagedLlamaServer:
 
     async def _spawn(self) -> None:
         command = [
-            sys.executable, "-m", "llama_cpp.server",
+            sys.executable, "-m", "toolwire.upstream.llama_child",
             "--model", str(self.model_path),
-            "--model_alias", self.model_name,
-            "--chat_format", self.chat_format,
-            "--host", "127.0.0.1",
+            "--model-alias", self.model_name,
+            "--chat-format", self.chat_format,
             "--port", str(self.port),
-            "--n_ctx", str(self.n_ctx),
-            "--verbose", "False",
+            "--n-ctx", str(self.n_ctx),
         ]  # fmt: skip
         log.info("starting llama-cpp-python on port %d with %s", self.port, self.model_path.name)
         self.process = await asyncio.create_subprocess_exec(
