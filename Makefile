@@ -13,7 +13,7 @@ WHEELS ?= $(HOME)/.cache/toolwire/wheels
 
 # Each long step says what it does and shows its progress; pip's own output is cut down to
 # one line per package fetched. pip is not upgraded: the venv's pip installs these wheels fine.
-PIP_PROGRESS := grep --line-buffered -E '^(Collecting|Downloading|Using cached|Installing collected|Successfully installed|ERROR|error:)' | sed -u -E 's/^/  /'
+PIP_PROGRESS := grep --line-buffered -E '^ *(Collecting|Downloading|Using cached|Installing collected|Successfully installed|ERROR|error:)' | sed -u -E 's/^ */  /'
 
 $(STAMP): pyproject.toml
 	@echo "==> [1/3] creating $(VENV)"
