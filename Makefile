@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 LLAMA_VERSION := 0.3.36
 WHEELS ?= $(HOME)/.cache/toolwire/wheels
 
-.PHONY: run serve test lint bench llama-wheel clean
+.PHONY: run serve test lint bench llama-wheel clean codex
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -40,7 +40,11 @@ MODEL ?= $(TOOLWIRE_MODEL)
 serve: $(STAMP)
 	$(BIN)/toolwire serve $(if $(UPSTREAM),--upstream $(UPSTREAM)) $(if $(MODEL),--model $(MODEL))
 
-test: $(STAMP)
+# The client tests drive the real Codex CLI: installed once, pinned, into .tools/ (needs npm).
+codex:
+	@.ci/install-codex
+
+test: $(STAMP) codex
 	$(BIN)/pytest
 
 lint: $(STAMP)
