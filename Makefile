@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 LLAMA_VERSION := 0.3.36
 WHEELS ?= $(HOME)/.cache/toolwire/wheels
 
-.PHONY: run serve test lint bench llama-wheel clean
+.PHONY: run serve test lint bench llama-wheel clean codex
 
 # Each long step says what it does and shows its progress; pip's own output is cut down to
 # one line per package fetched. pip is not upgraded: the venv's pip installs these wheels fine.
@@ -48,7 +48,11 @@ MODEL ?= $(TOOLWIRE_MODEL)
 serve: $(STAMP)
 	$(BIN)/toolwire serve $(if $(UPSTREAM),--upstream $(UPSTREAM)) $(if $(MODEL),--model $(MODEL))
 
-test: $(STAMP)
+# The client tests drive the real Codex CLI: installed once, pinned, into .tools/ (needs npm).
+codex:
+	@.ci/install-codex
+
+test: $(STAMP) codex
 	$(BIN)/pytest
 
 lint: $(STAMP)

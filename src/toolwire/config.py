@@ -67,6 +67,15 @@ class WorkspaceConfig(BaseModel):
     )
 
 
+class WebSearchConfig(BaseModel):
+    """Which MCP tool serves requests' `web_search` tool: any tool of a configured MCP server
+    (`mcp_servers`, by label) that takes a query string."""
+
+    server: str = Field(description="the label of a server in mcp_servers")
+    tool: str = Field(description="the name of its search tool")
+    query_argument: str = Field(default="query", description="the tool's query parameter")
+
+
 class ServerConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -120,6 +129,13 @@ class ServerConfig(BaseModel):
     max_tools: int = Field(default=512, gt=0)
     max_upstream_event_bytes: int = Field(default=8 * MiB, gt=0)
     max_upstream_response_bytes: int = Field(default=64 * MiB, gt=0)
+    upstream_vision: bool = Field(
+        default=True,
+        description="the upstream model sees images; false: images become a one-line note",
+    )
+    web_search: WebSearchConfig | None = Field(
+        default=None, description="the MCP tool that serves the `web_search` tool"
+    )
 
 
 def load_config(path: Path | None, flags: dict[str, Any]) -> ServerConfig:

@@ -14,6 +14,9 @@ class ToolwireError(Exception):
 
     status: int = 500
     error_type: str = "server_error"
+    retryable: bool | None = None
+    """Whether the same request may succeed if sent again; None: as the status says (408, 409,
+    429 and 5xx are retried by OpenAI's SDKs). False sends `x-should-retry: false`."""
 
     def __init__(
         self,
@@ -22,6 +25,8 @@ class ToolwireError(Exception):
         param: str | None = None,
         code: str | None = None,
         status: int | None = None,
+        error_type: str | None = None,
+        retryable: bool | None = None,
     ) -> None:
         super().__init__(message)
         self.message = message
@@ -29,6 +34,16 @@ class ToolwireError(Exception):
         self.code = code
         if status is not None:
             self.status = status
+        if error_type is not None:
+            self.error_type = error_type
+        if retryable is not None:
+            self.retryable = retryable
+
+    @property
+    def should_retry(self) -> bool:
+        if self.retryable is not None:
+            return self.retryable
+        return self.status in (408, 409, 429) or self.status >= 500
 
     def to_body(self) -> dict[str, object]:
         """The OpenAI error shape: `{"error": {"message", "type", "param", "code"}}`."""
@@ -76,8 +91,12 @@ class UpstreamError(ToolwireError):
         upstream_body: str | None = None,
         code: str | None = "upstream_error",
         status: int | None = None,
+        error_type: str | None = None,
+        retryable: bool | None = None,
     ) -> None:
-        super().__init__(message, code=code, status=status)
+        super().__init__(
+            message, code=code, status=status, error_type=error_type, retryable=retryable
+        )
         self.upstream_status = upstream_status
         self.upstream_body = upstream_body
 
@@ -101,7 +120,7 @@ class UpstreamTooLargeError(UpstreamError):
     `max_upstream_event_bytes`, or an answer over `max_upstream_response_bytes`. Not retried."""
 
     def __init__(self, message: str) -> None:
-        super().__init__(message, code="upstream_response_too_large")
+        super().__init__(message, code="upstream_response_too_large", retryable=False)
 
 
 class UpstreamStreamError(UpstreamError):
@@ -199,8 +218,41 @@ def run_error(
     return UnansweredRunError(message or reason.value, code=reason.value)
 
 
+RESPONSE_ERROR_CODES = frozenset(
+    {
+        "server_error",
+        "rate_limit_exceeded",
+        "invalid_prompt",
+        "data_residency_mismatch",
+        "bio_policy",
+        "vector_store_timeout",
+        "invalid_image",
+        "invalid_image_format",
+        "invalid_base64_image",
+        "invalid_image_url",
+        "image_too_large",
+        "image_too_small",
+        "image_parse_error",
+        "image_content_policy_violation",
+        "invalid_image_mode",
+        "image_file_too_large",
+        "unsupported_image_media_type",
+        "empty_image_file",
+        "failed_to_download_image",
+        "image_file_not_found",
+    }
+)
+"""`error.code` of a failed Responses object is one of these (OpenAI's `ResponseErrorCode`)."""
+
+
 def error_code(reason: StopReason, error: ToolwireError | None) -> str:
-    """`error.code` on a failed Responses object."""
-    if error is not None and error.code:
-        return error.code
-    return reason.value if reason.status is RunStatus.FAILED else "server_error"
+    """`error.code` on a failed Responses object: OpenAI's enum, by the error's code or status
+    (the detailed code stays on the HTTP error and in the message)."""
+    if error is not None:
+        if error.code in RESPONSE_ERROR_CODES:
+            return error.code
+        if error.status == 429:
+            return "rate_limit_exceeded"
+        if 400 <= error.status < 500 and error.status not in (408, 409, 424):
+            return "invalid_prompt"
+    return "server_error"

@@ -88,6 +88,9 @@ class ToolMessage:
     call_id: str
     name: str
     content: str
+    attachments: list[JSONObject] = field(default_factory=list)
+    """Images (and files) the tool returned, as chat-completions content parts: a vision
+    upstream sees them after the result; a text-only one reads a one-line note instead."""
 
 
 TranscriptMessage = SystemMessage | UserMessage | AssistantMessage | ToolMessage

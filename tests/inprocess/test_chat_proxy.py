@@ -264,7 +264,7 @@ async def test_upstream_errors_become_openai_errors(gw: AppGateway) -> None:
     gw.upstream.add(Body({"error": {"message": "model not loaded"}}, status=400))
     with pytest.raises(openai.APIStatusError) as info:
         await gw.client.chat.completions.create(model="m", messages=USER)
-    assert info.value.status_code == 502 and "model not loaded" in info.value.message
+    assert info.value.status_code == 400 and "model not loaded" in info.value.message
 
 
 async def test_a_stream_broken_mid_answer_ends_with_an_error_event(gw: AppGateway) -> None:

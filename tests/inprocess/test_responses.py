@@ -423,9 +423,10 @@ async def test_a_streamed_response_is_retrievable_in_progress_while_it_runs(
         ({"model": "m", "input": 5}, "input"),
         ({"model": "m", "input": "x", "temperature": 3}, "temperature"),
         ({"model": "m", "input": "x", "max_output_tokens": 0}, "max_output_tokens"),
-        ({"model": "m", "input": "x", "tools": [{"type": "web_search_preview"}]}, "tools[0].type"),
+        ({"model": "m", "input": "x", "tools": [{"type": "teleport"}]}, "tools[0].type"),
+        ({"model": "m", "input": "x", "max_output_tokens": 15}, "max_output_tokens"),
         ({"model": "m", "input": "x", "made_up": 1}, "made_up"),
-        ({"model": "m"}, "input"),
+        ({"model": "m", "input": [{"type": "séance"}]}, "input[0].type"),
         (
             {"model": "m", "input": [{"type": "message", "role": "wizard", "content": "x"}]},
             "input[0].role",
@@ -486,12 +487,23 @@ async def test_unknown_previous_response_is_404(gw: AppGateway) -> None:
         await gw.client.responses.create(model="m", input="x", previous_response_id="resp_nope")
 
 
-async def test_upstream_failure_before_streaming_is_502(gw: AppGateway) -> None:
-    gw.upstream.add(Body({"error": {"message": "model not loaded"}}, status=400))
-    with pytest.raises(openai.APIStatusError) as info:
+async def test_upstream_client_errors_become_the_matching_client_error(gw: AppGateway) -> None:
+    gw.upstream.add(Body({"error": {"message": "bad request: no such thing"}}, status=400))
+    with pytest.raises(openai.BadRequestError) as info:
         await gw.client.responses.create(model="m", input="x")
-    assert info.value.status_code == 502
-    assert "model not loaded" in info.value.message
+    assert "no such thing" in info.value.message
+    gw.upstream.add(
+        Body({"error": {"message": "The model `nope` does not exist.", "code": 404}}, status=404)
+    )
+    with pytest.raises(openai.NotFoundError) as missing:
+        await gw.client.responses.create(model="nope", input="x")
+    assert missing.value.code == "model_not_found"
+    body = "Traceback (most recent call last):\n  File 'x.py'\nKeyError: 'secret'"
+    gw.upstream.add(*[Body(body, status=500)] * 4)
+    with pytest.raises(openai.APIStatusError) as failed:
+        await gw.client.responses.create(model="m", input="x")
+    assert failed.value.status_code == 502 and failed.value.code == "server_error"
+    assert "Traceback" not in failed.value.message and "secret" not in failed.value.message
 
 
 async def test_upstream_timeout_before_an_answer_is_504(fake_upstream: ScriptedUpstream) -> None:

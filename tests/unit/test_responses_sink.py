@@ -65,7 +65,7 @@ def test_a_call_cut_off_by_a_failure_ends_incomplete_in_a_failed_response() -> N
     )
     assert builder.final is not None
     assert builder.final["status"] == "failed"
-    assert builder.final["error"]["code"] == "upstream_error"
+    assert builder.final["error"]["code"] == "server_error"  # OpenAI's ResponseErrorCode
     item = builder.final["output"][0]
     assert (item["type"], item["status"], item["arguments"]) == (
         "function_call",

@@ -246,9 +246,18 @@ class _Run:
         tool = self.executor.tools.get(call.name)
         if tool is not None:
             return PlannedCall(call, CallTarget.SERVER, tool.server_label)
-        if call.ok and call.name in self.client_names:
+        if call.name in self.client_names and self.caller_problem(call) is None:
             return PlannedCall(call, CallTarget.CALLER, "")
         return PlannedCall(call, CallTarget.REJECTED, "")
+
+    def caller_problem(self, call: ToolCall) -> str | None:
+        """Why a call of a caller-side tool cannot be handed back (None: it can). A `custom`
+        tool's call is judged by its kind (free-form input, its grammar), not as JSON."""
+        declared = self.request.caller_tools
+        tool = declared.get(call.name) if declared is not None else None
+        if tool is not None:
+            return tool.problem(call)
+        return None if call.ok else (call.parse_error or "arguments are not a JSON object")
 
     async def call_model(self) -> NextAction:
         state = self.state
@@ -481,7 +490,10 @@ class _Run:
     def rejection(self, call: ToolCall) -> str:
         """What the model reads about a call that cannot run, so that it can re-issue it."""
         available = ", ".join(sorted([*self.executor.tools, *self.client_names])) or "none"
-        reason = call.parse_error or f"unknown tool {call.name!r}"
+        if call.name in self.client_names:
+            reason = self.caller_problem(call) or "arguments are not a JSON object"
+        else:
+            reason = call.parse_error or f"unknown tool {call.name!r}"
         parts = [f"the tool call could not be used: {reason}."]
         if call.raw_arguments:
             parts.append(f"Arguments as received: {call.raw_arguments}")

@@ -10,7 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from toolwire.errors import InvalidRequestError
+import orjson
+
+from toolwire.errors import InvalidRequestError, NotFoundError
+from toolwire.loop.tool_types import ClientTools
 from toolwire.tools.envelope import render_envelope
 from toolwire.transcript import (
     AssistantMessage,
@@ -26,12 +29,72 @@ _ITEM_PREFIX = {
     "message": "msg",
     "function_call": "fc",
     "function_call_output": "fco",
+    "custom_tool_call": "ctc",
+    "custom_tool_call_output": "ctco",
     "reasoning": "rs",
     "mcp_call": "mcp",
     "mcp_list_tools": "mcpl",
     "mcp_approval_request": "mcpr",
     "mcp_approval_response": "mcpa",
+    "web_search_call": "ws",
+    "file_search_call": "fs",
+    "computer_call": "cu",
+    "computer_call_output": "cuo",
+    "local_shell_call": "lsh",
+    "local_shell_call_output": "lsho",
+    "shell_call": "sh",
+    "shell_call_output": "sho",
+    "apply_patch_call": "apc",
+    "apply_patch_call_output": "apco",
+    "image_generation_call": "ig",
+    "code_interpreter_call": "ci",
+    "tool_search_call": "tsc",
+    "tool_search_output": "tso",
+    "additional_tools": "at",
+    "compaction": "cmp",
+    "compaction_trigger": "cmpt",
+    "program": "prg",
+    "program_output": "prgo",
 }
+"""Every input item type of OpenAI's current API (`item_reference` is resolved before this)."""
+
+_CALLS = {
+    # call item type -> (the name the model sees it under, the field holding its arguments)
+    "local_shell_call": ("local_shell", "action"),
+    "shell_call": ("shell", "action"),
+    "apply_patch_call": ("apply_patch", "operation"),
+    "computer_call": ("computer", "action"),
+}
+_OUTPUTS = {
+    "function_call_output",
+    "custom_tool_call_output",
+    "local_shell_call_output",
+    "shell_call_output",
+    "apply_patch_call_output",
+    "computer_call_output",
+}
+_HOSTED = {
+    # hosted calls OpenAI ran itself: (name, argument fields, result fields)
+    "web_search_call": ("web_search", ("action",), ("results",)),
+    "file_search_call": ("file_search", ("queries",), ("results",)),
+    "code_interpreter_call": ("code_interpreter", ("code",), ("outputs",)),
+    "image_generation_call": ("image_generation", (), ()),
+    "tool_search_call": ("tool_search", ("arguments",), ()),
+}
+_DROPPED = {
+    # kept in history and echoed, but nothing the model can read: opaque (encrypted) or
+    # bookkeeping for tools toolwire does not run
+    "reasoning",
+    "compaction",
+    "compaction_trigger",
+    "mcp_list_tools",
+    "additional_tools",
+    "tool_search_output",
+    "program",
+    "program_output",
+}
+
+IMAGE_NOT_SHOWN = "[image omitted: this model cannot see images]"
 
 
 def normalize_input(value: str | list[Any], param: str = "input") -> list[dict[str, Any]]:
@@ -44,7 +107,9 @@ def normalize_input(value: str | list[Any], param: str = "input") -> list[dict[s
         if not isinstance(raw, dict):
             raise InvalidRequestError(f"{where} must be an object", param=where)
         item = dict(raw)
-        kind = item.setdefault("type", "message")
+        if item.get("type") is None:
+            item["type"] = "item_reference" if set(item) <= {"id", "type"} else "message"
+        kind = item["type"]
         if kind == "message":
             role = item.get("role")
             if role not in ("user", "assistant", "system", "developer"):
@@ -57,28 +122,68 @@ def normalize_input(value: str | list[Any], param: str = "input") -> list[dict[s
         elif kind == "function_call":
             _require_str(item, ("call_id", "name", "arguments"), where)
             item.setdefault("status", "completed")
-        elif kind == "function_call_output":
+        elif kind == "custom_tool_call":
+            _require_str(item, ("call_id", "name", "input"), where)
+        elif kind in _OUTPUTS:
             _require_str(item, ("call_id",), where)
             output = item.get("output")
-            if not isinstance(output, str | list):
+            if output is not None and not isinstance(output, str | list | dict):
                 raise InvalidRequestError(
-                    f"{where}.output must be a string", param=f"{where}.output"
+                    f"{where}.output must be a string or a list of content parts",
+                    param=f"{where}.output",
                 )
-            item.setdefault("status", "completed")
+            if kind in ("function_call_output", "custom_tool_call_output"):
+                if not isinstance(output, str | list):
+                    raise InvalidRequestError(
+                        f"{where}.output must be a string or a list of content parts",
+                        param=f"{where}.output",
+                    )
+                item.setdefault("status", "completed")
+        elif kind in _CALLS:
+            _require_str(item, ("call_id",), where)
         elif kind == "mcp_approval_response":
             _require_str(item, ("approval_request_id",), where)
             if not isinstance(item.get("approve"), bool):
                 raise InvalidRequestError(
                     f"{where}.approve must be a boolean", param=f"{where}.approve"
                 )
+        elif kind == "item_reference":
+            _require_str(item, ("id",), where)
+            items.append(item)
+            continue
         elif kind not in _ITEM_PREFIX:
             raise InvalidRequestError(
-                f"{where}.type {kind!r} is not supported; supported: {', '.join(_ITEM_PREFIX)}",
+                f"Invalid value: '{kind}'. {where}.type must be one of: "
+                f"{', '.join([*_ITEM_PREFIX, 'item_reference'])}.",
                 param=f"{where}.type",
+                code="invalid_value",
             )
         item.setdefault("id", new_id(_ITEM_PREFIX.get(kind, "item")))
         items.append(item)
     return items
+
+
+def resolve_references(
+    items: list[dict[str, Any]], history: list[dict[str, Any]], param: str = "input"
+) -> list[dict[str, Any]]:
+    """`item_reference`s replaced by the items they name, looked up in the history this
+    request continues (a previous response's or a conversation's items)."""
+    if not any(item.get("type") == "item_reference" for item in items):
+        return items
+    known = {item.get("id"): item for item in history}
+    out = []
+    for position, item in enumerate(items):
+        if item.get("type") != "item_reference":
+            out.append(item)
+            continue
+        found = known.get(item["id"])
+        if found is None:
+            raise NotFoundError(
+                f"Item with id '{item['id']}' not found.",
+                param=f"{param}[{position}]",
+            )
+        out.append(found)
+    return out
 
 
 def _message(role: str, content: list[dict[str, Any]]) -> dict[str, Any]:
@@ -106,13 +211,14 @@ def _content_parts(content: Any, role: str, where: str) -> list[dict[str, Any]]:
                     f"{where}[{index}].text must be a string", param=f"{where}[{index}].text"
                 )
             parts.append({**part, "type": text_type if kind == "text" else kind})
-        elif kind == "input_image" or kind == "refusal":
+        elif kind in ("input_image", "input_file", "input_audio", "refusal"):
             parts.append(part)
         else:
             raise InvalidRequestError(
-                f"{where}[{index}].type {kind!r} is not supported "
-                "(input_text, output_text, input_image)",
+                f"{where}[{index}].type {kind!r} is not a content part type "
+                "(input_text, output_text, input_image, input_file, input_audio, refusal)",
                 param=f"{where}[{index}].type",
+                code="invalid_value",
             )
     return parts
 
@@ -132,17 +238,68 @@ def _user_content(content: list[dict[str, Any]]) -> str | list[dict[str, Any]]:
         return _text(content)
     parts: list[dict[str, Any]] = []
     for part in content:
-        if part.get("type") == "input_image":
-            url = part.get("image_url") or part.get("file_id") or ""
-            parts.append(
-                {
-                    "type": "image_url",
-                    "image_url": {"url": url, "detail": part.get("detail", "auto")},
-                }
-            )
+        media = media_part(part)
+        if media is not None:
+            parts.append(media)
         elif isinstance(part.get("text"), str):
             parts.append({"type": "text", "text": part["text"]})
     return parts
+
+
+def media_part(part: dict[str, Any]) -> dict[str, Any] | None:
+    """An image or file content part (Responses shape) as a chat-completions part: an image
+    becomes an `image_url` part; a file that is an image too; any other file a one-line note,
+    since chat-completions servers take no files."""
+    kind = part.get("type")
+    if kind == "input_image":
+        url = part.get("image_url") or part.get("file_id") or ""
+        return {
+            "type": "image_url",
+            "image_url": {"url": url, "detail": part.get("detail") or "auto"},
+        }
+    if kind == "input_file":
+        data = part.get("file_data") or part.get("file_url") or ""
+        name = part.get("filename") or part.get("file_id") or "file"
+        if isinstance(data, str) and data.startswith("data:image/"):
+            return {"type": "image_url", "image_url": {"url": data, "detail": "auto"}}
+        return {
+            "type": "text",
+            "text": f"[file {name} attached: its content cannot be shown to this model]",
+        }
+    if kind == "input_audio":
+        return {"type": "text", "text": "[audio attached: it cannot be played to this model]"}
+    return None
+
+
+def _output_content(output: Any) -> tuple[str, list[dict[str, Any]]]:
+    """A tool output (text, or content parts) -> its text, and its images and files as
+    chat-completions parts for the model to see after the result."""
+    if isinstance(output, str):
+        return output, []
+    if isinstance(output, dict):
+        output = [output]
+    if not isinstance(output, list):
+        return "", []
+    texts: list[str] = []
+    media: list[dict[str, Any]] = []
+    for part in output:
+        if not isinstance(part, dict):
+            continue
+        converted = media_part(part)
+        if converted is None:
+            if isinstance(part.get("text"), str):
+                texts.append(part["text"])
+            elif part.get("type") in ("computer_screenshot",) and part.get("image_url"):
+                media.append({"type": "image_url", "image_url": {"url": part["image_url"]}})
+            else:
+                texts.append(orjson.dumps(part).decode())
+        elif converted["type"] == "text":
+            texts.append(converted["text"])
+        else:
+            media.append(converted)
+    if media:
+        texts.append(f"[{len(media)} image(s) returned: shown after this result]")
+    return "\n".join(texts), media
 
 
 UNANSWERED_APPROVAL = (
@@ -152,16 +309,22 @@ UNANSWERED_APPROVAL = (
 
 
 def items_to_transcript(
-    items: list[dict[str, Any]], answering: frozenset[str] = frozenset()
+    items: list[dict[str, Any]],
+    answering: frozenset[str] = frozenset(),
+    tools: ClientTools | None = None,
 ) -> Transcript:
     """Stored or input items -> the transcript the model sees.
 
     An `mcp_approval_request` becomes the call it asks about. Unless its id is in `answering`
     (the loop is about to run or deny it), it gets a result saying it did not run, so every
-    call in the transcript has its result.
+    call in the transcript has its result. Calls of namespaced and `custom` tools go under the
+    names the model is offered them by (`tools`). Calls of tools OpenAI ran (web search, file
+    search, …) become a call and its result; opaque items (encrypted reasoning, compaction)
+    are kept in history but are nothing the model can read.
     """
     transcript: Transcript = []
     names: dict[str, str] = {}
+    declared = tools or ClientTools()
     answered = {item.get("approval_request_id") for item in items if item.get("type") == "mcp_call"}
 
     def open_assistant() -> AssistantMessage:
@@ -171,6 +334,15 @@ def items_to_transcript(
         message = AssistantMessage()
         transcript.append(message)
         return message
+
+    def add_call(call: ToolCall) -> None:
+        names[call.id] = call.name
+        open_assistant().tool_calls.append(call)
+
+    def add_result(call_id: str, text: str, media: list[dict[str, Any]], ok: bool = True) -> None:
+        name = names.get(call_id, "function")
+        envelope = render_envelope(name, ok=ok, output=text if ok else "", error="" if ok else text)
+        transcript.append(ToolMessage(call_id, name, envelope, media))
 
     for item in items:
         kind = item.get("type", "message")
@@ -190,17 +362,32 @@ def items_to_transcript(
         elif kind == "function_call":
             if item.get("status") == "incomplete":
                 continue  # streamed live, then found malformed: it never ran, nothing answers it
-            call = call_from_item(item["call_id"], item["name"], item.get("arguments", ""))
-            names[call.id] = call.name
-            open_assistant().tool_calls.append(call)
-        elif kind == "function_call_output":
+            name = declared.model_name("function", item.get("namespace"), item["name"])
+            add_call(call_from_item(item["call_id"], name, item.get("arguments", "")))
+        elif kind == "custom_tool_call":
+            name = declared.model_name("custom", item.get("namespace"), item["name"])
+            freeform = {"input": item.get("input", "")}
+            add_call(ToolCall(item["call_id"], name, freeform, orjson.dumps(freeform).decode()))
+        elif kind in _CALLS:
+            name, field_name = _CALLS[kind]
+            arguments = item.get(field_name)
+            add_call(_call_of(item["call_id"], name, arguments))
+        elif kind in _OUTPUTS:
             call_id = item["call_id"]
-            name = names.get(call_id, "function")
             output = item.get("output")
-            text = output if isinstance(output, str) else _text(output or [])
-            transcript.append(
-                ToolMessage(call_id, name, render_envelope(name, ok=True, output=text))
-            )
+            if kind == "shell_call_output" and isinstance(output, list):
+                output = orjson.dumps(output).decode()
+            text, media = _output_content(output)
+            add_result(call_id, text, media, ok=item.get("status") != "failed")
+        elif kind in _HOSTED:
+            name, argument_fields, result_fields = _HOSTED[kind]
+            call_id = item.get("id") or new_id("call")
+            arguments = {f: item[f] for f in argument_fields if item.get(f) is not None}
+            add_call(_call_of(call_id, name, arguments))
+            results = {f: item[f] for f in result_fields if item.get(f) is not None}
+            status = item.get("status") or "completed"
+            text = orjson.dumps(results).decode() if results else f"{name} {status}"
+            add_result(call_id, text, [], ok=status != "failed")
         elif kind == "mcp_approval_request":
             request_id = item["id"]
             if request_id in answered:
@@ -222,9 +409,14 @@ def items_to_transcript(
     return transcript
 
 
-def call_from_item(call_id: str, name: str, arguments: str) -> ToolCall:
-    import orjson
+def _call_of(call_id: str, name: str, arguments: Any) -> ToolCall:
+    if isinstance(arguments, dict):
+        return ToolCall(call_id, name, arguments, orjson.dumps(arguments).decode())
+    wrapped = {"value": arguments} if arguments is not None else {}
+    return ToolCall(call_id, name, wrapped, orjson.dumps(wrapped).decode())
 
+
+def call_from_item(call_id: str, name: str, arguments: str) -> ToolCall:
     try:
         parsed = orjson.loads(arguments) if arguments.strip() else {}
     except orjson.JSONDecodeError:

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from toolwire.errors import RunStatus, StopReason, ToolwireError
+from toolwire.loop.tool_types import ClientTools
 from toolwire.tools.base import Tool
 from toolwire.tools.mcp.toolset import McpToolset
 from toolwire.transcript import ToolCall, ToolSpec, Transcript
@@ -57,6 +58,9 @@ class LoopRequest:
     """MCP servers whose tools the run lists (unless already listed) and runs itself."""
     client_tools: list[ToolSpec] = field(default_factory=list)
     """Tools the caller runs: their calls end the run and are returned (Responses `function`)."""
+    caller_tools: ClientTools | None = None
+    """How the client declared `client_tools` (namespaces, `custom` tools): judges their calls.
+    Without it every caller tool is a plain function."""
     tool_choice: str | dict[str, Any] | None = None
     parallel_tool_calls: bool | None = None
     sampling: Sampling = field(default_factory=Sampling)

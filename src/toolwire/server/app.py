@@ -18,10 +18,34 @@ from toolwire.server.conversations import ConversationsService
 from toolwire.server.errors import toolwire_error_handler, unexpected_error_handler
 from toolwire.server.http import ORJSONResponse, paginate
 from toolwire.server.limits import read_limited_json
+from toolwire.server.request_tools import NOT_OFFERED_HEADER
 from toolwire.server.responses_service import ResponsesService
 from toolwire.server.security import Security, middleware
 from toolwire.store.database import Store
 from toolwire.upstream.base import Upstream
+
+
+async def started(frames: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    """`frames` with its first frame already awaited, so that what fails before it raises here,
+    before any status line is sent."""
+    try:
+        first = await anext(frames)
+    except StopAsyncIteration:
+        first = b""
+    except BaseException:
+        await frames.aclose()  # type: ignore[attr-defined]
+        raise
+
+    async def rest() -> AsyncIterator[bytes]:
+        try:
+            if first:
+                yield first
+            async for frame in frames:
+                yield frame
+        finally:
+            await frames.aclose()  # type: ignore[attr-defined]
+
+    return rest()
 
 
 def create_app(
@@ -47,8 +71,10 @@ def create_app(
     async def chat_completions(request: Request) -> Response:
         call = proxy.prepare(await read_json(request))
         if call.stream:
+            # The status line waits for the upstream's first content: a failure before it is
+            # a real HTTP error (raised here), one after it an in-band error frame.
             return StreamingResponse(
-                proxy.stream(call),
+                await started(proxy.stream(call)),
                 media_type="text/event-stream",
                 headers={"cache-control": "no-cache"},
             )
@@ -56,15 +82,18 @@ def create_app(
 
     async def create_response(request: Request) -> Response:
         prepared = await responses.prepare(await read_json(request), owner=owner_of(request))
+        headers = (
+            {NOT_OFFERED_HEADER: ", ".join(prepared.not_offered)} if prepared.not_offered else {}
+        )
         if prepared.request.background:
-            return ORJSONResponse(await responses.start_background(prepared))
+            return ORJSONResponse(await responses.start_background(prepared), headers=headers)
         if prepared.request.stream:
             return StreamingResponse(
                 responses.stream(prepared),
                 media_type="text/event-stream",
-                headers={"cache-control": "no-cache", "x-accel-buffering": "no"},
+                headers={"cache-control": "no-cache", "x-accel-buffering": "no", **headers},
             )
-        return ORJSONResponse(await responses.create(prepared))
+        return ORJSONResponse(await responses.create(prepared), headers=headers)
 
     async def get_response(request: Request) -> Response:
         response_id = request.path_params["response_id"]

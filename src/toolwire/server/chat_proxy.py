@@ -188,18 +188,27 @@ class ChatProxy:
 
             await self.driver.run(call.request, relay)
 
-        yield chunk({"role": "assistant", "content": ""})
+        # Nothing goes out before the run's first event: a run that fails before any content
+        # raises from the first step, which the route turns into a real HTTP error; after
+        # content, a failure is an in-band error frame and the stream ends without [DONE].
+        opened = False
         async for event in pump(run):
+            if isinstance(event, LoopFinished):
+                try:
+                    _raise_if_unanswered(event)
+                except ToolwireError as exc:
+                    if not opened:
+                        raise
+                    yield encode_event(orjson.dumps(exc.to_body()))
+                    return
+            if not opened:
+                opened = True
+                yield chunk({"role": "assistant", "content": ""})
             if isinstance(event, OutputTextDelta):
                 yield chunk({"content": event.text})
             elif isinstance(event, ReasoningTextDelta):
                 yield chunk({"reasoning_content": event.text})
             elif isinstance(event, LoopFinished):
-                try:
-                    _raise_if_unanswered(event)
-                except ToolwireError as exc:
-                    yield encode_event(orjson.dumps(exc.to_body()))
-                    return
                 for index, pending in enumerate(event.pending_calls):
                     yield chunk({"tool_calls": [{"index": index, **_call_json(pending)}]})
                 yield chunk({}, _finish_reason(event))

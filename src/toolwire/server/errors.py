@@ -13,7 +13,8 @@ log = logging.getLogger("toolwire.server")
 
 
 def error_response(error: ToolwireError) -> JSONResponse:
-    return JSONResponse(error.to_body(), status_code=error.status)
+    headers = None if error.should_retry else {"x-should-retry": "false"}
+    return JSONResponse(error.to_body(), status_code=error.status, headers=headers)
 
 
 async def toolwire_error_handler(request: Request, exc: Exception) -> Response:

@@ -92,10 +92,14 @@ async def build_app(config: ServerConfig) -> Starlette:
             max_retries=config.max_retries,
             max_event_bytes=config.max_upstream_event_bytes,
             max_response_bytes=config.max_upstream_response_bytes,
+            vision=config.upstream_vision,
         )
     )
     for server in config.mcp_servers:
         configured_server(server)  # credentials from env: fail at start-up, not per request
+    search = config.web_search
+    if search is not None and search.server not in {s.label for s in config.mcp_servers}:
+        raise ConfigError(f"web_search.server {search.server!r} is not a label in mcp_servers")
     pool = McpPool(idle_seconds=config.mcp_idle_seconds)
     service = ResponsesService(
         upstream=upstream,
@@ -111,6 +115,7 @@ async def build_app(config: ServerConfig) -> Starlette:
         mcp_pool=pool,
         mcp_call_timeout=config.mcp_call_timeout,
         approval_secret=await store.secret("approval_requests"),
+        web_search=config.web_search,
     )
     observability = Observability.from_env(  # observe/: metrics, traces, request logs, /ui
         upstream_name=upstream.name, tools=service.server_tools, log_format=config.log_format

@@ -1,5 +1,10 @@
 """The body of `POST /v1/responses`, validated at the edge: wrong types and out-of-range values
-become 400s naming the field; unknown parameters are refused, as OpenAI does."""
+become 400s naming the field; unknown parameters are refused, as OpenAI does.
+
+Every parameter of OpenAI's published `CreateResponse` is accepted (docs/server.md says, per
+field, what toolwire does with it); those it cannot honour are ignored and echoed. A few
+sampling parameters that OpenAI's API lacks but open model servers take (`top_k`, `min_p`,
+`repetition_penalty`, `seed`, …) pass through to the upstream untouched."""
 
 from __future__ import annotations
 
@@ -20,21 +25,37 @@ class TextFormat(BaseModel):
 
 
 class TextConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="allow")
     format: TextFormat = Field(default_factory=TextFormat)
     verbosity: Literal["low", "medium", "high"] | None = None
+
+
+SAMPLING_EXTRAS = (
+    "top_k",
+    "min_p",
+    "typical_p",
+    "repetition_penalty",
+    "presence_penalty",
+    "frequency_penalty",
+    "seed",
+    "stop",
+    "logit_bias",
+    "min_tokens",
+)
+"""Sampling parameters vLLM, SGLang and llama.cpp accept: passed to the upstream as given."""
 
 
 class CreateResponse(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     model: str | None = None
-    input: str | list[Any]
+    input: str | list[Any] = Field(default_factory=list)
     instructions: str | None = None
     tools: list[dict[str, Any]] = Field(default_factory=list)
-    tool_choice: Literal["auto", "none", "required"] | dict[str, Any] = "auto"
+    tool_choice: str | dict[str, Any] = "auto"
     parallel_tool_calls: bool = True
-    max_output_tokens: int | None = Field(default=None, ge=1)
+    # OpenAI's minimum is 16 (`integer_below_min_value` below it)
+    max_output_tokens: int | None = None
     max_tool_calls: int | None = Field(default=None, ge=0)
     temperature: float | None = Field(default=None, ge=0, le=2)
     top_p: float | None = Field(default=None, ge=0, le=1)
@@ -47,13 +68,53 @@ class CreateResponse(BaseModel):
     text: TextConfig | None = None
     reasoning: dict[str, Any] | None = None
     user: str | None = None
-    safety_identifier: str | None = None
+    safety_identifier: str | None = Field(default=None, max_length=64)
     prompt_cache_key: str | None = None
+    prompt_cache_retention: str | None = None
+    prompt_cache_options: dict[str, Any] | None = None
+    prompt: dict[str, Any] | None = None
     service_tier: str | None = None
     truncation: Literal["auto", "disabled"] | None = None
     include: list[str] | None = None
     stream_options: dict[str, Any] | None = None
     top_logprobs: int | None = Field(default=None, ge=0, le=20)
+    moderation: dict[str, Any] | None = None
+    context_management: list[dict[str, Any]] | None = None
+    client_metadata: dict[str, str] | None = None
+    """Not in the OpenAPI document, but OpenAI accepts it and Codex sends it: ignored."""
+    # pass-through sampling extras (SAMPLING_EXTRAS)
+    top_k: int | None = None
+    min_p: float | None = None
+    typical_p: float | None = None
+    repetition_penalty: float | None = None
+    presence_penalty: float | None = Field(default=None, ge=-2, le=2)
+    frequency_penalty: float | None = Field(default=None, ge=-2, le=2)
+    seed: int | None = None
+    stop: str | list[str] | None = None
+    logit_bias: dict[str, float] | None = None
+    min_tokens: int | None = Field(default=None, ge=0)
+
+    @field_validator("client_metadata")
+    @classmethod
+    def _client_metadata_limits(cls, value: dict[str, str] | None) -> dict[str, str] | None:
+        if value is not None:
+            for key, item in value.items():
+                if len(key) > 64 or len(item) > 2048:
+                    raise ValueError("client_metadata keys are at most 64 characters, values 2048")
+        return value
+
+    @field_validator("store", "stream", "background", "parallel_tool_calls", mode="before")
+    @classmethod
+    def _null_is_default(cls, value: Any, info: Any) -> Any:
+        """OpenAI's schema allows null for these: it means the default."""
+        if value is None:
+            return cls.model_fields[info.field_name].default
+        return value
+
+    def sampling_extras(self) -> dict[str, Any]:
+        return {
+            name: getattr(self, name) for name in SAMPLING_EXTRAS if getattr(self, name) is not None
+        }
 
     @field_validator("metadata")
     @classmethod
@@ -89,6 +150,13 @@ def parse_create(body: Any) -> CreateResponse:
         )
     if request.background and not request.store:
         raise InvalidRequestError("background responses need store: true", param="background")
+    if request.max_output_tokens is not None and request.max_output_tokens < 16:
+        raise InvalidRequestError(
+            "Invalid 'max_output_tokens': integer below minimum value. Expected a value >= 16, "
+            f"but got {request.max_output_tokens} instead.",
+            param="max_output_tokens",
+            code="integer_below_min_value",
+        )
     return request
 
 

@@ -16,17 +16,19 @@ from typing import Any
 
 import orjson
 
-from toolwire.config import McpServerConfig
+from toolwire.config import McpServerConfig, WebSearchConfig
 from toolwire.errors import InvalidRequestError, NotFoundError, RunStatus
 from toolwire.loop.approvals import ApprovalSigner, approval_decisions
 from toolwire.loop.driver import Checkpoint, LoopDriver
 from toolwire.loop.events import LoopEvent, LoopFinished, RunStarted
-from toolwire.loop.items import items_to_transcript, normalize_input
+from toolwire.loop.items import items_to_transcript, normalize_input, resolve_references
 from toolwire.loop.pump import pump
 from toolwire.loop.state import LoopRequest, LoopSettings
 from toolwire.observe.metrics import BACKGROUND_JOBS
 from toolwire.observe.timeline import Timeline
-from toolwire.server.mcp_tools import McpServerUse, configured_use, redacted, request_use
+from toolwire.server.mcp_tools import McpServerUse
+from toolwire.server.request_tools import RequestTools, request_tools
+from toolwire.server.request_tools import tool_choice as choose_tool
 from toolwire.server.requests import CreateResponse, parse_create
 from toolwire.server.responses_sink import ResponseBuilder, ResponseHeader
 from toolwire.store.database import Store
@@ -34,7 +36,6 @@ from toolwire.store.timelines import TimelineStore
 from toolwire.tools.base import Tool
 from toolwire.tools.mcp.pool import McpPool
 from toolwire.tools.mcp.toolset import McpToolset
-from toolwire.transcript import ToolSpec
 from toolwire.upstream.base import Sampling, Upstream
 from toolwire.wire import responses as wire
 from toolwire.wire.sse import encode_event
@@ -50,6 +51,8 @@ class Prepared:
     client_tools: set[str] = field(default_factory=set)
     owner: str | None = None
     """The API key that owns the response (None when the server runs without keys)."""
+    not_offered: list[str] = field(default_factory=list)
+    """Requested tool types the model was not offered (`x-toolwire-tools-not-offered`)."""
 
     @property
     def response_id(self) -> str:
@@ -69,12 +72,14 @@ class ResponsesService:
         mcp_pool: McpPool | None = None,
         mcp_call_timeout: float = 60.0,
         approval_secret: bytes | None = None,
+        web_search: WebSearchConfig | None = None,
     ) -> None:
         self.driver = LoopDriver(upstream)
         # Without a secret from the store (shared by replicas, kept across restarts), requests
         # issued by this process can only be approved while it runs.
         self.signer = ApprovalSigner(approval_secret or secrets.token_bytes(32))
         self.mcp_configs = {config.label: config for config in mcp_servers or []}
+        self.web_search = web_search
         self.mcp_pool = mcp_pool or McpPool()
         self.mcp_call_timeout = mcp_call_timeout
         self.store = store
@@ -108,14 +113,24 @@ class ResponsesService:
                     f"Conversation with id '{conversation_id}' not found.", param="conversation"
                 )
             history = await self.store.list_items(conversation_id, owner=owner)
-        input_items = normalize_input(request.input)
-        client_specs, mcp_uses = self._request_tools(request.tools)
-        tool_choice = self._tool_choice(request, client_specs)
+        input_items = resolve_references(normalize_input(request.input), history)
+        tools = self._request_tools(request.tools)
+        tool_choice = self._tool_choice(request, tools)
         approvals = approval_decisions(history, input_items, self.signer, owner)
-        header = ResponseHeader(wire.new_id("resp"), wire.now(), model, _echo(request))
+        header = ResponseHeader(
+            wire.new_id("resp"),
+            wire.now(),
+            model,
+            _echo(request, tools.echo),
+            client_tools=tools.client,
+            web_search=tools.web_search,
+        )
+        transcript = items_to_transcript(
+            history + input_items, frozenset(approvals.decisions), tools.client
+        )
         loop_request = LoopRequest(
             model=model,
-            input=items_to_transcript(history + input_items, frozenset(approvals.decisions)),
+            input=transcript,
             resume_calls=approvals.calls,
             approvals=dict(approvals.decisions),
             ledger=self.store,
@@ -123,8 +138,9 @@ class ResponsesService:
             run_id=header.response_id,
             instructions=request.instructions,
             tools=self.server_tools,
-            toolsets=self._toolsets(mcp_uses, history),
-            client_tools=client_specs,
+            toolsets=self._toolsets(tools.mcp_uses, history),
+            client_tools=tools.specs,
+            caller_tools=tools.client,
             tool_choice=tool_choice,
             parallel_tool_calls=request.parallel_tool_calls,
             sampling=Sampling(
@@ -132,6 +148,7 @@ class ResponsesService:
                 top_p=request.top_p,
                 max_output_tokens=request.max_output_tokens,
                 response_format=_response_format(request),
+                extra_body=request.sampling_extras() or None,
             ),
             settings=replace(self.loop_settings, max_tool_calls=request.max_tool_calls),
         )
@@ -141,8 +158,9 @@ class ResponsesService:
             input_items=input_items,
             history_items=history,
             loop_request=loop_request,
-            client_tools={spec.name for spec in client_specs},
+            client_tools={spec.name for spec in tools.specs},
             owner=owner,
+            not_offered=tools.not_offered,
         )
 
     def _toolsets(
@@ -170,62 +188,12 @@ class ResponsesService:
             )
         return toolsets
 
-    def _request_tools(
-        self, tools: list[dict[str, Any]]
-    ) -> tuple[list[ToolSpec], list[McpServerUse]]:
-        specs: list[ToolSpec] = []
-        uses: list[McpServerUse] = []
-        for index, entry in enumerate(tools):
-            kind = entry.get("type")
-            if kind == "mcp":
-                use = request_use(entry, index, self.mcp_configs)
-                if any(u.spec.label == use.spec.label for u in uses):
-                    raise InvalidRequestError(
-                        f"tools[{index}]: server_label {use.spec.label!r} is used twice",
-                        param=f"tools[{index}].server_label",
-                    )
-                uses.append(use)
-                continue
-            if kind != "function":
-                raise InvalidRequestError(
-                    f"tools[{index}].type {kind!r} is not supported; supported: function, mcp",
-                    param=f"tools[{index}].type",
-                    code="unsupported_tool_type",
-                )
-            name = entry.get("name")
-            if not isinstance(name, str) or not name:
-                raise InvalidRequestError(
-                    f"tools[{index}].name must be a non-empty string", param=f"tools[{index}].name"
-                )
-            parameters = entry.get("parameters") or {"type": "object", "properties": {}}
-            if not isinstance(parameters, dict):
-                raise InvalidRequestError(
-                    f"tools[{index}].parameters must be a JSON schema object",
-                    param=f"tools[{index}].parameters",
-                )
-            specs.append(
-                ToolSpec(name, entry.get("description") or "", parameters, entry.get("strict"))
-            )
-        labels = {use.spec.label for use in uses}
-        for config in self.mcp_configs.values():
-            if config.default and config.label not in labels:
-                uses.append(configured_use(config))
-        return specs, uses
+    def _request_tools(self, tools: list[dict[str, Any]]) -> RequestTools:
+        taken = {tool.name for tool in self.server_tools}
+        return request_tools(tools, self.mcp_configs, self.web_search, taken)
 
-    def _tool_choice(self, request: CreateResponse, specs: list[ToolSpec]) -> str | dict[str, Any]:
-        choice = request.tool_choice
-        if isinstance(choice, dict):
-            if choice.get("type") != "function" or not isinstance(choice.get("name"), str):
-                raise InvalidRequestError(
-                    "tool_choice must be auto, none, required or {type: function, name}",
-                    param="tool_choice",
-                )
-            known = {s.name for s in specs} | {t.name for t in self.server_tools}
-            if choice["name"] not in known:
-                raise InvalidRequestError(
-                    f"tool_choice names an unknown tool {choice['name']!r}", param="tool_choice"
-                )
-        return choice
+    def _tool_choice(self, request: CreateResponse, tools: RequestTools) -> str | dict[str, Any]:
+        return choose_tool(request.tool_choice, tools, {t.name for t in self.server_tools})
 
     # -- persistence: driven by the run's events -----------------------------------------
 
@@ -335,14 +303,34 @@ class ResponsesService:
         return await self.store.get_response(response_id, owner=owner) or record
 
 
-def _echo(request: CreateResponse) -> dict[str, Any]:
-    """The request's settings as the response object echoes them, secrets redacted."""
+def _echo(request: CreateResponse, tools: list[dict[str, Any]]) -> dict[str, Any]:
+    """The request's settings as the response object echoes them, secrets redacted. Fields
+    that only steer this request (input, stream, include, client_metadata, pass-through
+    sampling extras but the penalties) are not echoed, as OpenAI does not echo them."""
     echo = request.model_dump(
-        exclude={"input", "stream", "stream_options", "include"}, by_alias=True
+        exclude={
+            "input",
+            "stream",
+            "stream_options",
+            "include",
+            "client_metadata",
+            "context_management",
+            "top_k",
+            "min_p",
+            "typical_p",
+            "repetition_penalty",
+            "seed",
+            "stop",
+            "logit_bias",
+            "min_tokens",
+        },
+        by_alias=True,
     )
     conversation_id = request.conversation_id
     echo["temperature"] = 1.0 if request.temperature is None else request.temperature
     echo["top_p"] = 1.0 if request.top_p is None else request.top_p
+    echo["presence_penalty"] = request.presence_penalty or 0.0
+    echo["frequency_penalty"] = request.frequency_penalty or 0.0
     echo["conversation"] = {"id": conversation_id} if conversation_id else None
     echo["text"] = (
         request.text.model_dump(by_alias=True, exclude_none=True)
@@ -351,7 +339,7 @@ def _echo(request: CreateResponse) -> dict[str, Any]:
     )
     echo["text"].setdefault("verbosity", "medium")
     echo["top_logprobs"] = request.top_logprobs or 0
-    echo["tools"] = [redacted(t) if t.get("type") == "mcp" else t for t in request.tools]
+    echo["tools"] = tools
     echo["truncation"] = request.truncation or "disabled"
     return echo
 

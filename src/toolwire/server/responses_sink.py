@@ -11,7 +11,7 @@ model writes them and its `.done` carries the final, repaired arguments.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from toolwire.errors import RunStatus, error_code
@@ -33,6 +33,7 @@ from toolwire.loop.events import (
     ToolListingFinished,
     ToolListingStarted,
 )
+from toolwire.loop.tool_types import ClientTool, ClientTools, custom_input
 from toolwire.transcript import ToolCall
 from toolwire.upstream.events import Usage
 from toolwire.wire import responses as wire
@@ -53,12 +54,19 @@ def arguments_text(call: ToolCall) -> str:
 
 @dataclass(slots=True, frozen=True)
 class ResponseHeader:
-    """What the response object echoes of its request: fixed before the run starts."""
+    """What the response object echoes of its request, and how its tools were declared:
+    fixed before the run starts."""
 
     response_id: str
     created_at: int
     model: str
     settings: dict[str, Any]
+    client_tools: ClientTools = field(default_factory=ClientTools)
+    """Caller-side tools by the name the model knows them: a call goes back as the client
+    declared the tool (`function_call` with its `namespace`, or `custom_tool_call`)."""
+    web_search: tuple[str, str] | None = None
+    """(server label, tool) of the MCP tool serving `web_search`: its calls are
+    `web_search_call` items."""
 
 
 class ResponseBuilder:
@@ -295,11 +303,14 @@ class ResponseBuilder:
     # -- calls ----------------------------------------------------------------------------
 
     def _call_started(self, event: CallStreamStarted) -> None:
+        tool = self.header.client_tools.get(event.name)
+        if (tool is not None and tool.kind == "custom") or self._is_search(
+            event.server_label, event.name
+        ):
+            return  # shown whole once final: a free-form input or a search is not JSON pieces
         self.close_open_items()
         if event.target is CallTarget.CALLER:
-            item = wire.function_call_item(
-                wire.new_id("fc"), event.call_id, event.name, "", "in_progress"
-            )
+            item = self._caller_item(event.call_id, event.name)
         else:
             item = wire.mcp_call_item(
                 wire.new_id("mcp"),
@@ -338,11 +349,7 @@ class ResponseBuilder:
             index = self._calls.get(plan.call.id)
             if plan.target is CallTarget.CALLER:
                 if index is None:
-                    index = self._add(
-                        wire.function_call_item(
-                            wire.new_id("fc"), plan.call.id, plan.call.name, "", "in_progress"
-                        )
-                    )
+                    index = self._add(self._caller_item(plan.call.id, plan.call.name))
                 self._close_function_call(index, plan.call, "completed")
             elif index is not None and plan.target is CallTarget.REJECTED:
                 # Streamed live, then found malformed: it never runs and is never handed
@@ -369,8 +376,45 @@ class ResponseBuilder:
             partial = ToolCall(call_id, item["name"], None, sent, error)
             self._close_function_call(index, partial, "incomplete")
 
+    def _caller_item(self, call_id: str, model_name: str) -> dict[str, Any]:
+        """The item a caller-side call goes back as, in the shape its tool was declared."""
+        tool: ClientTool | None = self.header.client_tools.get(model_name)
+        if tool is not None and tool.kind == "custom":
+            item: dict[str, Any] = {
+                "id": wire.new_id("ctc"),
+                "type": "custom_tool_call",
+                "call_id": call_id,
+                "name": tool.name,
+                "input": "",
+            }
+        else:
+            item = wire.function_call_item(
+                wire.new_id("fc"), call_id, tool.name if tool else model_name, "", "in_progress"
+            )
+        if tool is not None and tool.namespace is not None:
+            item["namespace"] = tool.namespace
+        return item
+
+    def _is_search(self, label: str, name: str) -> bool:
+        return self.header.web_search == (label, name)
+
     def _close_function_call(self, index: int, call: ToolCall, status: str) -> None:
         item = self.output[index]
+        if item["type"] == "custom_tool_call":
+            text = custom_input(call) or ""
+            common = {"item_id": item["id"], "output_index": index}
+            if text:
+                self.event("response.custom_tool_call_input.delta", **common, delta=text)
+            self.event("response.custom_tool_call_input.done", **common, input=text)
+            item["input"] = text
+            self._calls.pop(call.id, None)
+            self._done(index)
+            return
+        if item["type"] == "web_search_call":
+            item["status"] = "failed"
+            self._calls.pop(call.id, None)
+            self._done(index)
+            return
         arguments = arguments_text(call)
         if item["type"] == "function_call":
             if index not in self._streamed and arguments:
@@ -384,7 +428,7 @@ class ResponseBuilder:
                 "response.function_call_arguments.done",
                 item_id=item["id"],
                 output_index=index,
-                name=call.name,
+                name=item["name"],
                 arguments=arguments,
             )
         else:
@@ -409,6 +453,9 @@ class ResponseBuilder:
     def _server_call_started(self, call: ToolCall, label: str, approval: str | None) -> None:
         if call.id in self._calls:
             return  # streamed live: already in progress, its arguments done
+        if self._is_search(label, call.name):
+            self._search_started(call)
+            return
         arguments = arguments_text(call)
         item = wire.mcp_call_item(
             wire.new_id("mcp"),
@@ -435,9 +482,35 @@ class ResponseBuilder:
             self._server_call_started(call, label, approval)
         index = self._calls.pop(call.id)
         item = self.output[index]
+        if item["type"] == "web_search_call":
+            item["status"] = "completed" if ok else "failed"
+            if ok:
+                self.event(
+                    "response.web_search_call.completed", item_id=item["id"], output_index=index
+                )
+            self._done(index)
+            return
         item["output"] = output if ok else (output or None)
         item["error"] = None if ok else error
         item["status"] = "completed" if ok else "failed"
         common = {"item_id": item["id"], "output_index": index}
         self.event("response.mcp_call.completed" if ok else "response.mcp_call.failed", **common)
         self._done(index)
+
+    def _search_started(self, call: ToolCall) -> None:
+        """A call of the MCP tool serving `web_search`, shown as OpenAI shows its searches."""
+        self.close_open_items()
+        arguments = call.arguments or {}
+        query = next((v for v in arguments.values() if isinstance(v, str)), "")
+        item = {
+            "id": wire.new_id("ws"),
+            "type": "web_search_call",
+            "status": "in_progress",
+            "action": {"type": "search", "query": query},
+        }
+        index = self._add(item)
+        self._calls[call.id] = index
+        common = {"item_id": item["id"], "output_index": index}
+        self.event("response.web_search_call.in_progress", **common)
+        item["status"] = "searching"
+        self.event("response.web_search_call.searching", **common)

@@ -82,6 +82,10 @@ class ChatCompletionsConfig(BaseModel):
     max_response_bytes: int = Field(
         default=64 * MiB, gt=0, description="the largest answer accepted, streamed or not"
     )
+    vision: bool = Field(
+        default=True,
+        description="the model can see images: image parts are sent to it (else a one-line note)",
+    )
 
     def resolved_api_key(self) -> str | None:
         if self.api_key is not None:
@@ -162,7 +166,7 @@ class ChatCompletionsUpstream:
     def request_body(self, request: TurnRequest, *, stream: bool) -> dict[str, Any]:
         body: dict[str, Any] = {
             "model": request.model,
-            "messages": chat_messages(request.transcript),
+            "messages": chat_messages(request.transcript, vision=self.config.vision),
             "stream": stream,
         }
         if stream:
@@ -497,7 +501,20 @@ def _too_large_answer(most: int) -> UpstreamTooLargeError:
     )
 
 
+_CONTEXT_LENGTH = (
+    "maximum context length",
+    "context length",
+    "context_length",
+    "too many tokens",
+    "exceeds the context",
+    "prompt is too long",
+)
+
+
 def _http_error(response: httpx.Response, content: bytes) -> UpstreamHTTPError:
+    """An upstream's HTTP error as the client error it amounts to, with OpenAI's codes: the
+    upstream's own message (its first line: never a traceback), never a home-made code."""
+    status = response.status_code
     body = content[:4000].decode(response.charset_encoding or "utf-8", "replace")
     detail = strip_traceback(body)
     try:
@@ -506,12 +523,43 @@ def _http_error(response: httpx.Response, content: bytes) -> UpstreamHTTPError:
             detail = _error_text(parsed)
     except orjson.JSONDecodeError:
         pass
-    return UpstreamHTTPError(
-        f"the upstream answered HTTP {response.status_code}: {detail[:500]}",
-        upstream_status=response.status_code,
-        upstream_body=body,
-        code=f"upstream_http_{response.status_code}",
-    )
+    detail = _first_line(detail)
+    message = f"the upstream answered HTTP {status}" + (f": {detail}" if detail else "")
+    lowered = detail.lower()
+    kind: dict[str, Any]
+    if status in (400, 413, 422):
+        code = (
+            "context_length_exceeded"
+            if status == 413 or any(s in lowered for s in _CONTEXT_LENGTH)
+            else "invalid_value"
+        )
+        kind = {"status": 400, "error_type": "invalid_request_error", "code": code}
+    elif status == 404 and "model" in lowered:
+        kind = {"status": 404, "error_type": "invalid_request_error", "code": "model_not_found"}
+    elif status == 429:
+        kind = {"status": 429, "error_type": "requests", "code": "rate_limit_exceeded"}
+    elif status in (401, 403):
+        message = (
+            f"the upstream refused toolwire's credentials (HTTP {status}); "
+            "the gateway's operator must fix its upstream key"
+        )
+        kind = {"status": 424, "error_type": "server_error", "code": "server_error"}
+    elif status < 500:
+        kind = {"status": 424, "error_type": "server_error", "code": "server_error"}
+    else:
+        kind = {"status": 502, "error_type": "server_error", "code": "server_error"}
+    return UpstreamHTTPError(message, upstream_status=status, upstream_body=body, **kind)
+
+
+def _first_line(text: str) -> str:
+    """The first meaningful line of an upstream message, bounded; nothing of a traceback."""
+    for line in text.strip().splitlines():
+        line = line.strip()
+        if line.startswith("Traceback"):
+            return ""
+        if line:
+            return line[:500]
+    return ""
 
 
 def _connection_error(exc: Exception) -> UpstreamConnectionError:

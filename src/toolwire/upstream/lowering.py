@@ -14,15 +14,42 @@ from toolwire.transcript import (
     UserMessage,
 )
 
+IMAGE_NOT_SHOWN = "[image omitted: this model cannot see images]"
 
-def chat_messages(transcript: Transcript) -> list[dict[str, Any]]:
-    """Only the canonical fields per role: some servers (llama-cpp-python) reject any other."""
+
+def chat_messages(transcript: Transcript, *, vision: bool = True) -> list[dict[str, Any]]:
+    """Only the canonical fields per role: some servers (llama-cpp-python) reject any other.
+
+    Images a tool returned cannot ride on a `tool` message (most servers take only text
+    there): for a vision upstream they follow the turn's results as one user message that
+    names the calls; a text-only upstream (`vision=False`) reads a one-line note instead, as it
+    does for images in user messages."""
     messages: list[dict[str, Any]] = []
+    pending: list[dict[str, Any]] = []  # images of the current run of tool messages
+
+    def flush() -> None:
+        if pending:
+            messages.append({"role": "user", "content": list(pending)})
+            pending.clear()
+
     for message in transcript:
+        if not isinstance(message, ToolMessage):
+            flush()
         if isinstance(message, ToolMessage):
-            messages.append(
-                {"role": "tool", "tool_call_id": message.call_id, "content": message.content}
-            )
+            content = message.content
+            images = [part for part in message.attachments if part.get("type") == "image_url"]
+            if images and vision:
+                pending.append(
+                    {
+                        "type": "text",
+                        "text": f"Image(s) returned by the tool call {message.call_id} "
+                        f"({message.name}):",
+                    }
+                )
+                pending.extend(images)
+            elif images:
+                content += "\n" + "\n".join(IMAGE_NOT_SHOWN for _ in images)
+            messages.append({"role": "tool", "tool_call_id": message.call_id, "content": content})
         elif isinstance(message, AssistantMessage):
             # content is always a string: llama-cpp-python rejects null next to tool_calls
             out: dict[str, Any] = {"role": "assistant", "content": message.text}
@@ -30,10 +57,20 @@ def chat_messages(transcript: Transcript) -> list[dict[str, Any]]:
                 out["tool_calls"] = [_call_json(call) for call in message.tool_calls]
             messages.append(out)
         elif isinstance(message, UserMessage):
-            messages.append({"role": "user", "content": message.content})
+            messages.append({"role": "user", "content": _user_parts(message.content, vision)})
         elif isinstance(message, SystemMessage):
             messages.append({"role": "system", "content": message.text})
+    flush()
     return messages
+
+
+def _user_parts(content: str | list[dict[str, Any]], vision: bool) -> str | list[dict[str, Any]]:
+    if vision or isinstance(content, str):
+        return content
+    return [
+        {"type": "text", "text": IMAGE_NOT_SHOWN} if part.get("type") == "image_url" else part
+        for part in content
+    ]
 
 
 def call_arguments_text(call: ToolCall) -> str:

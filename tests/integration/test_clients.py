@@ -1,0 +1,321 @@
+"""Real clients as they ship, against a real `toolwire serve` and a scripted upstream.
+
+The Codex CLI (pinned, installed into .tools/ by .ci/install-codex) runs `codex exec` with
+its HOME and CODEX_HOME in a temporary directory whose config.toml holds only a provider block;
+its network features are switched off on the command line, and everything stays on loopback.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import openai
+import pytest
+
+from tests.integration.conftest import Gateway, running_gateway
+from toolwire.testing import Body, Reply
+
+ROOT = Path(__file__).parents[2]
+CODEX = ROOT / ".tools" / "codex" / "node_modules" / ".bin" / "codex"
+PATCH = "*** Begin Patch\n*** Add File: {name}\n+{text}\n*** End Patch\n"
+
+# Switched off: anything that would reach beyond loopback, and features that are not the subject.
+OFFLINE = [
+    "analytics.enabled=false",
+    "check_for_update_on_startup=false",
+    "features.apps=false",
+    "features.plugins=false",
+    "features.remote_plugin=false",
+    "features.tool_suggest=false",
+    "features.skill_search=false",
+    "features.image_generation=false",
+    "features.goals=false",
+    "features.shell_snapshot=false",
+    "features.computer_use=false",
+    "features.browser_use=false",
+    "features.in_app_browser=false",
+]
+
+
+def codex_binary() -> Path:
+    if not CODEX.exists():
+        if shutil.which("npm") is None:
+            pytest.skip("the Codex CLI tests need npm to install @openai/codex (not found)")
+        subprocess.run([str(ROOT / ".ci" / "install-codex")], check=True, timeout=300)
+    if not CODEX.exists():
+        pytest.skip("the Codex CLI could not be installed into .tools/codex")
+    return CODEX
+
+
+@dataclass
+class Codex:
+    binary: Path
+    home: Path
+    work: Path
+    gateway: Gateway
+
+    def write_config(self, catalog: bool = False) -> None:
+        base = self.gateway.base_url
+        lines = [
+            'model = "scripted-model"',
+            'model_provider = "toolwire"',
+            "[model_providers.toolwire]",
+            'name = "toolwire"',
+            f'base_url = "{base}"',
+            'wire_api = "responses"',
+            "request_max_retries = 0",
+            "stream_max_retries = 0",
+        ]
+        (self.home / ".codex").mkdir(parents=True, exist_ok=True)
+        (self.home / ".codex" / "config.toml").write_text("\n".join(lines) + "\n")
+        self.catalog = catalog
+
+    def run(self, *args: str, prompt: str, timeout: float = 40) -> subprocess.CompletedProcess[str]:
+        env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "HOME": str(self.home),
+            "CODEX_HOME": str(self.home / ".codex"),
+            "NO_COLOR": "1",
+        }
+        flags: list[str] = []
+        for setting in OFFLINE:
+            flags += ["-c", setting]
+        if getattr(self, "catalog", False):
+            flags += ["-c", f'model_catalog_json="{self.catalog_file()}"']
+        command = [
+            str(self.binary),
+            "exec",
+            *args,
+            *flags,
+            "--skip-git-repo-check",
+            "--dangerously-bypass-approvals-and-sandbox",
+            prompt,
+        ]
+        return subprocess.run(
+            command,
+            env=env,
+            cwd=self.work,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            stdin=subprocess.DEVNULL,
+        )
+
+    def catalog_file(self) -> Path:
+        """A model catalog declaring `apply_patch` as a freeform (`custom`) tool and images in."""
+        path = self.home / "catalog.json"
+        model = {
+            "slug": "scripted-model",
+            "display_name": "scripted-model",
+            "description": "a scripted model behind toolwire",
+            "priority": 1,
+            "additional_speed_tiers": [],
+            "service_tiers": [],
+            "availability_nux": None,
+            "upgrade": None,
+            "default_reasoning_level": "medium",
+            "supported_reasoning_levels": [{"effort": "medium", "description": "medium"}],
+            "shell_type": "shell_command",
+            "visibility": "list",
+            "supported_in_api": True,
+            "supports_reasoning_summaries": False,
+            "support_verbosity": False,
+            "apply_patch_tool_type": "freeform",
+            "web_search_tool_type": "text",
+            "supports_parallel_tool_calls": False,
+            "supports_image_detail_original": False,
+            "experimental_supported_tools": [],
+            "supports_search_tool": False,
+            "context_window": 100000,
+            "max_context_window": 100000,
+            "effective_context_window_percent": 95,
+            "truncation_policy": {"mode": "tokens", "limit": 10000},
+            "input_modalities": ["text", "image"],
+            "base_instructions": "You are a coding agent.",
+        }
+        path.write_text(json.dumps({"models": [model]}))
+        return path
+
+
+@pytest.fixture(scope="module")
+def codex_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
+    codex_binary()
+    with running_gateway(tmp_path_factory.mktemp("db") / "toolwire.db") as running:
+        yield running
+
+
+@pytest.fixture
+def codex(codex_gateway: Gateway, tmp_path: Path) -> Codex:
+    codex_gateway.reset()
+    work = tmp_path / "work"
+    work.mkdir()
+    client = Codex(codex_binary(), tmp_path / "home", work, codex_gateway)
+    client.write_config()
+    return client
+
+
+def requests_of(gateway: Gateway) -> list[dict[str, Any]]:
+    return [r.body for r in gateway.upstream.chat_requests]
+
+
+def tool_messages(request: dict[str, Any]) -> list[dict[str, Any]]:
+    return [m for m in request["messages"] if m["role"] == "tool"]
+
+
+def assert_ran(result: subprocess.CompletedProcess[str]) -> None:
+    assert result.returncode == 0, f"stdout:\n{result.stdout}\nstderr:\n{result.stderr[-3000:]}"
+
+
+def test_codex_plain_answer_and_what_it_declares(codex: Codex) -> None:
+    codex.gateway.upstream.add(Reply(text="hello from toolwire"))
+    result = codex.run(prompt="say hello")
+    assert_ran(result)
+    assert "hello from toolwire" in result.stdout
+    (request,) = requests_of(codex.gateway)
+    names = {tool["function"]["name"] for tool in request["tools"]}
+    # the sub-agent tools, declared as a namespace, reach the model under unambiguous names
+    assert "multi_agent_v1__spawn_agent" in names and "exec_command" in names
+    # web_search was declared; without a configured backend it is not offered
+    assert not any("web_search" in name for name in names)
+
+
+def test_codex_shell_command_and_a_second_turn(codex: Codex) -> None:
+    up = codex.gateway.upstream
+    up.add(
+        Reply(tool_calls=[("exec_command", {"cmd": "echo shell-ran > out.txt && cat out.txt"})]),
+        Reply(text="the command ran"),
+    )
+    assert_ran(codex.run(prompt="run a command"))
+    assert (codex.work / "out.txt").read_text().strip() == "shell-ran"
+    second = requests_of(codex.gateway)[1]
+    assert "shell-ran" in tool_messages(second)[0]["content"]
+
+    codex.gateway.reset()
+    up.add(Reply(text="second turn answered"))
+    result = codex.run("resume", "--last", prompt="and again")
+    assert_ran(result)
+    assert "second turn answered" in result.stdout
+    (resumed,) = requests_of(codex.gateway)
+    # the whole first turn came back as input items (store: false) and reached the model
+    assert "shell-ran" in tool_messages(resumed)[0]["content"]
+    assert resumed["messages"][-1]["content"] == "and again" or "and again" in json.dumps(
+        resumed["messages"][-1]
+    )
+
+
+def test_codex_apply_patch_through_the_shell(codex: Codex) -> None:
+    patch = PATCH.format(name="via_shell.txt", text="patched through the shell")
+    codex.gateway.upstream.add(
+        Reply(tool_calls=[("exec_command", {"cmd": f"apply_patch <<'EOF'\n{patch}EOF\n"})]),
+        Reply(text="patched"),
+    )
+    assert_ran(codex.run(prompt="add a file"))
+    assert (codex.work / "via_shell.txt").read_text() == "patched through the shell\n"
+
+
+def test_codex_apply_patch_as_a_custom_tool(codex: Codex) -> None:
+    codex.write_config(catalog=True)
+    patch = PATCH.format(name="via_custom.txt", text="patched as a custom tool")
+    codex.gateway.upstream.add(
+        Reply(tool_calls=[("apply_patch", {"input": patch})]), Reply(text="patched")
+    )
+    assert_ran(codex.run(prompt="add a file"))
+    assert (codex.work / "via_custom.txt").read_text() == "patched as a custom tool\n"
+    first, second = requests_of(codex.gateway)
+    (tool,) = [t for t in first["tools"] if t["function"]["name"] == "apply_patch"]
+    assert tool["function"]["parameters"]["required"] == ["input"]
+    assert "grammar" in tool["function"]["description"]  # the lark grammar, described
+    assert tool_messages(second)  # the custom_tool_call_output reached the model
+
+
+def test_codex_image_from_a_tool_reaches_the_model(codex: Codex) -> None:
+    codex.write_config(catalog=True)
+    image = codex.work / "dot.png"
+    image.write_bytes(_png())
+    codex.gateway.upstream.add(
+        Reply(tool_calls=[("view_image", {"path": str(image)})]), Reply(text="a dot")
+    )
+    assert_ran(codex.run(prompt="look at dot.png"))
+    second = requests_of(codex.gateway)[1]
+    after = second["messages"][second["messages"].index(tool_messages(second)[-1]) + 1 :]
+    parts = [p for m in after if isinstance(m["content"], list) for p in m["content"]]
+    assert any(
+        p["type"] == "image_url" and p["image_url"]["url"].startswith("data:image/png")
+        for p in parts
+    ), after
+
+
+def test_codex_upstream_failure_is_reported(codex: Codex) -> None:
+    codex.gateway.upstream.add(Body({"error": {"message": "model not loaded"}}, status=400))
+    result = codex.run(prompt="say hello", timeout=30)
+    assert result.returncode != 0
+    assert "model not loaded" in result.stdout + result.stderr
+
+
+def _png() -> bytes:
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        body = kind + data
+        return len(data).to_bytes(4, "big") + body + zlib.crc32(body).to_bytes(4, "big")
+
+    header = (1).to_bytes(4, "big") * 2 + bytes([8, 2, 0, 0, 0])
+    pixels = zlib.compress(b"\x00\xff\x00\x00")
+    return (
+        b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", pixels) + chunk(b"IEND", b"")
+    )
+
+
+# -- the OpenAI Agents SDK: HostedMCPTool with approvals, inline history (store: false) --------
+
+from tests.integration.test_mcp import (  # noqa: E402  (fixtures: the demo MCP server, a gateway)
+    calls_log,
+    demo_tool,
+    logged,
+    mcp_gateway,
+    mcp_url,
+    mg,
+)
+
+_FIXTURES = (calls_log, mcp_gateway, mcp_url, mg)
+
+
+@pytest.mark.parametrize("approve", [True, False])
+async def test_agents_sdk_hosted_mcp_approval_inline_history(
+    mg: Gateway, mcp_url: str, calls_log: Path, approve: bool
+) -> None:
+    agents = pytest.importorskip("agents")
+    agents.set_tracing_disabled(True)
+    asked: list[str] = []
+
+    def decide(request: Any) -> dict[str, Any]:
+        asked.append(request.data.name)
+        return {"approve": approve, "reason": "test"}
+
+    client = openai.AsyncOpenAI(base_url=mg.base_url, api_key="sk-unused", max_retries=0)
+    model = agents.OpenAIResponsesModel(model="m", openai_client=client)
+    agent = agents.Agent(
+        name="assistant",
+        model=model,
+        tools=[agents.HostedMCPTool(tool_config=demo_tool(mcp_url), on_approval_request=decide)],
+        model_settings=agents.ModelSettings(store=False),
+    )
+    mg.upstream.add(
+        Reply(tool_calls=[("delete_file", {"path": "old.txt"})]),
+        Reply(text="Deleted." if approve else "Not deleted."),
+    )
+    result = await agents.Runner.run(agent, "delete old.txt")
+    assert asked == ["delete_file"]
+    assert result.final_output == ("Deleted." if approve else "Not deleted.")
+    assert logged(calls_log) == (["delete_file old.txt"] if approve else [])
+    # store: false throughout: every request carried the history inline
+    second = mg.upstream.chat_requests[-1].body
+    tool_results = [m["content"] for m in second["messages"] if m["role"] == "tool"]
+    assert len(tool_results) == 1
+    assert ("denied" in tool_results[0].lower()) is not approve
