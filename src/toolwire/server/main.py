@@ -13,6 +13,7 @@ from toolwire.config import ServerConfig
 from toolwire.errors import ConfigError
 from toolwire.loop.state import LoopSettings
 from toolwire.server.app import create_app
+from toolwire.server.durable import DurabilitySettings
 from toolwire.server.limits import Limits
 from toolwire.server.mcp_tools import configured_server
 from toolwire.server.responses_service import ResponsesService
@@ -51,7 +52,9 @@ def _workspace_tools(config: ServerConfig) -> list[Tool]:
 
 async def build_app(config: ServerConfig) -> Starlette:
     shutdown: list[Callable[[], Awaitable[None]]] = []
-    store = await Store.open(config.db)
+    if config.lease_seconds <= config.lease_heartbeat_seconds:
+        raise ConfigError("lease_seconds must be longer than lease_heartbeat_seconds")
+    store = await Store.open(config.db, migrate=config.migrate)
     try:
         security = await startup_security(
             store,
@@ -90,6 +93,8 @@ async def build_app(config: ServerConfig) -> Starlette:
             max_retries=config.max_retries,
             max_event_bytes=config.max_upstream_event_bytes,
             max_response_bytes=config.max_upstream_response_bytes,
+            idle_timeout=config.upstream_idle_timeout,
+            fallback_seconds=config.upstream_fallback_seconds,
         )
     )
     for server in config.mcp_servers:
@@ -104,11 +109,19 @@ async def build_app(config: ServerConfig) -> Starlette:
             leak_mode=config.leaked_calls,
             leak_retries=config.leak_retries,
             max_iterations=config.max_iterations,
+            deadline=config.response_deadline or None,
         ),
         mcp_servers=config.mcp_servers,
         mcp_pool=pool,
         mcp_call_timeout=config.mcp_call_timeout,
         approval_secret=await store.secret("approval_requests"),
+        durability=DurabilitySettings(
+            heartbeat_seconds=config.lease_heartbeat_seconds,
+            lease_seconds=config.lease_seconds,
+            poll_seconds=config.queue_poll_seconds,
+            max_background=config.max_background,
+            max_attempts=config.background_attempts,
+        ),
     )
     return create_app(
         upstream=upstream,
