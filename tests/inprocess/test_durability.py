@@ -30,10 +30,8 @@ FAST = DurabilitySettings(
 )
 
 
-async def stream(
-    gw: AppGateway, body: dict[str, Any], timeout: float = 5.0
-) -> list[dict[str, Any]]:
-    response = await gw.http.post("/v1/responses", json={**body, "stream": True}, timeout=timeout)
+async def stream(gw: AppGateway, body: dict[str, Any], wait: float = 5.0) -> list[dict[str, Any]]:
+    response = await gw.http.post("/v1/responses", json={**body, "stream": True}, timeout=wait)
     return sse_events(response.content)
 
 
@@ -80,8 +78,7 @@ async def test_a_response_past_its_overall_deadline_ends_incomplete(
 async def test_a_non_streaming_client_that_leaves_cancels_its_run(gw: AppGateway) -> None:
     gw.upstream.add(Chunks([TEXT] * 200, delay=0.02))
     request = asyncio.create_task(gw.http.post("/v1/responses", json={"model": "m", "input": "x"}))
-    while not gw.upstream.chat_requests:
-        await asyncio.sleep(0.01)
+    await wait_for(lambda: asyncio.sleep(0, result=bool(gw.upstream.chat_requests)))
     await asyncio.sleep(0.05)
     request.cancel()
     await gw.idle()
@@ -147,7 +144,6 @@ async def test_a_final_write_that_fails_is_response_failed_not_a_cut_stream(
 # -- replicas on one database ----------------------------------------------------------------
 
 calls: list[str] = []
-release = asyncio.Event
 
 
 @tool
@@ -177,8 +173,8 @@ async def replica(
         await store.close()
 
 
-async def wait_for(check: Any, timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
+async def wait_for(check: Any, seconds: float = 5.0) -> None:
+    deadline = time.monotonic() + seconds
     while not await check():
         assert time.monotonic() < deadline, "timed out"
         await asyncio.sleep(0.02)
@@ -292,7 +288,7 @@ async def test_64_concurrent_streams_lose_nothing(
 
         async def one(n: int) -> list[dict[str, Any]]:
             async with gate:
-                return await stream(gw, {"model": "m", "input": f"q{n}"}, timeout=60)
+                return await stream(gw, {"model": "m", "input": f"q{n}"}, wait=60)
 
         try:
             results = await asyncio.gather(*[one(n) for n in range(count * 2)])
