@@ -260,3 +260,19 @@ async def test_jobs_are_claimed_once_and_leases_of_dead_replicas_are_found(
         assert not await runs.finalize("resp_job2", "failed", None, 2)  # finished stays so
     finally:
         await store.close()
+
+
+def test_toolwire_db_upgrade_migrates_an_old_database(tmp_path: Any) -> None:
+    import asyncio
+
+    from typer.testing import CliRunner
+
+    from toolwire.cli import app
+
+    url = f"sqlite:///{tmp_path / 'old.db'}"
+    asyncio.run(make_old(url, V1))
+    runner = CliRunner()
+    first = runner.invoke(app, ["db", "upgrade", "--db", url])
+    assert first.exit_code == 0 and "(none) -> 0002" in first.output
+    again = runner.invoke(app, ["db", "upgrade", "--db", url])
+    assert again.exit_code == 0 and "already at 0002" in again.output
