@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import subprocess
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -40,3 +42,39 @@ async def gateway_in_process(fake_upstream: ScriptedUpstream) -> AsyncIterator[A
 
     async with app_gateway(fake_upstream) as gateway:
         yield gateway
+
+
+@pytest.fixture(scope="session")
+def postgres_cluster() -> Iterator[object]:
+    """One PostgreSQL cluster for the session, started on loopback by the tests
+    (`tests/postgres.py`); the tests that use it skip, saying why, where PostgreSQL is not
+    installed (`.ci/run` installs it)."""
+    from tests.postgres import Cluster
+
+    try:
+        cluster = Cluster().start()
+    except (RuntimeError, OSError, subprocess.CalledProcessError) as exc:
+        output = getattr(exc, "output", b"") or b""
+        pytest.skip(f"no PostgreSQL cluster: {exc} {output.decode(errors='replace')[-500:]}")
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture
+def postgres_url(postgres_cluster: object, request: pytest.FixtureRequest) -> str:
+    """A fresh, empty database on the session's cluster."""
+    from tests.postgres import Cluster
+
+    assert isinstance(postgres_cluster, Cluster)
+    name = "t_" + hashlib.sha1(request.node.nodeid.encode()).hexdigest()[:16]
+    return postgres_cluster.create_database(name)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A fresh database URL on each backend: a SQLite file, and a PostgreSQL database."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'toolwire.db'}"
+    return str(request.getfixturevalue("postgres_url"))

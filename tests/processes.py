@@ -6,6 +6,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -23,7 +24,10 @@ def wait_until_up(url: str, process: subprocess.Popen[bytes], timeout: float = 3
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            out = process.stdout.read().decode() if process.stdout else ""
+            out = ""
+            if process.stdout:
+                process.stdout.seek(0)  # the child's writes moved the shared offset
+                out = process.stdout.read().decode()
             raise RuntimeError(f"process exited with {process.returncode}: {out}")
         try:
             if httpx.get(url, timeout=1).status_code < 500:
@@ -36,23 +40,26 @@ def wait_until_up(url: str, process: subprocess.Popen[bytes], timeout: float = 3
 
 @contextmanager
 def toolwire_process(*args: str, health: str | None = None) -> Iterator[subprocess.Popen[bytes]]:
-    """`python -m toolwire ARGS` as a child process, stopped (killed if need be) on exit."""
+    """`python -m toolwire ARGS` as a child process, stopped (killed if need be) on exit. Its
+    output goes to a file, never to a pipe nobody reads: a full pipe would stall it."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    process = subprocess.Popen(
-        [sys.executable, "-m", "toolwire", *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        env=env,
-    )
-    try:
-        if health:
-            wait_until_up(health, process)
-        yield process
-    finally:
-        if process.poll() is None:
-            process.terminate()
-            try:
-                process.wait(10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+    with tempfile.TemporaryFile() as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "toolwire", *args],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
+        process.stdout = log  # type: ignore[assignment]  # read on failure, from the start
+        try:
+            if health:
+                wait_until_up(health, process)
+            yield process
+        finally:
+            if process.poll() is None:
+                process.terminate()
+                try:
+                    process.wait(10)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+                    process.wait()

@@ -138,6 +138,13 @@ def serve(
     log_format: Annotated[
         str | None, typer.Option(help="request log lines: text | json | off (default text)")
     ] = None,
+    no_migrate: Annotated[
+        bool,
+        typer.Option(
+            "--no-migrate",
+            help="refuse to start on an older database schema instead of upgrading it",
+        ),
+    ] = False,
 ) -> None:
     """Serve the OpenAI-compatible API (/v1/responses, /v1/conversations, /v1/models).
 
@@ -165,6 +172,7 @@ def serve(
         "max_upstream_event_bytes": max_upstream_event_bytes,
         "max_upstream_response_bytes": max_upstream_response_bytes,
         "log_format": log_format,
+        "migrate": False if no_migrate else None,
     }
     try:
         settings = load_config(config, flags)
@@ -273,6 +281,46 @@ def keys_revoke(
         typer.echo(f"toolwire keys: no active key named {name!r}", err=True)
         raise typer.Exit(1)
     typer.echo(f"key {name!r} revoked")
+
+
+db_app = typer.Typer(
+    no_args_is_help=True, help="The database of `toolwire serve`: schema migrations (Alembic)."
+)
+app.add_typer(db_app, name="db")
+
+
+@db_app.command("upgrade")
+def db_upgrade(db: KeysDb = None, config: KeysConfig = None) -> None:
+    """Upgrade the database schema to this toolwire's (what `serve` does on start)."""
+    from toolwire.config import load_config
+    from toolwire.store.database import normalize_url
+    from toolwire.store.migrate import current, head
+
+    async def upgrade() -> tuple[str | None, str]:
+        from sqlalchemy.ext.asyncio import create_async_engine
+
+        from toolwire.store.database import Store, default_database_url
+
+        url = load_config(config, {"db": db}).db
+        engine = create_async_engine(normalize_url(url or default_database_url()))
+        try:
+            async with engine.connect() as connection:
+                before = await connection.run_sync(current)
+        finally:
+            await engine.dispose()
+        store = await Store.open(url, migrate=True)
+        await store.close()
+        return before, head()
+
+    try:
+        before, after = asyncio.run(upgrade())
+    except ToolwireError as exc:
+        typer.echo(f"toolwire db: {exc.message}", err=True)
+        raise typer.Exit(2) from None
+    if before == after:
+        typer.echo(f"database schema already at {after}")
+    else:
+        typer.echo(f"database schema upgraded: {before or '(none)'} -> {after}")
 
 
 @app.command("mcp-serve")

@@ -136,6 +136,34 @@ class ServerConfig(BaseModel):
     web_search: WebSearchConfig | None = Field(
         default=None, description="the MCP tool that serves the `web_search` tool"
     )
+    # -- durability: see docs/deployment.md ---------------------------------------------
+    migrate: bool = Field(
+        default=True, description="upgrade an older database schema on start (else refuse)"
+    )
+    upstream_idle_timeout: float = Field(
+        default=120.0, gt=0, description="seconds an upstream stream may go without an event"
+    )
+    upstream_fallback_seconds: float = Field(
+        default=300.0, ge=0, description="how long a fallback learned from the upstream holds"
+    )
+    response_deadline: float = Field(
+        default=1800.0, ge=0, description="seconds one response may run in all (0: no limit)"
+    )
+    lease_heartbeat_seconds: float = Field(
+        default=2.0, gt=0, description="how often this replica renews its lease"
+    )
+    lease_seconds: float = Field(
+        default=10.0, gt=0, description="a replica silent this long is dead; its runs end"
+    )
+    queue_poll_seconds: float = Field(
+        default=0.5, gt=0, description="how often queued jobs and cancel flags are looked for"
+    )
+    max_background: int = Field(
+        default=32, gt=0, description="background responses one replica runs at once"
+    )
+    background_attempts: int = Field(
+        default=3, gt=0, description="processes that may die running one background response"
+    )
 
 
 def load_config(path: Path | None, flags: dict[str, Any]) -> ServerConfig:

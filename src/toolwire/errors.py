@@ -131,6 +131,16 @@ class UpstreamStreamDropped(UpstreamStreamError):
     """The connection broke or ended mid-stream: worth a retry if nothing was yielded yet."""
 
 
+class StoreError(ToolwireError):
+    """The database refused a write the run depends on (after the store's own waiting and
+    retries): the run ends `failed` rather than going on unrecorded (HTTP 503)."""
+
+    status = 503
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, code="server_error")
+
+
 # -- how a run ends: the one mapping from typed outcomes to wire codes and HTTP statuses ------
 
 
@@ -163,6 +173,11 @@ class StopReason(StrEnum):
     """A tool server's tools could not be listed, so the run could not start."""
     CANCELLED = "cancelled"
     """The client disconnected or cancelled the response."""
+    DEADLINE = "response_deadline"
+    """The run passed its overall deadline (`LoopSettings.deadline`): cut off like a token
+    limit, with what it had produced so far."""
+    STORE_ERROR = "store_error"
+    """The run could not be recorded in the database (the error is a `StoreError`)."""
 
     @property
     def status(self) -> RunStatus:
@@ -186,6 +201,8 @@ _STATUS_OF: dict[StopReason, RunStatus] = {
     StopReason.UPSTREAM_ERROR: RunStatus.FAILED,
     StopReason.TOOLS_UNAVAILABLE: RunStatus.FAILED,
     StopReason.CANCELLED: RunStatus.CANCELLED,
+    StopReason.DEADLINE: RunStatus.INCOMPLETE,
+    StopReason.STORE_ERROR: RunStatus.FAILED,
 }
 
 

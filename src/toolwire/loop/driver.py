@@ -8,8 +8,10 @@ The driver decides everything about a run: model calls, which calls run here and
 to the caller, approvals (request, claim once, run or deny), budgets (`max_tool_calls`,
 iterations, leak retries), cancellation, and the typed `RunOutcome`. Doors (library, CLI,
 Responses, chat proxy) translate requests in and events out; they decide nothing. Persistence is
-driven by the run's events: the optional `checkpoint` is awaited at `RunStarted` and
-`LoopFinished`, also when the run is cancelled.
+driven by the run's events: the optional `checkpoint` is awaited at `RunStarted`, at each
+`StepReached` (before and after server-side calls run) and at `LoopFinished`, also when the run
+is cancelled. A checkpoint that raises `StoreError` before the end ends the run `failed`
+(`StopReason.STORE_ERROR`); `LoopSettings.deadline` bounds the whole run.
 """
 
 from __future__ import annotations
@@ -22,7 +24,13 @@ from typing import Any
 import orjson
 
 from toolwire import leaks
-from toolwire.errors import StopReason, ToolsUnavailableError, ToolwireError, UpstreamError
+from toolwire.errors import (
+    StopReason,
+    StoreError,
+    ToolsUnavailableError,
+    ToolwireError,
+    UpstreamError,
+)
 from toolwire.loop.approvals import ALREADY_USED, DENIED
 from toolwire.loop.events import (
     ApprovalRequest,
@@ -39,6 +47,8 @@ from toolwire.loop.events import (
     PlannedCall,
     ReasoningTextDelta,
     RunStarted,
+    StepKind,
+    StepReached,
     ToolCallsReturned,
     ToolExecutionFinished,
     ToolExecutionStarted,
@@ -138,21 +148,36 @@ class _Run:
         transcript.extend(request.input)
 
     async def drive(self) -> LoopState:
+        deadline = self.settings.deadline
         try:
-            await self.record(RunStarted(self.request.run_id))
-            action = await self.start()
-            while not isinstance(action, Finish):
-                if isinstance(action, CallModel):
-                    action = await self.call_model()
-                elif isinstance(action, ExecuteTools):
-                    action = await self.execute_tools(action.calls)
-                else:
-                    action = self.await_approval(action)
+            timer = asyncio.timeout(deadline)
+            try:
+                async with timer:
+                    action = await self.advance()
+            except TimeoutError:
+                if not timer.expired():
+                    raise
+                message = f"the response ran past its deadline of {deadline:g} s"
+                action = Finish(RunOutcome(StopReason.DEADLINE, message))
+            except StoreError as exc:
+                action = Finish(RunOutcome(StopReason.STORE_ERROR, exc.message, exc))
         except asyncio.CancelledError:
             await asyncio.shield(self.finish(RunOutcome(StopReason.CANCELLED, CANCELLED)))
             raise
         await self.finish(action.outcome)
         return self.state
+
+    async def advance(self) -> Finish:
+        await self.record(RunStarted(self.request.run_id))
+        action = await self.start()
+        while not isinstance(action, Finish):
+            if isinstance(action, CallModel):
+                action = await self.call_model()
+            elif isinstance(action, ExecuteTools):
+                action = await self.execute_tools(action.calls)
+            else:
+                action = self.await_approval(action)
+        return action
 
     async def record(self, event: LoopEvent) -> None:
         self.emit(event)
@@ -475,6 +500,8 @@ class _Run:
             result = results.get(plan.call.id)
             if result is not None:
                 state.transcript.append(ToolMessage(plan.call.id, plan.call.name, result.text))
+        if runnable:
+            await self.record(StepReached(StepKind.TOOLS_FINISHED))
         if returned:
             state.pending_calls = returned
             self.emit(ToolCallsReturned(returned))
@@ -522,6 +549,8 @@ class _Run:
                 results[plan.call.id] = self.executor.error(plan.call, DENIED)
         for plan in running:
             self.emit(ToolExecutionStarted(plan.call, plan.server_label, self.answered(plan.call)))
+        if running:
+            await self.record(StepReached(StepKind.TOOLS_STARTING))
         outcomes = await self.executor.execute([plan.call for plan in running])
         for plan, result in zip(running, outcomes, strict=True):
             results[plan.call.id] = result

@@ -156,6 +156,24 @@ class ApprovalRequested:
     requests: list[ApprovalRequest]
 
 
+class StepKind(StrEnum):
+    """The persistence points inside a run (beside `RunStarted` and `LoopFinished`)."""
+
+    TOOLS_STARTING = "tools_starting"
+    """Server-side calls are about to run (their `ToolExecutionStarted` already went out): a
+    run resumed from a later copy must treat them as possibly run, never run them again."""
+    TOOLS_FINISHED = "tools_finished"
+    """Their results are in: a resumed run goes on from here with the next model call."""
+
+
+@dataclass(slots=True)
+class StepReached:
+    """A step boundary the checkpoint is awaited at, so that a durable run (a background
+    response) can be picked up from it by another process. Sinks ignore it."""
+
+    kind: StepKind
+
+
 @dataclass(slots=True)
 class LoopFinished:
     """The run's last event, always: its typed outcome and everything a door reports."""
@@ -187,6 +205,7 @@ LoopEvent = (
     | ToolExecutionFinished
     | ToolCallsReturned
     | ApprovalRequested
+    | StepReached
     | LoopFinished
     | Repair
     | UpstreamRetry

@@ -33,6 +33,9 @@ class LoopSettings:
     """The same failing call (name and arguments) this many times ends the run."""
     stream: bool = True
     max_concurrent_tools: int = 8
+    deadline: float | None = None
+    """Seconds the whole run may take (model calls, tools, approvals claimed); past it the run
+    ends `incomplete` (`StopReason.DEADLINE`) with what it had. None: no deadline."""
 
 
 class ApprovalLedger(Protocol):

@@ -8,9 +8,11 @@ otherwise one is made; it is returned as `x-request-id` and is `request.state.re
 
 from __future__ import annotations
 
+import queue
 import re
 import secrets
 import sys
+import threading
 import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any, Literal
@@ -35,10 +37,40 @@ def _timestamp() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now % 1 * 1000):03d}Z"
 
 
-def _write(line: str) -> None:
-    """One line to stderr, where uvicorn logs too; a plain write (the logging module would
-    cost more than the rest of the middleware together)."""
-    sys.stderr.write(line + "\n")
+class _LineWriter:
+    """Log lines leave the event loop through a bounded queue that one daemon thread drains to
+    stderr (where uvicorn logs too). A plain write from the loop would stall every request
+    whenever stderr is slow or full (a pipe nobody reads, a stalled log collector); the logging
+    module would cost more than the rest of the middleware together. Past `limit` waiting
+    lines, new lines are dropped and counted, never waited for."""
+
+    def __init__(self, limit: int = 10_000) -> None:
+        self._lines: queue.Queue[str] = queue.Queue(limit)
+        self._thread: threading.Thread | None = None
+        self.dropped = 0
+
+    def __call__(self, line: str) -> None:
+        try:
+            self._lines.put_nowait(line + "\n")
+        except queue.Full:
+            self.dropped += 1
+            return
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._drain, name="toolwire-log", daemon=True)
+            self._thread.start()
+
+    def _drain(self) -> None:
+        while True:
+            line = self._lines.get()
+            try:
+                sys.stderr.write(line)
+                if self._lines.empty():
+                    sys.stderr.flush()
+            except (OSError, ValueError):  # stderr closed: nothing left to log to
+                return
+
+
+_write = _LineWriter()
 
 
 class ObserveMiddleware:

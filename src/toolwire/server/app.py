@@ -16,7 +16,7 @@ from toolwire.server.auth import owner_of
 from toolwire.server.chat_proxy import ChatProxy
 from toolwire.server.conversations import ConversationsService
 from toolwire.server.errors import toolwire_error_handler, unexpected_error_handler
-from toolwire.server.http import ORJSONResponse, paginate
+from toolwire.server.http import ORJSONResponse, paginate, until_disconnected
 from toolwire.server.limits import read_limited_json
 from toolwire.server.request_tools import NOT_OFFERED_HEADER
 from toolwire.server.responses_service import ResponsesService
@@ -78,22 +78,25 @@ def create_app(
                 media_type="text/event-stream",
                 headers={"cache-control": "no-cache"},
             )
-        return ORJSONResponse(await proxy.complete(call))
+        return ORJSONResponse(await until_disconnected(request, proxy.complete(call)))
 
     async def create_response(request: Request) -> Response:
-        prepared = await responses.prepare(await read_json(request), owner=owner_of(request))
+        body = await read_json(request)
+        prepared = await responses.prepare(body, owner=owner_of(request))
         headers = (
             {NOT_OFFERED_HEADER: ", ".join(prepared.not_offered)} if prepared.not_offered else {}
         )
         if prepared.request.background:
-            return ORJSONResponse(await responses.start_background(prepared), headers=headers)
+            return ORJSONResponse(await responses.start_background(prepared, body), headers=headers)
         if prepared.request.stream:
             return StreamingResponse(
                 responses.stream(prepared),
                 media_type="text/event-stream",
                 headers={"cache-control": "no-cache", "x-accel-buffering": "no", **headers},
             )
-        return ORJSONResponse(await responses.create(prepared), headers=headers)
+        return ORJSONResponse(
+            await until_disconnected(request, responses.create(prepared)), headers=headers
+        )
 
     async def get_response(request: Request) -> Response:
         response_id = request.path_params["response_id"]
@@ -128,9 +131,9 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        await responses.start()  # the lease, the sweep, the background queue
         yield
-        for task in list(responses.background.values()):
-            task.cancel()
+        await responses.stop()
         for hook in on_shutdown or []:
             await hook()
 

@@ -2,13 +2,54 @@
 
 from __future__ import annotations
 
-from typing import Any
+import asyncio
+import contextlib
+from collections.abc import Coroutine
+from typing import Any, TypeVar
 
 import orjson
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
-from toolwire.errors import InvalidRequestError
+from toolwire.errors import InvalidRequestError, ToolwireError
+
+T = TypeVar("T")
+
+
+class ClientDisconnected(ToolwireError):
+    """The client hung up before its answer was ready (nginx's 499; nobody reads it)."""
+
+    status = 499
+
+
+async def until_disconnected(request: Request, work: Coroutine[Any, Any, T]) -> T:
+    """Await `work` (a non-streaming run) unless the client disconnects first: then the work
+    is cancelled, as a streaming run is when its client leaves, so the driver records the
+    run as cancelled and stops calling the upstream and tools. Call after the body is read:
+    the next ASGI message can then only be `http.disconnect`."""
+    task = asyncio.ensure_future(work)
+
+    async def disconnected() -> None:
+        try:
+            while (await request.receive())["type"] != "http.disconnect":
+                pass
+        except Exception:  # a receive that cannot tell: never cancel on a guess
+            await asyncio.Event().wait()
+
+    watcher = asyncio.ensure_future(disconnected())
+    try:
+        await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        if not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        watcher.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await watcher
+    if task.cancelled():
+        raise ClientDisconnected("the client disconnected; the response was cancelled")
+    return task.result()
 
 
 class ORJSONResponse(JSONResponse):

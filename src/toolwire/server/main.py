@@ -14,6 +14,7 @@ from toolwire.errors import ConfigError
 from toolwire.loop.state import LoopSettings
 from toolwire.observe.setup import Observability
 from toolwire.server.app import create_app
+from toolwire.server.durable import DurabilitySettings
 from toolwire.server.limits import Limits
 from toolwire.server.mcp_tools import configured_server
 from toolwire.server.observability import install_observability
@@ -53,7 +54,9 @@ def _workspace_tools(config: ServerConfig) -> list[Tool]:
 
 async def build_app(config: ServerConfig) -> Starlette:
     shutdown: list[Callable[[], Awaitable[None]]] = []
-    store = await Store.open(config.db)
+    if config.lease_seconds <= config.lease_heartbeat_seconds:
+        raise ConfigError("lease_seconds must be longer than lease_heartbeat_seconds")
+    store = await Store.open(config.db, migrate=config.migrate)
     try:
         security = await startup_security(
             store,
@@ -93,6 +96,8 @@ async def build_app(config: ServerConfig) -> Starlette:
             max_event_bytes=config.max_upstream_event_bytes,
             max_response_bytes=config.max_upstream_response_bytes,
             vision=config.upstream_vision,
+            idle_timeout=config.upstream_idle_timeout,
+            fallback_seconds=config.upstream_fallback_seconds,
         )
     )
     for server in config.mcp_servers:
@@ -110,12 +115,20 @@ async def build_app(config: ServerConfig) -> Starlette:
             leak_mode=config.leaked_calls,
             leak_retries=config.leak_retries,
             max_iterations=config.max_iterations,
+            deadline=config.response_deadline or None,
         ),
         mcp_servers=config.mcp_servers,
         mcp_pool=pool,
         mcp_call_timeout=config.mcp_call_timeout,
         approval_secret=await store.secret("approval_requests"),
         web_search=config.web_search,
+        durability=DurabilitySettings(
+            heartbeat_seconds=config.lease_heartbeat_seconds,
+            lease_seconds=config.lease_seconds,
+            poll_seconds=config.queue_poll_seconds,
+            max_background=config.max_background,
+            max_attempts=config.background_attempts,
+        ),
     )
     observability = Observability.from_env(  # observe/: metrics, traces, request logs, /ui
         upstream_name=upstream.name, tools=service.server_tools, log_format=config.log_format

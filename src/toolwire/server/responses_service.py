@@ -2,6 +2,13 @@
 the Responses sink translates its events, and a checkpoint stores the response at the run's
 persistence events. Streaming, non-streaming and background share all of it. Nothing here
 decides how a run goes: the driver does.
+
+Durability (`server/durable.py`): a stored response that runs holds a lease (its row in `runs`
+names this replica) from `RunStarted` to `LoopFinished`. A background response is a durable
+job: queued in the database, claimed by any replica, checkpointed at each step (before and
+after server-side tools run), resumed from its last step if its process dies, cancellable from
+any replica. A stream's terminal event goes out only once the final write is done; a write that
+fails (after retries) makes the response `failed`, never a stream that just ends.
 """
 
 from __future__ import annotations
@@ -9,7 +16,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import secrets
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
@@ -17,21 +25,30 @@ from typing import Any
 import orjson
 
 from toolwire.config import McpServerConfig, WebSearchConfig
-from toolwire.errors import InvalidRequestError, NotFoundError, RunStatus
+from toolwire.errors import (
+    InvalidRequestError,
+    NotFoundError,
+    RunStatus,
+    StopReason,
+    StoreError,
+    ToolwireError,
+)
 from toolwire.loop.approvals import ApprovalSigner, approval_decisions
 from toolwire.loop.driver import Checkpoint, LoopDriver
-from toolwire.loop.events import LoopEvent, LoopFinished, RunStarted
+from toolwire.loop.events import LoopEvent, LoopFinished, RunStarted, StepReached
 from toolwire.loop.items import items_to_transcript, normalize_input, resolve_references
 from toolwire.loop.pump import pump
 from toolwire.loop.state import LoopRequest, LoopSettings
 from toolwire.observe.metrics import BACKGROUND_JOBS
 from toolwire.observe.timeline import Timeline
+from toolwire.server.durable import DurabilitySettings, Replica, retrying
 from toolwire.server.mcp_tools import McpServerUse
 from toolwire.server.request_tools import RequestTools, request_tools
 from toolwire.server.request_tools import tool_choice as choose_tool
 from toolwire.server.requests import CreateResponse, parse_create
 from toolwire.server.responses_sink import ResponseBuilder, ResponseHeader
 from toolwire.store.database import Store
+from toolwire.store.runs import TERMINAL, Job, RunChange
 from toolwire.store.timelines import TimelineStore
 from toolwire.tools.base import Tool
 from toolwire.tools.mcp.pool import McpPool
@@ -73,6 +90,7 @@ class ResponsesService:
         mcp_call_timeout: float = 60.0,
         approval_secret: bytes | None = None,
         web_search: WebSearchConfig | None = None,
+        durability: DurabilitySettings | None = None,
     ) -> None:
         self.driver = LoopDriver(upstream)
         # Without a secret from the store (shared by replicas, kept across restarts), requests
@@ -83,11 +101,29 @@ class ResponsesService:
         self.mcp_pool = mcp_pool or McpPool()
         self.mcp_call_timeout = mcp_call_timeout
         self.store = store
-        self.timelines = TimelineStore(store.engine)  # observe/: run timelines for /ui
+        self.timelines = TimelineStore(store.engine, store.write)  # observe/: run timelines for /ui
         self.default_model = default_model
         self.server_tools = server_tools or []
         self.loop_settings = loop_settings or LoopSettings()
         self.background: dict[str, asyncio.Task[None]] = {}
+        """Background responses running in this process."""
+        self.replica = Replica(store, durability)
+        self._cancelling: set[str] = set()
+        self._draining = False
+
+    async def start(self) -> None:
+        """Join the replicas on this database: finalize what dead ones left, take jobs."""
+        await self.replica.start(self)
+
+    async def stop(self) -> None:
+        """Shut down: background runs here go back to the queue (another replica, or this
+        one restarted, resumes them), then the lease is given up."""
+        self._draining = True
+        tasks = list(self.background.values())
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await self.replica.stop()
 
     # -- preparing: HTTP body -> LoopRequest ----------------------------------------------
 
@@ -198,35 +234,108 @@ class ResponsesService:
     # -- persistence: driven by the run's events -----------------------------------------
 
     def checkpoint(
-        self, prepared: Prepared, builder: ResponseBuilder, timeline: Timeline | None = None
+        self,
+        prepared: Prepared,
+        builder: ResponseBuilder,
+        outbox: _Outbox | None = None,
+        timeline: Timeline | None = None,
     ) -> Checkpoint:
-        """Stores the response when the run starts (retrievable while it runs) and when it
-        finishes, whatever ended it; a conversation gets the finished turn's items."""
+        """Stores the response when the run starts (retrievable while it runs, with its lease),
+        at each step of a background run (so another replica can resume it), and when it
+        finishes, whatever ended it; a conversation gets the finished turn's items. The
+        terminal stream event waits in `outbox` until the final write is done."""
+        background = prepared.request.background
+        kind: Any = "background" if background else "foreground"
+        hold = RunChange("hold", self.replica.id, kind)
 
         async def record(event: LoopEvent) -> None:
             if isinstance(event, RunStarted):
                 if prepared.request.store:
-                    await self.persist(prepared, builder.body("in_progress"))
-            elif isinstance(event, LoopFinished) and builder.final is not None:
-                await self.persist(prepared, builder.final)
-                if timeline is not None and prepared.request.store:  # observe/: for /ui
-                    await self.timelines.save(
-                        prepared.response_id, prepared.header.created_at, timeline.entries
+                    await self._write(
+                        lambda: self.persist(prepared, builder.body("in_progress"), run=hold)
                     )
+            elif isinstance(event, StepReached):
+                if background:
+                    await self._write(lambda: self.persist(prepared, builder.body("in_progress")))
+            elif isinstance(event, LoopFinished) and builder.final is not None:
+                await self._finished(prepared, builder, event, outbox)
+                if timeline is not None and prepared.request.store:  # observe/: for /ui
+                    with contextlib.suppress(Exception):  # a lost timeline loses no answer
+                        await self.timelines.save(
+                            prepared.response_id, prepared.header.created_at, timeline.entries
+                        )
 
         return record
 
-    async def persist(self, prepared: Prepared, body: dict[str, Any]) -> None:
+    async def _write(self, write: Callable[[], Any]) -> None:
+        try:
+            await retrying(write)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            raise StoreError(f"the response could not be stored: {exc}") from exc
+
+    async def _finished(
+        self,
+        prepared: Prepared,
+        builder: ResponseBuilder,
+        event: LoopFinished,
+        outbox: _Outbox | None,
+    ) -> None:
+        final = builder.final
+        assert final is not None
+        response_id = prepared.response_id
+        if (
+            prepared.request.background
+            and event.reason is StopReason.CANCELLED
+            and self._draining
+            and response_id not in self._cancelling
+        ):
+            # Shutting down: the job goes back to the queue with what it has done so far.
+            partial = {**final, "status": "in_progress", "completed_at": None, "error": None}
+            with contextlib.suppress(Exception):
+                await self.persist(prepared, partial)
+                await self.store.runs.release(response_id, self.replica.id, time.time())
+            return
+        try:
+            await self._write(
+                lambda: self.persist(prepared, final, run=RunChange("release"), finished=True)
+            )
+        except StoreError as exc:
+            # The run's answer cannot be recorded: the client is told it failed. The lease
+            # stays behind; the sweep finalizes the stored response once the database is back.
+            failed = _failed(final, exc)
+            builder.final = failed
+            if outbox is not None:
+                outbox.replace(failed)
+            return
+        finally:
+            if outbox is not None:
+                outbox.flush()
+
+    async def persist(
+        self,
+        prepared: Prepared,
+        body: dict[str, Any],
+        *,
+        run: RunChange | None = None,
+        finished: bool = False,
+    ) -> None:
         output = body["output"]
         conversation_id = prepared.request.conversation_id
+        in_conversation = conversation_id is not None and not prepared.request.previous_response_id
         if prepared.request.store:
-            await self.store.save_response(
+            stored = await self.store.save_response(
                 body,
                 input_items=prepared.input_items,
-                history=prepared.history_items + prepared.input_items + output,
                 conversation_id=conversation_id,
+                conversation_items=len(prepared.history_items) if in_conversation else None,
                 owner=prepared.owner,
+                run=run,
+                only_if_active=finished,
             )
+            if not stored:
+                return  # finalized meanwhile (cancelled, or taken for lost): that stands
         if conversation_id is not None and body["status"] not in ("queued", "in_progress"):
             await self.store.add_items(
                 conversation_id, prepared.input_items + output, wire.now(), owner=prepared.owner
@@ -234,7 +343,9 @@ class ResponsesService:
 
     # -- the three ways to run ------------------------------------------------------------
 
-    async def _run(self, prepared: Prepared, builder: ResponseBuilder) -> LoopFinished:
+    async def _run(
+        self, prepared: Prepared, builder: ResponseBuilder, outbox: _Outbox | None = None
+    ) -> LoopFinished:
         finished: list[LoopFinished] = []
         timeline = Timeline(prepared.loop_request)  # observe/: an observer of the run's events
 
@@ -244,9 +355,16 @@ class ResponsesService:
             if isinstance(event, LoopFinished):
                 finished.append(event)
 
-        await self.driver.run(
-            prepared.loop_request, sink, checkpoint=self.checkpoint(prepared, builder, timeline)
-        )
+        response_id = prepared.response_id
+        self.replica.active.add(response_id)
+        try:
+            await self.driver.run(
+                prepared.loop_request,
+                sink,
+                checkpoint=self.checkpoint(prepared, builder, outbox, timeline),
+            )
+        finally:
+            self.replica.active.discard(response_id)
         return finished[-1]
 
     async def create(self, prepared: Prepared) -> dict[str, Any]:
@@ -254,40 +372,111 @@ class ResponsesService:
         failed either way)."""
         builder = ResponseBuilder(prepared.header, None)
         finished = await self._run(prepared, builder)
+        assert builder.final is not None
+        if builder.final["status"] == "failed" and finished.status is not RunStatus.FAILED:
+            error = builder.final.get("error") or {}
+            raise StoreError(str(error.get("message") or "the response could not be stored"))
         if finished.status is RunStatus.FAILED and finished.error is not None:
             raise finished.error
-        assert builder.final is not None
         return builder.final
 
     async def stream(self, prepared: Prepared) -> AsyncIterator[bytes]:
-        """Streaming: `response.created` goes out before the upstream is even called."""
+        """Streaming: `response.created` goes out before the upstream is even called; the
+        terminal event only once the final write is done."""
 
         async def run(emit: Any) -> None:
-            await self._run(prepared, ResponseBuilder(prepared.header, emit))
+            outbox = _Outbox(emit)
+            await self._run(prepared, ResponseBuilder(prepared.header, outbox), outbox)
 
         async for event in pump(run):
             yield encode_event(orjson.dumps(event), event["type"])
 
-    # -- background -----------------------------------------------------------------------
+    # -- background: a durable queue in the database -------------------------------------
 
-    async def start_background(self, prepared: Prepared) -> dict[str, Any]:
+    async def start_background(self, prepared: Prepared, body: Any | None = None) -> dict[str, Any]:
+        """Queue the response (its request kept, so that any replica can run it) and, if this
+        replica has room, claim and start it here at once."""
         queued = ResponseBuilder(prepared.header, None).body("queued")
-        await self.persist(prepared, queued)
-
-        async def work() -> None:
-            BACKGROUND_JOBS.labels("queued").dec()  # observe/
-            BACKGROUND_JOBS.labels("running").inc()
-            try:
-                await self._run(prepared, ResponseBuilder(prepared.header, None))
-            finally:
-                BACKGROUND_JOBS.labels("running").dec()
-                self.background.pop(prepared.response_id, None)
-
-        BACKGROUND_JOBS.labels("queued").inc()
-        self.background[prepared.response_id] = asyncio.create_task(work())
+        request = {
+            "body": body if body is not None else _request_body(prepared),
+            "owner": prepared.owner,
+        }
+        await self._write(
+            lambda: self.persist(
+                prepared, queued, run=RunChange("enqueue", kind="background", request=request)
+            )
+        )
+        room = self.replica.settings.max_background - len(self.background)
+        jobs = await self.store.runs.claim(
+            self.replica.id, min(room, 1), time.time(), response_id=prepared.response_id
+        )
+        if jobs:
+            self.launch(jobs[0], prepared)
+        else:
+            self.replica.wake()
         return queued
 
+    def launch(self, job: Job, prepared: Prepared | None = None) -> None:
+        """Run a claimed job in this process."""
+        response_id = job.response_id
+        task = asyncio.create_task(self._work(job, prepared), name=f"toolwire-{response_id}")
+        self.background[response_id] = task
+
+    def cancel_local(self, response_id: str) -> bool:
+        task = self.background.get(response_id)
+        if task is None or task.done():
+            return False
+        self._cancelling.add(response_id)
+        task.cancel()
+        return True
+
+    async def _work(self, job: Job, prepared: Prepared | None) -> None:
+        response_id = job.response_id
+        try:
+            if job.cancel_requested:
+                await self.store.runs.finalize(response_id, "cancelled", None, wire.now())
+                return
+            resumed: list[dict[str, Any]] = []
+            if prepared is None:
+                try:
+                    prepared, resumed = await self._prepare_job(job)
+                except ToolwireError as exc:
+                    error = wire.error_object(exc.code or "server_error", exc.message)
+                    await self.store.runs.finalize(response_id, "failed", error, wire.now())
+                    return
+            builder = ResponseBuilder(prepared.header, None)
+            builder.output = resumed
+            BACKGROUND_JOBS.labels("running").inc()  # observe/
+            try:
+                await self._run(prepared, builder)
+            finally:
+                BACKGROUND_JOBS.labels("running").dec()
+        finally:
+            self.background.pop(response_id, None)
+            self._cancelling.discard(response_id)
+
+    async def _prepare_job(self, job: Job) -> tuple[Prepared, list[dict[str, Any]]]:
+        """A job queued by any replica, prepared here under its own id; if an earlier
+        process ran part of it, the run resumes from its last stored step."""
+        owner = job.request.get("owner")
+        stored = await self.store.get_response(job.response_id, owner=owner)
+        if stored is None:
+            raise NotFoundError(f"Response with id '{job.response_id}' not found.")
+        prepared = await self.prepare(job.request.get("body"), owner=owner)
+        prepared.header = replace(
+            prepared.header, response_id=job.response_id, created_at=stored["created_at"]
+        )
+        prepared.loop_request.run_id = job.response_id
+        output = list(stored.get("output") or [])
+        if not output:
+            return prepared, []
+        return prepared, _resume(prepared, output)
+
     async def cancel(self, response_id: str, *, owner: str | None = None) -> dict[str, Any]:
+        """Cancel a background response wherever it runs (idempotent). Here: at once. On
+        another replica: its cancel flag is set and that replica stops it within
+        `poll_seconds`; this waits up to `cancel_wait_seconds` for the outcome. Queued, or
+        left by a dead replica: cancelled here."""
         record = await self.store.get_response(response_id, owner=owner)
         if record is None:
             raise NotFoundError(f"Response with id '{response_id}' not found.", param="response_id")
@@ -295,12 +484,122 @@ class ResponsesService:
             raise InvalidRequestError(
                 "Only background responses can be cancelled.", param="response_id"
             )
+        if record.get("status") in TERMINAL:
+            return record
         task = self.background.get(response_id)
         if task is not None and not task.done():
-            task.cancel()
+            self.cancel_local(response_id)
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-        return await self.store.get_response(response_id, owner=owner) or record
+            return await self.store.get_response(response_id, owner=owner) or record
+        runs = self.store.runs
+        state = await runs.request_cancel(response_id)
+        if state != "running":
+            await runs.finalize(
+                response_id, "cancelled", None, wire.now(), replica_id=None if state else False
+            )
+        deadline = time.monotonic() + self.replica.settings.cancel_wait_seconds
+        while True:
+            current = await self.store.get_response(response_id, owner=owner) or record
+            if current.get("status") in TERMINAL or time.monotonic() >= deadline:
+                return current
+            await asyncio.sleep(0.05)
+
+
+class _Outbox:
+    """A stream's emit that holds back the terminal events (`error`, `response.completed` /
+    `.incomplete` / `.failed`) until the final write is done, so a client never sees an
+    outcome that was not stored, and sees `response.failed` if the write failed."""
+
+    def __init__(self, emit: Callable[[dict[str, Any]], None]) -> None:
+        self.emit = emit
+        self.held: list[dict[str, Any]] = []
+
+    def __call__(self, event: dict[str, Any]) -> None:
+        if event["type"] in _TERMINAL_EVENTS:
+            self.held.append(event)
+        else:
+            self.emit(event)
+
+    def replace(self, failed: dict[str, Any]) -> None:
+        """Instead of the held outcome: `error` and `response.failed` with this body."""
+        if not self.held:
+            return
+        number = self.held[0]["sequence_number"]
+        error = failed.get("error") or {}
+        self.held = [
+            {
+                "type": "error",
+                "sequence_number": number,
+                "code": error.get("code"),
+                "message": error.get("message"),
+                "param": None,
+            },
+            {"type": "response.failed", "sequence_number": number + 1, "response": failed},
+        ]
+
+    def flush(self) -> None:
+        for event in self.held:
+            self.emit(event)
+        self.held = []
+
+
+_TERMINAL_EVENTS = frozenset(
+    {"error", "response.completed", "response.incomplete", "response.failed"}
+)
+
+INTERRUPTED = (
+    "interrupted: the gateway process running this call stopped; the call may or may not have "
+    "run, and it is not run again"
+)
+
+
+def _failed(final: dict[str, Any], exc: StoreError) -> dict[str, Any]:
+    return {
+        **final,
+        "status": "failed",
+        "incomplete_details": None,
+        "error": wire.error_object(exc.code or "server_error", exc.message),
+    }
+
+
+def _resume(prepared: Prepared, output: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Set a prepared run up to go on after the stored `output` of an earlier attempt: items
+    left in progress are closed (a server call that had started is reported to the model as
+    interrupted, never run again), the transcript is the history plus that output, and MCP
+    servers already listed are not listed again. Returns the output the run continues."""
+    kept: list[dict[str, Any]] = []
+    for original in output:
+        item = dict(original)
+        if item.get("status") == "in_progress":
+            if item.get("type") == "mcp_call":
+                item["status"] = "failed"
+                item["error"] = INTERRUPTED
+            else:
+                item["status"] = "incomplete"
+        kept.append(item)
+    request = prepared.loop_request
+    request.input = items_to_transcript(
+        prepared.history_items + prepared.input_items + kept, frozenset()
+    )
+    request.history = []
+    request.resume_calls = []
+    request.approvals = {}
+    listed = {
+        item.get("server_label"): item
+        for item in kept
+        if item.get("type") == "mcp_list_tools" and not item.get("error")
+    }
+    for toolset in request.toolsets:
+        found = listed.get(toolset.label)
+        if toolset.listing is None and found is not None:
+            toolset.listing = list(found.get("tools") or [])
+    return kept
+
+
+def _request_body(prepared: Prepared) -> dict[str, Any]:
+    """The request as JSON, for callers that did not keep the body they prepared."""
+    return prepared.request.model_dump(by_alias=True, exclude_unset=True, mode="json")
 
 
 def _echo(request: CreateResponse, tools: list[dict[str, Any]]) -> dict[str, Any]:

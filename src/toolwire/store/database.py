@@ -1,13 +1,23 @@
 """The store: responses, their items, conversations and their items, behind one async API.
 
 SQLAlchemy Core with async drivers (aiosqlite by default, asyncpg for PostgreSQL), so one code
-path serves both. SQLite runs in WAL mode: a server killed mid-request loses nothing committed.
+path serves both. SQLite runs in WAL mode with a busy timeout, and every write of this process
+goes through one writer at a time (`Store.write`): concurrent requests queue for the write lock
+in process instead of racing for SQLite's file lock ("database is locked"). A server killed
+mid-request loses nothing committed. The schema is migrated by Alembic (`store/migrate.py`).
+
+History is stored by reference: a response keeps only its own input and output items and the
+id of the response it continues; `get_response_record` walks that chain back (one recursive
+query), so storage grows linearly with a conversation.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import secrets
+import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -19,13 +29,13 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_en
 
 from toolwire.store import timelines as _timelines  # noqa: F401  (its table joins metadata)
 from toolwire.store.keys import KeyStore
+from toolwire.store.migrate import ensure_schema
 from toolwire.store.owner import INHERIT, Owner, OwnerArg, owned_by, resolve
+from toolwire.store.runs import RunChange, RunStore, apply_change
 from toolwire.store.tables import (
-    ADDED_COLUMNS,
     approvals,
     conversation_items,
     conversations,
-    metadata,
     responses,
     server_secrets,
 )
@@ -46,6 +56,12 @@ def normalize_url(url: str) -> str:
     return url
 
 
+#: Status of a deleted response that others continue: hidden, kept for their history.
+DELETED = "deleted"
+#: The longest chain of responses a history is read through.
+MAX_CHAIN = 100_000
+
+
 class Store:
     """Responses, conversations and their items, each owned by the API key that created it
     (see `store/owner.py`: every method takes `owner`, defaulting to the current request's);
@@ -54,14 +70,34 @@ class Store:
     def __init__(self, engine: AsyncEngine) -> None:
         self.engine = engine
         self.keys = KeyStore(engine)
+        # SQLite has one writer: this process's writes take turns here rather than at the file
+        # lock, where a waiting write can fail with "database is locked".
+        self._write_lock = asyncio.Lock() if engine.dialect.name == "sqlite" else None
+        self.runs = RunStore(engine, self.write)
+
+    @contextlib.asynccontextmanager
+    async def write(self) -> AsyncIterator[AsyncConnection]:
+        """A write transaction (one at a time in this process on SQLite)."""
+        if self._write_lock is None:
+            async with self.engine.begin() as connection:
+                yield connection
+            return
+        async with self._write_lock, self.engine.begin() as connection:
+            yield connection
 
     @classmethod
-    async def open(cls, url: str | None = None) -> Store:
+    async def open(cls, url: str | None = None, *, migrate: bool = True) -> Store:
+        """Open (and create) the database; an older schema is upgraded, or with
+        `migrate=False` refused with a `ConfigError` naming `toolwire db upgrade`."""
         url = normalize_url(url or default_database_url())
+        options: dict[str, Any] = {}
+        if url.startswith("postgresql"):
+            options.update(pool_size=20, max_overflow=20, pool_pre_ping=True)
         engine = create_async_engine(
             url,
             json_serializer=lambda value: orjson.dumps(value).decode(),
             json_deserializer=orjson.loads,
+            **options,
         )
         if engine.dialect.name == "sqlite":
 
@@ -71,12 +107,15 @@ class Store:
                 cursor.execute("PRAGMA journal_mode=WAL")
                 cursor.execute("PRAGMA synchronous=NORMAL")
                 cursor.execute("PRAGMA foreign_keys=ON")
-                cursor.execute("PRAGMA busy_timeout=5000")
+                cursor.execute("PRAGMA busy_timeout=30000")
                 cursor.close()
 
-        async with engine.begin() as connection:
-            await connection.run_sync(metadata.create_all)
-            await connection.run_sync(_add_missing_columns)
+        try:
+            async with engine.begin() as connection:
+                await connection.run_sync(ensure_schema, migrate=migrate)
+        except BaseException:
+            await engine.dispose()
+            raise
         return cls(engine)
 
     async def close(self) -> None:
@@ -89,12 +128,21 @@ class Store:
         body: dict[str, Any],
         *,
         input_items: list[dict[str, Any]],
-        history: list[dict[str, Any]],
         conversation_id: str | None,
+        history: list[dict[str, Any]] | None = None,
+        conversation_items: int | None = None,
         owner: OwnerArg = INHERIT,
-    ) -> None:
+        run: RunChange | None = None,
+        only_if_active: bool = False,
+    ) -> bool:
         """Insert or replace a response (status changes rewrite the row). A row of another
-        owner with the same id is never rewritten (the insert then fails on the id)."""
+        owner with the same id is never rewritten (the insert then fails on the id).
+
+        History is by reference: the row links to `previous_response_id` (in the body) or, in
+        a conversation, counts the `conversation_items` before it; `history` (a full copy)
+        is for callers that have no such link. `run` changes the response's run row (its
+        lease, its job) in the same transaction. With `only_if_active`, a response that is
+        already finished (e.g. finalized by another replica) is left alone: False."""
         who = resolve(owner)
         values = {
             "id": body["id"],
@@ -105,16 +153,23 @@ class Store:
             "body": body,
             "input_items": input_items,
             "history": history,
+            "conversation_items": conversation_items,
             "owner": who,
         }
-        async with self.engine.begin() as connection:
-            updated = await connection.execute(
-                responses.update()
-                .where(responses.c.id == body["id"], owned_by(responses.c.owner, who))
-                .values(**values)
+        async with self.write() as connection:
+            query = responses.update().where(
+                responses.c.id == body["id"], owned_by(responses.c.owner, who)
             )
+            if only_if_active:
+                query = query.where(responses.c.status.in_(("queued", "in_progress")))
+            updated = await connection.execute(query.values(**values))
             if updated.rowcount == 0:
+                if only_if_active:
+                    return False
                 await connection.execute(responses.insert().values(**values))
+            if run is not None:
+                await apply_change(connection, body["id"], run, time.time())
+        return True
 
     async def get_response(
         self, response_id: str, *, owner: OwnerArg = INHERIT
@@ -122,9 +177,7 @@ class Store:
         async with self.engine.connect() as connection:
             row = (
                 await connection.execute(
-                    sa.select(responses.c.body).where(
-                        responses.c.id == response_id, owned_by(responses.c.owner, resolve(owner))
-                    )
+                    sa.select(responses.c.body).where(_response(response_id, resolve(owner)))
                 )
             ).first()
         return None if row is None else dict(row.body)
@@ -132,24 +185,46 @@ class Store:
     async def get_response_record(
         self, response_id: str, *, owner: OwnerArg = INHERIT
     ) -> dict[str, Any] | None:
+        """The row, with `history`: every item the model had seen when the response ended
+        (what a continuation starts from), gathered along the chain of responses."""
         async with self.engine.connect() as connection:
             row = (
                 await connection.execute(
-                    sa.select(responses).where(
-                        responses.c.id == response_id, owned_by(responses.c.owner, resolve(owner))
-                    )
+                    sa.select(responses).where(_response(response_id, resolve(owner)))
                 )
             ).first()
-        return None if row is None else dict(row._mapping)
+            if row is None:
+                return None
+            record = dict(row._mapping)
+            if record["history"] is None:
+                record["history"] = await _history(connection, response_id)
+        return record
 
     async def delete_response(self, response_id: str, *, owner: OwnerArg = INHERIT) -> bool:
-        async with self.engine.begin() as connection:
-            result = await connection.execute(
-                responses.delete().where(
-                    responses.c.id == response_id, owned_by(responses.c.owner, resolve(owner))
+        """Delete a response. One that others continue stays as a hidden tombstone (status
+        `deleted`): their history is read through it."""
+        async with self.write() as connection:
+            found = (
+                await connection.execute(
+                    sa.select(responses.c.id).where(_response(response_id, resolve(owner)))
                 )
-            )
-        return bool(result.rowcount)
+            ).first()
+            if found is None:
+                return False
+            continued = (
+                await connection.execute(
+                    sa.select(responses.c.id)
+                    .where(responses.c.previous_response_id == response_id)
+                    .limit(1)
+                )
+            ).first()
+            if continued is None:
+                await connection.execute(responses.delete().where(responses.c.id == response_id))
+            else:
+                await connection.execute(
+                    responses.update().where(responses.c.id == response_id).values(status=DELETED)
+                )
+        return True
 
     # -- conversations --------------------------------------------------------------------
 
@@ -161,7 +236,7 @@ class Store:
         *,
         owner: OwnerArg = INHERIT,
     ) -> None:
-        async with self.engine.begin() as connection:
+        async with self.write() as connection:
             await connection.execute(
                 conversations.insert().values(
                     id=conversation_id, created_at=created_at, metadata=meta, owner=resolve(owner)
@@ -182,7 +257,7 @@ class Store:
     async def update_conversation(
         self, conversation_id: str, meta: dict[str, Any], *, owner: OwnerArg = INHERIT
     ) -> bool:
-        async with self.engine.begin() as connection:
+        async with self.write() as connection:
             result = await connection.execute(
                 conversations.update()
                 .where(_conversation(conversation_id, resolve(owner)))
@@ -191,7 +266,7 @@ class Store:
         return bool(result.rowcount)
 
     async def delete_conversation(self, conversation_id: str, *, owner: OwnerArg = INHERIT) -> bool:
-        async with self.engine.begin() as connection:
+        async with self.write() as connection:
             if not await _owns(connection, conversation_id, resolve(owner)):
                 return False
             await connection.execute(
@@ -213,7 +288,7 @@ class Store:
         owner: OwnerArg = INHERIT,
     ) -> bool:
         """Append items; False (nothing added) if the owner has no such conversation."""
-        async with self.engine.begin() as connection:
+        async with self.write() as connection:
             if not await _owns(connection, conversation_id, resolve(owner)):
                 return False
             if not items:
@@ -286,7 +361,7 @@ class Store:
     async def delete_item(
         self, conversation_id: str, item_id: str, *, owner: OwnerArg = INHERIT
     ) -> bool:
-        async with self.engine.begin() as connection:
+        async with self.write() as connection:
             if not await _owns(connection, conversation_id, resolve(owner)):
                 return False
             result = await connection.execute(
@@ -309,7 +384,7 @@ class Store:
         if row is not None:
             return bytes(row)
         with contextlib.suppress(sa.exc.IntegrityError):
-            async with self.engine.begin() as connection:
+            async with self.write() as connection:
                 await connection.execute(
                     server_secrets.insert().values(name=name, value=secrets.token_bytes(32))
                 )
@@ -326,9 +401,11 @@ class Store:
         self, approval_request_id: str, response_id: str, approve: bool, created_at: int
     ) -> bool:
         """Record a decision once. False if this approval request was already decided: the
-        caller then runs nothing (a replayed or duplicated approval)."""
+        caller then runs nothing (a replayed or duplicated approval). The same response
+        claiming again (a background run started over from the beginning after its process
+        died, before any of its tools started) gets True."""
         try:
-            async with self.engine.begin() as connection:
+            async with self.write() as connection:
                 await connection.execute(
                     approvals.insert().values(
                         approval_request_id=approval_request_id,
@@ -338,7 +415,13 @@ class Store:
                     )
                 )
         except sa.exc.IntegrityError:
-            return False
+            async with self.engine.connect() as connection:
+                claimed_by = await connection.scalar(
+                    sa.select(approvals.c.response_id).where(
+                        approvals.c.approval_request_id == approval_request_id
+                    )
+                )
+            return bool(claimed_by == response_id)
         return True
 
 
@@ -351,18 +434,57 @@ async def _owns(connection: AsyncConnection, conversation_id: str, owner: Owner)
     return (await connection.execute(query)).first() is not None
 
 
-def _add_missing_columns(connection: sa.Connection) -> None:
-    """Databases created before a column existed get it (nullable, so no data to fill in)."""
-    inspector = sa.inspect(connection)
-    for table, name in ADDED_COLUMNS:
-        if name not in {column["name"] for column in inspector.get_columns(table.name)}:
-            column = table.c[name]
-            kind = column.type.compile(dialect=connection.dialect)
-            connection.execute(sa.text(f'ALTER TABLE {table.name} ADD COLUMN "{name}" {kind}'))
-            if column.index:
-                connection.execute(
-                    sa.text(
-                        f"CREATE INDEX IF NOT EXISTS ix_{table.name}_{name} "
-                        f'ON {table.name} ("{name}")'
-                    )
+def _response(response_id: str, owner: Owner) -> sa.ColumnElement[bool]:
+    return sa.and_(
+        responses.c.id == response_id,
+        owned_by(responses.c.owner, owner),
+        responses.c.status != DELETED,
+    )
+
+
+async def _history(connection: AsyncConnection, response_id: str) -> list[dict[str, Any]]:
+    """The items a response's model had seen: walk `previous_response_id` back (one
+    recursive query) to a row with a full copy (schema 1), a conversation prefix, or the
+    start; then each response's input and output items, oldest first."""
+    start = (
+        sa.select(responses.c.id, responses.c.previous_response_id, sa.literal(0).label("depth"))
+        .where(responses.c.id == response_id)
+        .cte("chain", recursive=True)
+    )
+    parent = responses.alias("parent")
+    chain = start.union_all(
+        sa.select(parent.c.id, parent.c.previous_response_id, start.c.depth + 1).where(
+            parent.c.id == start.c.previous_response_id, start.c.depth < MAX_CHAIN
+        )
+    )
+    rows = (
+        await connection.execute(
+            sa.select(
+                responses.c.history,
+                responses.c.input_items,
+                responses.c.body,
+                responses.c.conversation_id,
+                responses.c.conversation_items,
+            )
+            .join(chain, chain.c.id == responses.c.id)
+            .order_by(chain.c.depth)
+        )
+    ).all()
+    parts: list[list[dict[str, Any]]] = []
+    for row in rows:
+        if row.history is not None:
+            parts.append(list(row.history))
+            break
+        parts.append(list(row.input_items) + list(row.body.get("output") or []))
+        if row.conversation_id is not None and row.conversation_items is not None:
+            prefix = (
+                await connection.execute(
+                    sa.select(conversation_items.c.item)
+                    .where(conversation_items.c.conversation_id == row.conversation_id)
+                    .order_by(conversation_items.c.seq)
+                    .limit(row.conversation_items)
                 )
+            ).all()
+            parts.append([dict(p.item) for p in prefix])
+            break
+    return [item for part in reversed(parts) for item in part]

@@ -16,10 +16,17 @@ responses = sa.Table(
     sa.Column("conversation_id", sa.String(80), nullable=True),
     sa.Column("body", sa.JSON, nullable=False),  # the response object as clients see it
     sa.Column("input_items", sa.JSON, nullable=False),
-    # every item the model had seen when the response ended: what a continuation starts from
-    sa.Column("history", sa.JSON, nullable=False),
+    # Schema 1 copied every item the model had seen into each response (quadratic growth);
+    # since schema 2 it is null and history is by reference: the chain of
+    # `previous_response_id`s, each response holding only its own input and output items,
+    # ending at a schema-1 row (whose copy is kept) or at the first `conversation_items`
+    # items of its conversation.
+    sa.Column("history", sa.JSON, nullable=True),
     # the id of the API key that created it; null when the server ran without keys
     sa.Column("owner", sa.String(40), nullable=True, index=True),
+    # how many of its conversation's items came before it (responses in a conversation)
+    sa.Column("conversation_items", sa.Integer, nullable=True),
+    sa.Index("ix_responses_previous_response_id", "previous_response_id"),
 )
 
 conversations = sa.Table(
@@ -56,8 +63,6 @@ approvals = sa.Table(
     sa.Column("created_at", sa.Integer, nullable=False),
 )
 
-#: Columns added after the first release: `Store.open` adds them to older databases.
-ADDED_COLUMNS: tuple[tuple[sa.Table, str], ...] = ((responses, "owner"), (conversations, "owner"))
 
 api_keys = sa.Table(
     "api_keys",
@@ -77,3 +82,34 @@ server_secrets = sa.Table(
     sa.Column("value", sa.LargeBinary, nullable=False),
 )
 """Secrets every replica shares (the key approval request ids are signed with)."""
+
+replicas = sa.Table(
+    "replicas",
+    metadata,
+    sa.Column("id", sa.String(40), primary_key=True),
+    # hostname and PID namespace: a replica on the same host whose pid is gone is dead at once
+    sa.Column("host", sa.String(300), nullable=False),
+    sa.Column("pid", sa.Integer, nullable=False),
+    sa.Column("started_at", sa.Float, nullable=False),
+    sa.Column("heartbeat_at", sa.Float, nullable=False),
+)
+"""The live processes (`toolwire serve` replicas) on this database and their heartbeats."""
+
+runs = sa.Table(
+    "runs",
+    metadata,
+    sa.Column("response_id", sa.String(80), primary_key=True),
+    sa.Column("kind", sa.String(20), nullable=False),  # foreground | background
+    sa.Column("state", sa.String(20), nullable=False),  # queued | running
+    # the replica whose lease (its heartbeat in `replicas`) keeps the run alive
+    sa.Column("replica_id", sa.String(40), nullable=True, index=True),
+    # background: the request body and its owner, so that any replica can run it
+    sa.Column("request", sa.JSON, nullable=True),
+    sa.Column("attempts", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("cancel_requested", sa.Boolean, nullable=False, server_default=sa.false()),
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.Column("updated_at", sa.Float, nullable=False),
+    sa.Index("ix_runs_state_created_at", "state", "created_at"),
+)
+"""Every response running or queued: its owner (a replica) and, for background responses,
+the durable job (see `store/runs.py`)."""

@@ -7,6 +7,8 @@ responses table and its writes stay as they are. Ownership: where the responses 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 import sqlalchemy as sa
@@ -29,12 +31,15 @@ def _owned(table: sa.Table, query: Any, owner: str | None) -> Any:
 
 
 class TimelineStore:
-    def __init__(self, engine: Any) -> None:
+    def __init__(self, engine: Any, write: Callable[[], AbstractAsyncContextManager[Any]]) -> None:
         self.engine = engine
+        self._write = write
+        """The store's one write funnel: on SQLite a write of our own beside it would wait on
+        "database is locked" under load instead of queueing."""
 
     async def save(self, response_id: str, created_at: int, entries: list[dict[str, Any]]) -> None:
         values = {"response_id": response_id, "created_at": created_at, "entries": entries}
-        async with self.engine.begin() as connection:
+        async with self._write() as connection:
             updated = await connection.execute(
                 run_timelines.update()
                 .where(run_timelines.c.response_id == response_id)

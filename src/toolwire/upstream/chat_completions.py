@@ -2,8 +2,10 @@
 
 One pooled httpx client per upstream. Streams SSE (or not), feeds every chunk to the
 `StreamAssembler`, and owns the fault handling: typed HTTP errors, bounded retries with backoff
-before anything was yielded, timeouts, streams that end early, and servers that refuse to stream
-tool calls (remembered per upstream).
+before anything was yielded, timeouts (an idle deadline on streams: no event for
+`idle_timeout` seconds, however many bytes trickle in), streams that end early, and servers
+that refuse to stream tool calls (remembered per upstream for `fallback_seconds`, then tried
+again: a proxy's one bad answer never turns streaming off for good).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import itertools
 import os
 import re
 import ssl
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -86,6 +89,18 @@ class ChatCompletionsConfig(BaseModel):
         default=True,
         description="the model can see images: image parts are sent to it (else a one-line note)",
     )
+    idle_timeout: float = Field(
+        default=120.0,
+        gt=0,
+        description="seconds a stream may go without one event (bytes that never complete an "
+        "event do not count) before the turn fails",
+    )
+    fallback_seconds: float = Field(
+        default=300.0,
+        ge=0,
+        description="how long a fallback learned from this upstream (not streaming tool calls) "
+        "holds before streaming is tried again",
+    )
 
     def resolved_api_key(self) -> str | None:
         if self.api_key is not None:
@@ -117,7 +132,7 @@ class ChatCompletionsUpstream:
         self.config = config
         self.name = config.name
         self.retry = RetryPolicy(config.max_retries, config.initial_backoff, config.max_backoff)
-        self.refuses_streamed_tools = False
+        self._no_streamed_tools_until = 0.0  # monotonic; a fallback learned from this upstream
         headers = {"accept": "application/json", **config.headers}
         key = config.resolved_api_key()
         if key:
@@ -150,6 +165,18 @@ class ChatCompletionsUpstream:
                 for _ in range(shards)
             ]
         self._next_client = itertools.cycle(self._clients).__next__
+
+    @property
+    def refuses_streamed_tools(self) -> bool:
+        """Whether tool calls are asked for without streaming: for `fallback_seconds` after
+        this upstream refused to stream them (or answered a stream with nothing)."""
+        return time.monotonic() < self._no_streamed_tools_until
+
+    @refuses_streamed_tools.setter
+    def refuses_streamed_tools(self, value: bool) -> None:
+        self._no_streamed_tools_until = (
+            time.monotonic() + self.config.fallback_seconds if value else 0.0
+        )
 
     async def aclose(self) -> None:
         for client in self._clients:
@@ -271,6 +298,16 @@ class ChatCompletionsUpstream:
         body = orjson.dumps(self.request_body(request, stream=True))
         notes: list[ModelEvent] = []
         response = await self._open_stream(body, notes)
+        if "text/html" in response.headers.get("content-type", ""):
+            # A proxy's or portal's page, not an event stream: an error, not a capability.
+            page = await _read_bounded(response, _ERROR_BODY_BYTES, truncate=True)
+            await response.aclose()
+            raise UpstreamStreamError(
+                f"the upstream answered HTTP {response.status_code} with an HTML page instead "
+                "of an event stream",
+                upstream_status=response.status_code,
+                upstream_body=(page or b"")[:2000].decode("utf-8", "replace"),
+            )
         for note in notes:
             yield note
         assembler = StreamAssembler(declared)
@@ -281,13 +318,17 @@ class ChatCompletionsUpstream:
         most = self.config.max_response_bytes
         first = True
         saw_call = False
+        idle = self.config.idle_timeout
+        clock = asyncio.get_running_loop().time
+        idle_until = [clock() + idle]  # moved on by every event
         try:
             chunks = response.aiter_raw()
-            async for raw in chunks:
+            async for raw in _until(chunks, idle_until, idle):
                 total += len(raw)
                 if total > most:
                     raise _too_large_answer(most)
                 for sse in decoder.feed(raw):
+                    idle_until[0] = clock() + idle
                     data = sse.data
                     if data == "[DONE]":
                         done = True
@@ -452,6 +493,25 @@ class ChatCompletionsUpstream:
                 notes.append(UpstreamRetry(cause, attempt + 1, delay))
             await asyncio.sleep(delay)
             attempt += 1
+
+
+async def _until(
+    chunks: AsyncIterator[bytes], deadline: list[float], idle: float
+) -> AsyncIterator[bytes]:
+    """The chunks, each awaited until `deadline[0]` (loop time, moved on by every event)."""
+    iterator = aiter(chunks)
+    while True:
+        try:
+            async with asyncio.timeout_at(deadline[0]):
+                raw = await anext(iterator)
+        except StopAsyncIteration:
+            return
+        except TimeoutError:
+            raise UpstreamTimeoutError(
+                f"the upstream sent no stream event for {idle:g} s (idle_timeout)",
+                code="upstream_idle_timeout",
+            ) from None
+        yield raw
 
 
 async def _drain(chunks: AsyncIterator[bytes]) -> None:

@@ -1,0 +1,185 @@
+"""This process as one replica among any number on the same database: its lease, the sweep
+that finalizes what dead replicas left, and the worker that takes background jobs.
+
+- Lease: the replica's row in `replicas`, its heartbeat renewed every `heartbeat_seconds`.
+  Each running response's row in `runs` names its replica.
+- Sweep (at start-up, then with every heartbeat): a replica whose heartbeat is older than
+  `lease_seconds`, or that is gone from this host (same host and PID namespace, pid dead), is
+  dead. Its foreground responses are finalized `failed` (`server_error`); its background jobs
+  go back to the queue, to be resumed by whichever replica claims them, until `max_attempts`
+  processes died running one (then it fails). A response still in progress is so for at most
+  `lease_seconds` + `heartbeat_seconds` after its process died (at once when a process
+  restarts on the same host).
+- Worker (every `poll_seconds`, and at once when this replica queues a job): claims queued
+  jobs up to `max_background` running here, and cancels those whose cancel flag is set (a
+  `POST /cancel` that reached another replica).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import secrets
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from toolwire.store.database import Store
+from toolwire.store.runs import Job, host_key
+from toolwire.wire import responses as wire
+
+log = logging.getLogger("toolwire.durable")
+
+LOST = (
+    "the gateway process running this response stopped before it finished (replica {replica} "
+    "lost its lease); the response was abandoned"
+)
+GAVE_UP = (
+    "the gateway processes running this background response stopped {attempts} times; it is "
+    "not tried again"
+)
+
+
+@dataclass(slots=True, frozen=True)
+class DurabilitySettings:
+    heartbeat_seconds: float = 2.0
+    """How often a replica renews its lease (and sweeps)."""
+    lease_seconds: float = 10.0
+    """A replica silent this long is dead: its runs are finalized or re-queued."""
+    poll_seconds: float = 0.5
+    """How often a replica looks for queued jobs and cancel flags."""
+    max_background: int = 32
+    """Background responses one replica runs at once; the rest wait in the queue."""
+    max_attempts: int = 3
+    """Processes that may die running one background response before it is failed."""
+    cancel_wait_seconds: float = 3.0
+    """How long `POST /cancel` waits for another replica to stop the run."""
+
+
+class JobRunner(Protocol):
+    background: dict[str, asyncio.Task[None]]
+
+    def launch(self, job: Job) -> None: ...
+
+    def cancel_local(self, response_id: str) -> bool: ...
+
+
+class Replica:
+    def __init__(self, store: Store, settings: DurabilitySettings | None = None) -> None:
+        self.store = store
+        self.settings = settings or DurabilitySettings()
+        self.id = "rep_" + secrets.token_hex(8)
+        self.host = host_key()
+        self.pid = os.getpid()
+        self.active: set[str] = set()
+        """Responses running in this process (foreground and background)."""
+        self.started = False
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._runner: JobRunner | None = None
+
+    async def start(self, runner: JobRunner) -> None:
+        """Register, sweep what dead replicas left, then keep the lease and take jobs."""
+        self._runner = runner
+        await self.store.runs.register(self.id, self.host, self.pid, time.time())
+        self.started = True
+        await self.sweep()
+        self._task = asyncio.create_task(self._loop(), name=f"toolwire-replica-{self.id}")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        if self.started:
+            with contextlib.suppress(Exception):
+                await self.store.runs.retire(self.id)
+            self.started = False
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    async def _loop(self) -> None:
+        settings = self.settings
+        next_beat = time.monotonic() + settings.heartbeat_seconds
+        while True:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(settings.poll_seconds):
+                    await self._wake.wait()
+            self._wake.clear()
+            try:
+                if time.monotonic() >= next_beat:
+                    next_beat = time.monotonic() + settings.heartbeat_seconds
+                    await self.store.runs.heartbeat(self.id, self.host, self.pid, time.time())
+                    await self.sweep()
+                await self.poll()
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # the database may be away for a while: keep trying
+                log.exception("replica %s: lease, sweep or queue poll failed", self.id)
+
+    async def poll(self) -> None:
+        runner = self._runner
+        if runner is None:
+            return
+        if runner.background:
+            for response_id in await self.store.runs.cancel_requests(self.id):
+                runner.cancel_local(response_id)
+        room = self.settings.max_background - len(runner.background)
+        for job in await self.store.runs.claim(self.id, room, time.time()):
+            runner.launch(job)
+
+    async def sweep(self) -> int:
+        """Finalize or re-queue the runs of dead replicas; how many were handled."""
+        settings = self.settings
+        runs = self.store.runs
+        now = time.time()
+        dead, live = await runs.dead_replicas(self.id, now, settings.lease_seconds, self.host)
+        orphans = await runs.orphans(
+            self.id,
+            set(dead),
+            live,
+            set(self.active),
+            now,
+            settings.lease_seconds,
+            settings.heartbeat_seconds,
+        )
+        for orphan in orphans:
+            completed = wire.now()
+            if orphan.kind == "background" and orphan.cancel_requested:
+                await runs.finalize(orphan.response_id, "cancelled", None, completed)
+            elif orphan.kind == "background" and orphan.attempts + 1 < settings.max_attempts:
+                if await runs.requeue(orphan, now):
+                    log.warning("re-queued background response %s", orphan.response_id)
+                    self.wake()
+            else:
+                message = (
+                    GAVE_UP.format(attempts=orphan.attempts + 1)
+                    if orphan.kind == "background"
+                    else LOST.format(replica=orphan.replica_id)
+                )
+                error = wire.error_object("server_error", message)
+                await runs.finalize(orphan.response_id, "failed", error, completed)
+                log.warning("finalized response %s: %s", orphan.response_id, message)
+        await runs.forget_replicas(dead)
+        return len(orphans)
+
+
+async def retrying(
+    write: Callable[[], Awaitable[None]], *, attempts: int = 3, backoff: float = 0.2
+) -> None:
+    """A write retried a few times with backoff (a database restarting, a lock timeout)."""
+    for attempt in range(attempts):
+        try:
+            await write()
+            return
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            if attempt == attempts - 1:
+                raise
+            await asyncio.sleep(backoff * 3**attempt)
