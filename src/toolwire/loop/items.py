@@ -45,6 +45,7 @@ def normalize_input(value: str | list[Any], param: str = "input") -> list[dict[s
             raise InvalidRequestError(f"{where} must be an object", param=where)
         item = dict(raw)
         kind = item.setdefault("type", "message")
+        _check_type_and_id(item, where)
         if kind == "message":
             role = item.get("role")
             if role not in ("user", "assistant", "system", "developer"):
@@ -60,7 +61,9 @@ def normalize_input(value: str | list[Any], param: str = "input") -> list[dict[s
         elif kind == "function_call_output":
             _require_str(item, ("call_id",), where)
             output = item.get("output")
-            if not isinstance(output, str | list):
+            if not isinstance(output, str | list) or (
+                isinstance(output, list) and not all(isinstance(part, dict) for part in output)
+            ):
                 raise InvalidRequestError(
                     f"{where}.output must be a string", param=f"{where}.output"
                 )
@@ -71,6 +74,9 @@ def normalize_input(value: str | list[Any], param: str = "input") -> list[dict[s
                 raise InvalidRequestError(
                     f"{where}.approve must be a boolean", param=f"{where}.approve"
                 )
+        elif kind in ("mcp_call", "mcp_approval_request"):
+            _require_str(item, ("name",), where)
+            _optional_str(item, ("arguments", "output", "error", "server_label"), where)
         elif kind not in _ITEM_PREFIX:
             raise InvalidRequestError(
                 f"{where}.type {kind!r} is not supported; supported: {', '.join(_ITEM_PREFIX)}",
@@ -115,6 +121,22 @@ def _content_parts(content: Any, role: str, where: str) -> list[dict[str, Any]]:
                 param=f"{where}[{index}].type",
             )
     return parts
+
+
+def _check_type_and_id(item: dict[str, Any], where: str) -> None:
+    """`type` is a string; `id`, when given (not null), is a non-empty string."""
+    if not isinstance(item["type"], str):
+        raise InvalidRequestError(f"{where}.type must be a string", param=f"{where}.type")
+    if item.get("id") is None:
+        item.pop("id", None)
+    elif not isinstance(item["id"], str) or not item["id"]:
+        raise InvalidRequestError(f"{where}.id must be a non-empty string", param=f"{where}.id")
+
+
+def _optional_str(item: dict[str, Any], fields: tuple[str, ...], where: str) -> None:
+    for name in fields:
+        if item.get(name) is not None and not isinstance(item[name], str):
+            raise InvalidRequestError(f"{where}.{name} must be a string", param=f"{where}.{name}")
 
 
 def _require_str(item: dict[str, Any], fields: tuple[str, ...], where: str) -> None:

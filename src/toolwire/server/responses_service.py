@@ -24,6 +24,7 @@ from toolwire.loop.events import LoopEvent, LoopFinished, RunStarted
 from toolwire.loop.items import items_to_transcript, normalize_input
 from toolwire.loop.pump import pump
 from toolwire.loop.state import LoopRequest, LoopSettings
+from toolwire.server.item_ids import check_storable, check_unique, is_duplicate_key, taken_item
 from toolwire.server.mcp_tools import McpServerUse, configured_use, redacted, request_use
 from toolwire.server.requests import CreateResponse, parse_create
 from toolwire.server.responses_sink import ResponseBuilder, ResponseHeader
@@ -105,6 +106,9 @@ class ResponsesService:
                 )
             history = await self.store.list_items(conversation_id, owner=owner)
         input_items = normalize_input(request.input)
+        check_unique(input_items, "input")
+        if conversation_id is not None:
+            await check_storable(self.store, input_items, "input")
         client_specs, mcp_uses = self._request_tools(request.tools)
         tool_choice = self._tool_choice(request, client_specs)
         approvals = approval_decisions(history, input_items, self.signer, owner)
@@ -250,9 +254,30 @@ class ResponsesService:
                 owner=prepared.owner,
             )
         if conversation_id is not None and body["status"] not in ("queued", "in_progress"):
-            await self.store.add_items(
-                conversation_id, prepared.input_items + output, wire.now(), owner=prepared.owner
-            )
+            try:
+                await self.store.add_items(
+                    conversation_id, prepared.input_items + output, wire.now(), owner=prepared.owner
+                )
+            except Exception as exc:
+                if not is_duplicate_key(exc):
+                    raise
+                # A concurrent request stored one of these ids first (the check in `prepare`
+                # lost the race): the response is not left saying it completed.
+                error = taken_item("input")
+                if prepared.request.store:
+                    failed = {
+                        **body,
+                        "status": "failed",
+                        "error": {"code": error.code, "message": error.message},
+                    }
+                    await self.store.save_response(
+                        failed,
+                        input_items=prepared.input_items,
+                        history=prepared.history_items + prepared.input_items + output,
+                        conversation_id=conversation_id,
+                        owner=prepared.owner,
+                    )
+                raise error from None
 
     # -- the three ways to run ------------------------------------------------------------
 
