@@ -110,6 +110,7 @@ def normalize_input(value: str | list[Any], param: str = "input") -> list[dict[s
         if item.get("type") is None:
             item["type"] = "item_reference" if set(item) <= {"id", "type"} else "message"
         kind = item["type"]
+        _check_type_and_id(item, where)
         if kind == "message":
             role = item.get("role")
             if role not in ("user", "assistant", "system", "developer"):
@@ -127,7 +128,9 @@ def normalize_input(value: str | list[Any], param: str = "input") -> list[dict[s
         elif kind in _OUTPUTS:
             _require_str(item, ("call_id",), where)
             output = item.get("output")
-            if output is not None and not isinstance(output, str | list | dict):
+            if (output is not None and not isinstance(output, str | list | dict)) or (
+                isinstance(output, list) and not all(isinstance(part, dict) for part in output)
+            ):
                 raise InvalidRequestError(
                     f"{where}.output must be a string or a list of content parts",
                     param=f"{where}.output",
@@ -151,6 +154,9 @@ def normalize_input(value: str | list[Any], param: str = "input") -> list[dict[s
             _require_str(item, ("id",), where)
             items.append(item)
             continue
+        elif kind in ("mcp_call", "mcp_approval_request"):
+            _require_str(item, ("name",), where)
+            _optional_str(item, ("arguments", "output", "error", "server_label"), where)
         elif kind not in _ITEM_PREFIX:
             raise InvalidRequestError(
                 f"Invalid value: '{kind}'. {where}.type must be one of: "
@@ -221,6 +227,22 @@ def _content_parts(content: Any, role: str, where: str) -> list[dict[str, Any]]:
                 code="invalid_value",
             )
     return parts
+
+
+def _check_type_and_id(item: dict[str, Any], where: str) -> None:
+    """`type` is a string; `id`, when given (not null), is a non-empty string."""
+    if not isinstance(item["type"], str):
+        raise InvalidRequestError(f"{where}.type must be a string", param=f"{where}.type")
+    if item.get("id") is None:
+        item.pop("id", None)
+    elif not isinstance(item["id"], str) or not item["id"]:
+        raise InvalidRequestError(f"{where}.id must be a non-empty string", param=f"{where}.id")
+
+
+def _optional_str(item: dict[str, Any], fields: tuple[str, ...], where: str) -> None:
+    for name in fields:
+        if item.get(name) is not None and not isinstance(item[name], str):
+            raise InvalidRequestError(f"{where}.{name} must be a string", param=f"{where}.{name}")
 
 
 def _require_str(item: dict[str, Any], fields: tuple[str, ...], where: str) -> None:

@@ -7,6 +7,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
@@ -16,8 +17,11 @@ from toolwire.server.auth import owner_of
 from toolwire.server.chat_proxy import ChatProxy
 from toolwire.server.conversations import ConversationsService
 from toolwire.server.errors import toolwire_error_handler, unexpected_error_handler
+from toolwire.server.fallback import http_error_handler
 from toolwire.server.http import ORJSONResponse, paginate, until_disconnected
 from toolwire.server.limits import read_limited_json
+from toolwire.server.openapi import API
+from toolwire.server.operations import register_builtin
 from toolwire.server.request_tools import NOT_OFFERED_HEADER
 from toolwire.server.responses_service import ResponsesService
 from toolwire.server.security import Security, middleware
@@ -129,6 +133,11 @@ def create_app(
     async def health(request: Request) -> Response:
         return ORJSONResponse({"status": "ok"})
 
+    register_builtin(API)
+
+    async def openapi(request: Request) -> Response:
+        return ORJSONResponse(API.document())
+
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         await responses.start()  # the lease, the sweep, the background queue
@@ -147,11 +156,13 @@ def create_app(
         Route("/v1/chat/completions", chat_completions, methods=["POST"]),
         Route("/v1/models", models, methods=["GET"]),
         Route("/health", health, methods=["GET"]),
+        Route("/openapi.json", openapi, methods=["GET"]),
     ]
     return Starlette(
         routes=routes,
         exception_handlers={
             ToolwireError: toolwire_error_handler,
+            HTTPException: http_error_handler,
             Exception: unexpected_error_handler,
         },
         lifespan=lifespan,

@@ -1,11 +1,12 @@
 """API-key authentication, as pure ASGI middleware.
 
 When the database holds at least one unrevoked key (`toolwire keys create NAME`), every route but
-`GET /health` needs one: `Authorization: Bearer KEY`, or the `api-key` / `x-api-key` header. A
-missing or wrong key gets 401 in the OpenAI error shape. The presented key is hashed and compared
-with every active key's hash by `hmac.compare_digest`, so the time taken says nothing about which
-keys exist. The key's id becomes the request's owner: `scope["state"]["owner"]` (so
-`request.state.owner`) and `store.owner.current_owner`, which scopes every store call.
+`GET /health` and `GET /openapi.json` (the same for every server: it holds no data) needs one:
+`Authorization: Bearer KEY`, or the `api-key` / `x-api-key` header. A missing or wrong key gets
+401 in the OpenAI error shape. The presented key is hashed and compared with every active
+key's hash by `hmac.compare_digest`, so the time taken says nothing about which keys exist.
+The key's id becomes the request's owner: `scope["state"]["owner"]` (so `request.state.owner`)
+and `store.owner.current_owner`, which scopes every store call.
 
 Keys are read from the database at most every `ttl` seconds (default 2): a key created or revoked
 while the server runs takes effect within that time, without a restart.
@@ -35,9 +36,10 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 #: Paths open without a key (GET and HEAD only).
-OPEN_PATHS = frozenset({"/health", "/ui", "/ui/"})
-"""Open without a key: the health check, and the /ui page's shell and static files, which hold
-no data (the page asks for a key and sends it with every `/ui/api/...` call)."""
+OPEN_PATHS = frozenset({"/health", "/openapi.json", "/ui", "/ui/"})
+"""Open without a key: the health check, the OpenAPI document (the same for every server), and
+the /ui page's shell and static files, which hold no data (the page asks for a key and sends it
+with every `/ui/api/...` call)."""
 OPEN_PREFIXES = ("/ui/static/",)
 
 _MISSING = (

@@ -34,6 +34,7 @@ from toolwire.loop.events import (
 from toolwire.loop.pump import pump
 from toolwire.loop.state import LoopRequest, LoopSettings
 from toolwire.server.responses_sink import arguments_text
+from toolwire.server.schemas.chat import check_chat_body
 from toolwire.transcript import ToolCall, ToolSpec
 from toolwire.upstream.base import Sampling
 from toolwire.wire.responses import new_id, now
@@ -77,8 +78,7 @@ class ChatProxy:
         self.default_model = default_model
 
     def prepare(self, body: Any) -> ProxyCall:
-        if not isinstance(body, dict):
-            raise InvalidRequestError("the request body must be a JSON object")
+        body = check_chat_body(body)  # the documented schema: server/schemas/chat.py
         model = body.get("model") or self.default_model
         if not isinstance(model, str) or not model:
             raise InvalidRequestError("Missing required parameter: 'model'.", param="model")

@@ -17,21 +17,17 @@ from toolwire.errors import InvalidRequestError, NotFoundError
 from toolwire.loop.items import normalize_input
 from toolwire.server.auth import owner_of
 from toolwire.server.http import paginate
+from toolwire.server.item_ids import check_storable, is_duplicate_key, taken_item
+from toolwire.server.schemas.conversations import (
+    AddItems,
+    CreateConversation,
+    UpdateConversation,
+    parse_body,
+)
 from toolwire.store.database import Store
 from toolwire.wire import responses as wire
 
 JSONReader = Callable[[Request], Awaitable[Any]]
-
-
-def _metadata(body: dict[str, Any]) -> dict[str, str]:
-    meta = body.get("metadata") or {}
-    if not isinstance(meta, dict) or not all(
-        isinstance(k, str) and isinstance(v, str) for k, v in meta.items()
-    ):
-        raise InvalidRequestError("metadata must map strings to strings", param="metadata")
-    if len(meta) > 16:
-        raise InvalidRequestError("metadata may have at most 16 keys", param="metadata")
-    return meta
 
 
 class ConversationsService:
@@ -66,15 +62,24 @@ class ConversationsService:
                 raise InvalidRequestError("the request body must be a JSON object")
             return body
 
+        async def add(conversation_id: str, items: list[dict[str, Any]], owner: str | None) -> None:
+            try:
+                await store.add_items(conversation_id, items, wire.now(), owner=owner)
+            except Exception as exc:
+                if is_duplicate_key(exc):  # a concurrent request took an id first
+                    raise taken_item("items") from None
+                raise
+
         async def create(request: Request) -> Response:
-            body = await body_of(request)
-            meta = _metadata(body)
-            items = normalize_input(body.get("items") or [], "items")
+            parsed = parse_body(CreateConversation, await body_of(request))
+            meta = parsed.metadata or {}
+            items = normalize_input(parsed.items or [], "items")
+            await check_storable(store, items, "items")
             conversation_id = wire.new_id("conv")
             created = wire.now()
             owner = owner_of(request)
             await store.create_conversation(conversation_id, created, meta, owner=owner)
-            await store.add_items(conversation_id, items, created, owner=owner)
+            await add(conversation_id, items, owner)
             return respond(
                 {
                     "id": conversation_id,
@@ -92,12 +97,8 @@ class ConversationsService:
             conversation_id = request.path_params["conversation_id"]
             owner = owner_of(request)
             await self._require(conversation_id, owner)
-            body = await body_of(request)
-            if "metadata" not in body:
-                raise InvalidRequestError(
-                    "Missing required parameter: 'metadata'.", param="metadata"
-                )
-            await store.update_conversation(conversation_id, _metadata(body), owner=owner)
+            parsed = parse_body(UpdateConversation, await body_of(request))
+            await store.update_conversation(conversation_id, parsed.metadata, owner=owner)
             return respond(self._object(await self._require(conversation_id, owner)))
 
         async def delete(request: Request) -> Response:
@@ -121,11 +122,10 @@ class ConversationsService:
             conversation_id = request.path_params["conversation_id"]
             owner = owner_of(request)
             await self._require(conversation_id, owner)
-            body = await body_of(request)
-            if not isinstance(body.get("items"), list):
-                raise InvalidRequestError("Missing required parameter: 'items'.", param="items")
-            items = normalize_input(body["items"], "items")
-            await store.add_items(conversation_id, items, wire.now(), owner=owner)
+            parsed = parse_body(AddItems, await body_of(request))
+            items = normalize_input(parsed.items, "items")
+            await check_storable(store, items, "items")
+            await add(conversation_id, items, owner)
             return respond(
                 {
                     "object": "list",

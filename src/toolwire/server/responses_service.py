@@ -42,6 +42,7 @@ from toolwire.loop.state import LoopRequest, LoopSettings
 from toolwire.observe.metrics import BACKGROUND_JOBS
 from toolwire.observe.timeline import Timeline
 from toolwire.server.durable import DurabilitySettings, Replica, retrying
+from toolwire.server.item_ids import check_storable, check_unique, is_duplicate_key, taken_item
 from toolwire.server.mcp_tools import McpServerUse
 from toolwire.server.request_tools import RequestTools, request_tools
 from toolwire.server.request_tools import tool_choice as choose_tool
@@ -149,7 +150,11 @@ class ResponsesService:
                     f"Conversation with id '{conversation_id}' not found.", param="conversation"
                 )
             history = await self.store.list_items(conversation_id, owner=owner)
-        input_items = resolve_references(normalize_input(request.input), history)
+        input_items = normalize_input(request.input)
+        check_unique(input_items, "input")
+        if conversation_id is not None:
+            await check_storable(self.store, input_items, "input")
+        input_items = resolve_references(input_items, history)
         tools = self._request_tools(request.tools)
         tool_choice = self._tool_choice(request, tools)
         approvals = approval_decisions(history, input_items, self.signer, owner)
@@ -337,9 +342,30 @@ class ResponsesService:
             if not stored:
                 return  # finalized meanwhile (cancelled, or taken for lost): that stands
         if conversation_id is not None and body["status"] not in ("queued", "in_progress"):
-            await self.store.add_items(
-                conversation_id, prepared.input_items + output, wire.now(), owner=prepared.owner
-            )
+            try:
+                await self.store.add_items(
+                    conversation_id, prepared.input_items + output, wire.now(), owner=prepared.owner
+                )
+            except Exception as exc:
+                if not is_duplicate_key(exc):
+                    raise
+                # A concurrent request stored one of these ids first (the check in `prepare`
+                # lost the race): the response is not left saying it completed.
+                error = taken_item("input")
+                if prepared.request.store:
+                    failed = {
+                        **body,
+                        "status": "failed",
+                        # error.code on a response object is one of OpenAI's ResponseErrorCode
+                        "error": {"code": "server_error", "message": error.message},
+                    }
+                    await self.store.save_response(
+                        failed,
+                        input_items=prepared.input_items,
+                        conversation_id=conversation_id,
+                        owner=prepared.owner,
+                    )
+                raise error from None
 
     # -- the three ways to run ------------------------------------------------------------
 

@@ -14,6 +14,9 @@ to `/chat/completions` takes the next scripted turn:
   out verbatim), with an optional delay between them, a missing `[DONE]`, or a disconnect;
 - `Body(...)`: exactly this body and status (HTTP errors, `Retry-After`, a whole completion).
 
+With `default=` a turn (e.g. `Reply(text="ok")`), it answers every request once the script has
+run out, so it can stand behind a fuzzer; without one it answers HTTP 500 then.
+
 Every request received is recorded, decoded, in `.requests`. The app is a bare ASGI callable
 rather than Starlette: it must be cheap (benchmarks use it as the mock upstream) and it needs to
 break connections on purpose. In process, a broken connection (`disconnect_after`) reaches the
@@ -119,8 +122,11 @@ class ScriptedUpstream:
         models: Sequence[str] = ("scripted-model",),
         host: str = "127.0.0.1",
         port: int = 0,
+        default: Turn | None = None,
     ) -> None:
         self._turns: collections.deque[Turn] = collections.deque(turns)
+        #: played whenever no scripted turn is left (None: answer HTTP 500 then)
+        self.default = default
         self.models = list(models)
         self.requests: list[RecordedRequest] = []
         self._host = host
@@ -269,7 +275,7 @@ class ScriptedUpstream:
                 send, 404, {"error": {"message": f"no route {path}", "type": "not_found"}}
             )
             return
-        if not self._turns:
+        if not self._turns and self.default is None:
             await _send_json(
                 send,
                 500,
@@ -281,7 +287,8 @@ class ScriptedUpstream:
                 },
             )
             return
-        turn = self._turns.popleft()
+        turn = self._turns.popleft() if self._turns else self.default
+        assert turn is not None
         wants_stream = isinstance(body, dict) and bool(body.get("stream"))
         model = body.get("model", "scripted-model") if isinstance(body, dict) else "scripted-model"
         if isinstance(turn, Reply):

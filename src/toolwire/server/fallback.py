@@ -1,0 +1,54 @@
+"""Unknown routes and methods answer in the OpenAI error shape (404 `unknown_url`, 405
+`method_not_allowed` with its `Allow` header), never Starlette's plain text."""
+
+from __future__ import annotations
+
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from toolwire.errors import ToolwireError
+
+
+class RouteError(ToolwireError):
+    """No such route, or not with this method."""
+
+    error_type = "invalid_request_error"
+
+
+def allowed_methods(request: Request) -> list[str]:
+    """Every method some route serves on this path (Starlette names only the first route's)."""
+    methods: set[str] = set()
+    for route in getattr(request.app, "routes", []):
+        if isinstance(route, Route) and route.path_regex.match(request.url.path):
+            methods |= route.methods or set()
+    return sorted(methods)
+
+
+_CODES = {404: "unknown_url", 405: "method_not_allowed"}
+
+
+async def http_error_handler(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    status = exc.status_code
+    if status == 404:
+        message = (
+            f"Unknown request URL: {request.method} {request.url.path}. "
+            "The routes this server serves are listed at /openapi.json."
+        )
+    elif status == 405:
+        allowed = allowed_methods(request)
+        headers = {**(exc.headers or {}), "Allow": ", ".join(allowed)}
+        message = (
+            f"Method {request.method} is not allowed on {request.url.path}; "
+            f"allowed: {', '.join(allowed)}."
+        )
+        error = RouteError(message, code="method_not_allowed", status=405)
+        return JSONResponse(error.to_body(), status_code=405, headers=headers)
+    else:
+        message = str(exc.detail)
+    if status in (204, 304):
+        return Response(status_code=status, headers=exc.headers)
+    error = RouteError(message, code=_CODES.get(status, "http_error"), status=status)
+    return JSONResponse(error.to_body(), status_code=status, headers=exc.headers)

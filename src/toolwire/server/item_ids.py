@@ -1,0 +1,92 @@
+"""Client-chosen item ids: unique within a request, and unused in the database when they are
+to be stored in a conversation.
+
+Conversation item ids are unique across the whole database (`conversation_items.id`), as
+OpenAI's item ids are global. OpenAI answers a reused id with a 400 ("Duplicate item found with
+id …"); so does toolwire, before anything is stored or run, instead of failing on the unique
+constraint after the run (a 500 with the response stored `completed`). Ids are not checked
+against the database when the items are not stored in a conversation (a plain response keeps
+its input items in its own row), so a client may resend earlier output items with their ids
+there. `item_reference` items name an existing item on purpose and are skipped.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+
+from toolwire.errors import InvalidRequestError
+from toolwire.store.database import Store
+from toolwire.store.tables import conversation_items
+
+#: The longest id a stored item may have (the column's width).
+MAX_ID_LENGTH = 80
+_REFERENCES = frozenset({"item_reference"})
+
+
+def duplicate_item(item_id: str, param: str) -> InvalidRequestError:
+    return InvalidRequestError(
+        f"Duplicate item found with id '{item_id}'. Remove duplicate items from your input "
+        "and try again.",
+        param=param,
+        code="duplicate_item_id",
+    )
+
+
+def taken_item(param: str) -> InvalidRequestError:
+    """A concurrent request stored one of these ids first."""
+    return InvalidRequestError(
+        "An item id in this request is already used by another item.",
+        param=param,
+        code="duplicate_item_id",
+    )
+
+
+def _owned_ids(items: list[dict[str, Any]], param: str) -> dict[str, str]:
+    """id -> the param naming it, for the items that carry their own id."""
+    seen: dict[str, str] = {}
+    for position, item in enumerate(items):
+        item_id = item.get("id")
+        if item.get("type") in _REFERENCES or not isinstance(item_id, str):
+            continue
+        where = f"{param}[{position}].id"
+        if item_id in seen:
+            raise duplicate_item(item_id, where)
+        seen[item_id] = where
+    return seen
+
+
+def check_unique(items: list[dict[str, Any]], param: str) -> None:
+    """400 when two items of one request carry the same id."""
+    _owned_ids(items, param)
+
+
+async def check_storable(store: Store, items: list[dict[str, Any]], param: str) -> None:
+    """400 when items about to be added to a conversation carry an id that is too long for the
+    store, or that an item in the database already has."""
+    ids = _owned_ids(items, param)
+    for item_id, where in ids.items():
+        if len(item_id) > MAX_ID_LENGTH:
+            raise InvalidRequestError(
+                f"Item ids are at most {MAX_ID_LENGTH} characters.",
+                param=where,
+                code="invalid_value",
+            )
+    if not ids:
+        return
+    async with store.engine.connect() as connection:
+        taken = (
+            await connection.execute(
+                sa.select(conversation_items.c.id).where(conversation_items.c.id.in_(list(ids)))
+            )
+        ).scalars()
+        first = next(iter(taken), None)
+    if first is not None:
+        raise duplicate_item(first, ids[first])
+
+
+def is_duplicate_key(exc: BaseException) -> bool:
+    """Whether `exc` is the database refusing an item id that is already taken (a race the
+    check above lost)."""
+    return isinstance(exc, sa.exc.IntegrityError)

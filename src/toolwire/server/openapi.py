@@ -1,0 +1,211 @@
+"""`GET /openapi.json`: an OpenAPI 3.1 document of every route, built from the models that
+validate the requests (`CreateResponse`, `server/schemas/`), so it cannot drift from them.
+
+Routes register an `Operation` with an `ApiSpec` (`API`, the default one, holds toolwire's own:
+`server/operations.py`); a route added later registers itself the same way, next to its handler,
+and `tests/unit/test_openapi.py` fails if a served route has no operation or the other way
+round. Each operation names its request body model, its success answer (JSON, and the SSE
+event it streams if it streams) and the error statuses it can answer; the statuses every route
+shares (401 without a valid key, 403 for a refused Origin or Host, 413 and 415 for bodies,
+500) are added here. Every error is the OpenAI shape (`ErrorResponse`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import BaseModel
+from pydantic.json_schema import models_json_schema
+
+import toolwire
+
+Method = Literal["get", "post", "delete", "put", "patch"]
+REF = "#/components/schemas/{model}"
+
+#: What each error status means, whichever route answers it.
+ERROR_STATUSES: dict[int, str] = {
+    400: "The request is invalid: `error.param` names the field.",
+    401: "No API key, or a wrong one (only when the server has keys).",
+    403: "The Origin or Host header is not allowed.",
+    404: "No such object (or it belongs to another API key).",
+    413: "The body is larger than the server's limit.",
+    415: "The body is not `application/json`.",
+    422: "The run ended without an answer this door can express.",
+    424: "A tool server's tools could not be listed.",
+    500: "An internal error (a bug: please report it).",
+    502: "The upstream model server failed.",
+    504: "The upstream model server did not answer in time.",
+}
+_BODY_METHODS = ("post", "put", "patch", "delete")
+
+
+@dataclass(frozen=True, slots=True)
+class Query:
+    """A query parameter: its JSON schema and description."""
+
+    name: str
+    schema: dict[str, Any]
+    description: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Operation:
+    method: Method
+    path: str
+    operation_id: str
+    summary: str
+    tag: str
+    ok: type[BaseModel]
+    """The 200 answer's JSON body."""
+    body: type[BaseModel] | None = None
+    body_required: bool = True
+    stream_event: type[BaseModel] | None = None
+    """If the route can stream (`"stream": true`): the `data` of each SSE frame."""
+    errors: tuple[int, ...] = ()
+    query: tuple[Query, ...] = ()
+    public: bool = False
+    """Served without an API key (like `/health`)."""
+    description: str = ""
+
+
+LIST_QUERY = (
+    Query("limit", {"type": "integer", "minimum": 1, "maximum": 100, "default": 20}),
+    Query("order", {"type": "string", "enum": ["asc", "desc"], "default": "desc"}),
+    Query("after", {"type": "string"}, "Return items after this item id."),
+)
+
+
+@dataclass(slots=True)
+class ApiSpec:
+    title: str = "toolwire"
+    operations: list[Operation] = field(default_factory=list)
+    _cached: dict[str, Any] | None = None
+
+    def register(self, *operations: Operation) -> None:
+        for operation in operations:
+            key = (operation.method, operation.path)
+            if any((o.method, o.path) == key for o in self.operations):
+                raise ValueError(f"{operation.method.upper()} {operation.path} is registered twice")
+            self.operations.append(operation)
+        self._cached = None
+
+    def document(self) -> dict[str, Any]:
+        if self._cached is None:
+            self._cached = self._build()
+        return self._cached
+
+    def _build(self) -> dict[str, Any]:
+        from toolwire.server.schemas.errors import ErrorResponse
+
+        models: set[type[BaseModel]] = {ErrorResponse}
+        for op in self.operations:
+            models.update(m for m in (op.ok, op.body, op.stream_event) if m is not None)
+        ordered = sorted(models, key=lambda m: m.__name__)
+        refs, definitions = models_json_schema(
+            [(m, "validation") for m in ordered], ref_template=REF
+        )
+
+        def ref(model: type[BaseModel]) -> dict[str, Any]:
+            return refs[(model, "validation")]
+
+        error_ref = ref(ErrorResponse)
+        paths: dict[str, dict[str, Any]] = {}
+        for op in self.operations:
+            paths.setdefault(op.path, {})[op.method] = _operation(op, ref, error_ref)
+        return {
+            "openapi": "3.1.0",
+            "info": {
+                "title": self.title,
+                "version": toolwire.__version__,
+                "description": (
+                    "An OpenAI-compatible agent gateway. Errors are always "
+                    '`{"error": {"message", "type", "param", "code"}}`.'
+                ),
+                "license": {"name": "Apache-2.0", "identifier": "Apache-2.0"},
+            },
+            "servers": [{"url": "/"}],
+            "paths": paths,
+            "components": {
+                "schemas": definitions.get("$defs", {}),
+                "securitySchemes": {
+                    "bearer": {"type": "http", "scheme": "bearer"},
+                    "apiKey": {"type": "apiKey", "in": "header", "name": "api-key"},
+                },
+            },
+            # Keys are needed only when the server has some: none is also a valid choice.
+            "security": [{}, {"bearer": []}, {"apiKey": []}],
+        }
+
+
+def _operation(op: Operation, ref: Any, error_ref: dict[str, Any]) -> dict[str, Any]:
+    ok_content: dict[str, Any] = {"application/json": {"schema": ref(op.ok)}}
+    if op.stream_event is not None:
+        # Each SSE frame: its `event` name (if any) and its `data`, a JSON text of the event.
+        ok_content["text/event-stream"] = {
+            "schema": {
+                "type": "object",
+                "properties": {
+                    "event": {"type": "string"},
+                    "data": {
+                        "type": "string",
+                        "contentMediaType": "application/json",
+                        "contentSchema": ref(op.stream_event),
+                    },
+                },
+                "required": ["data"],
+            }
+        }
+    statuses = set(op.errors) | {500}
+    if not op.public:
+        statuses |= {401, 403}
+    else:
+        statuses |= {403}
+    if op.method in _BODY_METHODS:
+        statuses |= {400, 413, 415}
+    if op.query:
+        statuses |= {400}
+    responses: dict[str, Any] = {
+        "200": {"description": op.ok.__doc__ or "OK", "content": ok_content}
+    }
+    for status in sorted(statuses):
+        responses[str(status)] = {
+            "description": ERROR_STATUSES[status],
+            "content": {"application/json": {"schema": error_ref}},
+        }
+    out: dict[str, Any] = {
+        "operationId": op.operation_id,
+        "summary": op.summary,
+        "tags": [op.tag],
+        "responses": responses,
+    }
+    if op.description:
+        out["description"] = op.description
+    parameters = [
+        {"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
+        for name in _path_names(op.path)
+    ]
+    parameters += [
+        {"name": q.name, "in": "query", "required": False, "schema": q.schema}
+        | ({"description": q.description} if q.description else {})
+        for q in op.query
+    ]
+    if parameters:
+        out["parameters"] = parameters
+    if op.body is not None:
+        out["requestBody"] = {
+            "required": op.body_required,
+            "content": {"application/json": {"schema": ref(op.body)}},
+        }
+    if op.public:
+        out["security"] = []
+    return out
+
+
+def _path_names(path: str) -> list[str]:
+    return [part[1:-1] for part in path.split("/") if part.startswith("{") and part.endswith("}")]
+
+
+API = ApiSpec()
+"""The default spec: toolwire's own operations (`server/operations.py`) and any a later route
+registers."""

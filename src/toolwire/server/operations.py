@@ -1,0 +1,194 @@
+"""toolwire's own operations, registered with the default `ApiSpec` (`server/openapi.py`)."""
+
+from __future__ import annotations
+
+from toolwire.server.openapi import API, LIST_QUERY, ApiSpec, Operation
+from toolwire.server.requests import CreateResponse
+from toolwire.server.schemas.chat import ChatCompletionRequest
+from toolwire.server.schemas.conversations import AddItems, CreateConversation, UpdateConversation
+from toolwire.server.schemas.objects import (
+    ChatCompletion,
+    ChatCompletionChunk,
+    Conversation,
+    ConversationDeleted,
+    Health,
+    Item,
+    ItemList,
+    ModelList,
+    OpenAPIDocument,
+    ResponseDeleted,
+    ResponseObject,
+    ResponseStreamEvent,
+)
+
+RESPONSES = "Responses"
+CONVERSATIONS = "Conversations"
+RESPONSE = "/v1/responses/{response_id}"
+CONVERSATION = "/v1/conversations/{conversation_id}"
+UPSTREAM = (502, 504)
+
+OPERATIONS = (
+    Operation(
+        "post",
+        "/v1/responses",
+        "createResponse",
+        "Create a response: run the tool loop",
+        RESPONSES,
+        ResponseObject,
+        body=CreateResponse,
+        stream_event=ResponseStreamEvent,
+        errors=(404, 424, *UPSTREAM),
+        description=(
+            'With `"stream": true` the answer is `text/event-stream`: one `event: TYPE` / '
+            "`data: JSON` frame per ResponseStreamEvent. With `background: true` it is the "
+            "queued response."
+        ),
+    ),
+    Operation(
+        "get",
+        RESPONSE,
+        "getResponse",
+        "Retrieve a response",
+        RESPONSES,
+        ResponseObject,
+        errors=(404,),
+    ),
+    Operation(
+        "delete",
+        RESPONSE,
+        "deleteResponse",
+        "Delete a response",
+        RESPONSES,
+        ResponseDeleted,
+        errors=(404,),
+    ),
+    Operation(
+        "post",
+        RESPONSE + "/cancel",
+        "cancelResponse",
+        "Cancel a background response",
+        RESPONSES,
+        ResponseObject,
+        errors=(400, 404),
+    ),
+    Operation(
+        "get",
+        RESPONSE + "/input_items",
+        "listInputItems",
+        "List a response's input items",
+        RESPONSES,
+        ItemList,
+        errors=(404,),
+        query=LIST_QUERY,
+    ),
+    Operation(
+        "post",
+        "/v1/conversations",
+        "createConversation",
+        "Create a conversation",
+        CONVERSATIONS,
+        Conversation,
+        body=CreateConversation,
+        body_required=False,
+    ),
+    Operation(
+        "get",
+        CONVERSATION,
+        "getConversation",
+        "Retrieve a conversation",
+        CONVERSATIONS,
+        Conversation,
+        errors=(404,),
+    ),
+    Operation(
+        "post",
+        CONVERSATION,
+        "updateConversation",
+        "Update a conversation's metadata",
+        CONVERSATIONS,
+        Conversation,
+        body=UpdateConversation,
+        errors=(404,),
+    ),
+    Operation(
+        "delete",
+        CONVERSATION,
+        "deleteConversation",
+        "Delete a conversation",
+        CONVERSATIONS,
+        ConversationDeleted,
+        errors=(404,),
+    ),
+    Operation(
+        "get",
+        CONVERSATION + "/items",
+        "listConversationItems",
+        "List a conversation's items",
+        CONVERSATIONS,
+        ItemList,
+        errors=(404,),
+        query=LIST_QUERY,
+    ),
+    Operation(
+        "post",
+        CONVERSATION + "/items",
+        "createConversationItems",
+        "Add items to a conversation",
+        CONVERSATIONS,
+        ItemList,
+        body=AddItems,
+        errors=(404,),
+    ),
+    Operation(
+        "get",
+        CONVERSATION + "/items/{item_id}",
+        "getConversationItem",
+        "Retrieve a conversation item",
+        CONVERSATIONS,
+        Item,
+        errors=(404,),
+    ),
+    Operation(
+        "delete",
+        CONVERSATION + "/items/{item_id}",
+        "deleteConversationItem",
+        "Delete a conversation item (answers the conversation)",
+        CONVERSATIONS,
+        Conversation,
+        errors=(404,),
+    ),
+    Operation(
+        "post",
+        "/v1/chat/completions",
+        "createChatCompletion",
+        "Chat completions through the hardening proxy",
+        "Chat",
+        ChatCompletion,
+        body=ChatCompletionRequest,
+        stream_event=ChatCompletionChunk,
+        errors=(422, 424, *UPSTREAM),
+        description=(
+            'With `"stream": true` the answer is `text/event-stream`: `data: ChatCompletionChunk` '
+            "frames, then `data: [DONE]`."
+        ),
+    ),
+    Operation(
+        "get",
+        "/v1/models",
+        "listModels",
+        "List the upstream's models",
+        "Models",
+        ModelList,
+        errors=UPSTREAM,
+    ),
+    Operation("get", "/health", "health", "Liveness", "Server", Health, public=True),
+    Operation(
+        "get", "/openapi.json", "openapi", "This document", "Server", OpenAPIDocument, public=True
+    ),
+)
+
+
+def register_builtin(spec: ApiSpec = API) -> None:
+    """Register toolwire's own operations (once per spec)."""
+    if not any(op.operation_id == "createResponse" for op in spec.operations):
+        spec.register(*OPERATIONS)
