@@ -10,7 +10,16 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictFloat,
+    StrictInt,
+    ValidationError,
+    field_validator,
+)
 
 from toolwire.errors import InvalidRequestError
 
@@ -20,7 +29,7 @@ class TextFormat(BaseModel):
     type: Literal["text", "json_schema", "json_object"] = "text"
     name: str | None = None
     schema_: dict[str, Any] | None = Field(default=None, alias="schema")
-    strict: bool | None = None
+    strict: StrictBool | None = None
     description: str | None = None
 
 
@@ -53,16 +62,16 @@ class CreateResponse(BaseModel):
     instructions: str | None = None
     tools: list[dict[str, Any]] = Field(default_factory=list)
     tool_choice: str | dict[str, Any] = "auto"
-    parallel_tool_calls: bool = True
+    parallel_tool_calls: StrictBool = True
     # OpenAI's minimum is 16 (`integer_below_min_value` below it)
-    max_output_tokens: int | None = None
-    max_tool_calls: int | None = Field(default=None, ge=0)
-    temperature: float | None = Field(default=None, ge=0, le=2)
-    top_p: float | None = Field(default=None, ge=0, le=1)
+    max_output_tokens: StrictInt | None = None
+    max_tool_calls: StrictInt | None = Field(default=None, ge=0)
+    temperature: StrictFloat | None = Field(default=None, ge=0, le=2)
+    top_p: StrictFloat | None = Field(default=None, ge=0, le=1)
     metadata: dict[str, str] | None = None
-    store: bool = True
-    stream: bool = False
-    background: bool = False
+    store: StrictBool = True
+    stream: StrictBool = False
+    background: StrictBool = False
     previous_response_id: str | None = None
     conversation: str | dict[str, Any] | None = None
     text: TextConfig | None = None
@@ -77,22 +86,22 @@ class CreateResponse(BaseModel):
     truncation: Literal["auto", "disabled"] | None = None
     include: list[str] | None = None
     stream_options: dict[str, Any] | None = None
-    top_logprobs: int | None = Field(default=None, ge=0, le=20)
+    top_logprobs: StrictInt | None = Field(default=None, ge=0, le=20)
     moderation: dict[str, Any] | None = None
     context_management: list[dict[str, Any]] | None = None
     client_metadata: dict[str, str] | None = None
     """Not in the OpenAPI document, but OpenAI accepts it and Codex sends it: ignored."""
     # pass-through sampling extras (SAMPLING_EXTRAS)
-    top_k: int | None = None
-    min_p: float | None = None
-    typical_p: float | None = None
-    repetition_penalty: float | None = None
-    presence_penalty: float | None = Field(default=None, ge=-2, le=2)
-    frequency_penalty: float | None = Field(default=None, ge=-2, le=2)
-    seed: int | None = None
+    top_k: StrictInt | None = None
+    min_p: StrictFloat | None = None
+    typical_p: StrictFloat | None = None
+    repetition_penalty: StrictFloat | None = None
+    presence_penalty: StrictFloat | None = Field(default=None, ge=-2, le=2)
+    frequency_penalty: StrictFloat | None = Field(default=None, ge=-2, le=2)
+    seed: StrictInt | None = None
     stop: str | list[str] | None = None
-    logit_bias: dict[str, float] | None = None
-    min_tokens: int | None = Field(default=None, ge=0)
+    logit_bias: dict[str, StrictFloat] | None = None
+    min_tokens: StrictInt | None = Field(default=None, ge=0)
 
     @field_validator("client_metadata")
     @classmethod
