@@ -62,6 +62,7 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/assembler.py
+	$(BIN)/python benchmarks/live_stream.py
 	$(BIN)/python benchmarks/run.py
 
 clean:
