@@ -1,6 +1,6 @@
 """The loop driver in process: `Agent` and `LoopDriver` over an in-process ScriptedUpstream.
 
-The same scripts as tests/integration/test_loop.py, with no socket between the adapter and the
+The loop's scripts, with no socket between the adapter and the
 scripted model: the adapter still parses real SSE bytes and real JSON bodies.
 """
 
@@ -481,3 +481,24 @@ async def test_assistant_argument_strings_go_back_unchanged(
     await agent(fake_upstream).run("weather?")
     assistant = fake_upstream.chat_requests[1].body["messages"][1]
     assert assistant["tool_calls"][0]["function"]["arguments"] == '{ "city" :  "Paris" }'
+
+
+async def test_an_adapter_bug_ends_the_run_failed_not_crashed() -> None:
+    class BrokenUpstream:
+        name = "broken"
+
+        async def stream_turn(self, request: object) -> Any:
+            raise RuntimeError("boom")
+            yield  # pragma: no cover - makes this an async generator
+
+        async def list_models(self) -> list[dict[str, Any]]:
+            return []
+
+        async def aclose(self) -> None:
+            return None
+
+    result = await Agent(BrokenUpstream(), "m", [get_weather]).run("hi")
+    assert result.status == "failed"
+    assert result.reason == "upstream_error"
+    assert result.message == "the upstream adapter failed: RuntimeError: boom"
+    assert isinstance(result.events[-1], LoopFinished)
