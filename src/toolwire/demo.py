@@ -42,6 +42,7 @@ async def run_local_demo(model_path: Path | None, db: str | None, console: Conso
         model_path=str(model_path) if model_path else None,
         tools=["toolwire.demo_tools:get_weather"],
         log_level="warning",
+        log_format="off",  # the trace is the demo's output; request log lines would interleave
     )
     console.print(
         "[bold]toolwire demo[/]: starting the local model (SmolLM2-135M, llama-cpp-python)…"
