@@ -423,8 +423,8 @@ class ResponsesService:
     # -- background: a durable queue in the database -------------------------------------
 
     async def start_background(self, prepared: Prepared, body: Any | None = None) -> dict[str, Any]:
-        """Queue the response (its request kept, so that any replica can run it) and, if this
-        replica has room, claim and start it here at once."""
+        """Queue the response (its request kept, so that any replica can run it); if this
+        replica has room, it is queued claimed by this replica and starts here at once."""
         queued = ResponseBuilder(prepared.header, None).body("queued")
         sealer = await self._sealer()
         request = {
@@ -432,17 +432,16 @@ class ResponsesService:
             "sealed_body": sealer.seal(body if body is not None else _request_body(prepared)),
             "owner": prepared.owner,
         }
-        await self._write(
-            lambda: self.persist(
-                prepared, queued, run=RunChange("enqueue", kind="background", request=request)
-            )
+        here = len(self.background) < self.replica.settings.max_background
+        claim = RunChange(
+            "enqueue",
+            kind="background",
+            request=request,
+            replica_id=self.replica.id if here else None,
         )
-        room = self.replica.settings.max_background - len(self.background)
-        jobs = await self.store.runs.claim(
-            self.replica.id, min(room, 1), time.time(), response_id=prepared.response_id
-        )
-        if jobs:
-            self.launch(jobs[0], prepared)
+        await self._write(lambda: self.persist(prepared, queued, run=claim))
+        if here:
+            self.launch(Job(prepared.response_id, request, 0, False), prepared)
         else:
             self.replica.wake()
         return queued

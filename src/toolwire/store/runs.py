@@ -86,12 +86,15 @@ async def apply_change(
         await connection.execute(runs.delete().where(runs.c.response_id == response_id))
         return
     if change.action == "enqueue":
+        # With `replica_id`, the job is queued already claimed by that replica (the one that
+        # took the request and has room): no other replica races it for the job.
+        claimed = change.replica_id is not None
         await connection.execute(
             runs.insert().values(
                 response_id=response_id,
                 kind="background",
-                state="queued",
-                replica_id=None,
+                state="running" if claimed else "queued",
+                replica_id=change.replica_id,
                 request=change.request,
                 attempts=0,
                 cancel_requested=False,
@@ -99,7 +102,8 @@ async def apply_change(
                 updated_at=now,
             )
         )
-        await notify(connection, "job")  # replicas claim it now, not at their next poll
+        if not claimed:
+            await notify(connection, "job")  # replicas claim it now, not at their next poll
         return
     updated = await connection.execute(
         runs.update()
