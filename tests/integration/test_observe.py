@@ -306,3 +306,18 @@ def test_ui_page_lists_a_run_and_its_approval_continues_it(
     assert any("deleted notes.txt" in str(m.get("content")) for m in continued["messages"])
     pending = httpx.get(base + "/ui/api/approvals").json()["data"]
     assert all(p["response_id"] != asking.id for p in pending)
+
+
+def test_ui_api_query_numbers_out_of_range_are_400_not_500(og: Gateway) -> None:
+    """Found by schemathesis: a 64-bit-overflowing `until` was a server error."""
+    base = og.base_url.removesuffix("/v1")
+    for query, param in (
+        ("until=1723431652177815273472", "until"),
+        ("since=-5", "since"),
+        ("limit=0", "limit"),
+        ("limit=abc", "limit"),
+    ):
+        answer = httpx.get(f"{base}/ui/api/responses?{query}")
+        assert answer.status_code == 400, (query, answer.text)
+        assert answer.json()["error"]["param"] == param
+    assert httpx.get(f"{base}/ui/api/responses?limit=500&since=0").status_code == 200

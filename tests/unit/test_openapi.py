@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from starlette.routing import Route
+import httpx
 
+from toolwire.observe.setup import Observability
 from toolwire.server.app import create_app
-from toolwire.server.openapi import API
+from toolwire.server.observability import install_observability
+from toolwire.server.openapi import API, served_operations
 from toolwire.server.requests import CreateResponse
 from toolwire.server.responses_service import ResponsesService
 from toolwire.store.database import Store
@@ -15,26 +17,41 @@ from toolwire.testing import ScriptedUpstream
 
 
 async def test_every_route_is_documented_and_nothing_else() -> None:
+    """As `toolwire serve` builds it (with `/metrics` and `/ui`), and as a bare `create_app`:
+    each app's `/openapi.json` lists exactly the routes it serves."""
     upstream = ScriptedUpstream.in_process()
     adapter = upstream.adapter()
     store = await Store.open("sqlite+aiosqlite:///:memory:")
     try:
-        app = create_app(
-            upstream=adapter, store=store, responses=ResponsesService(upstream=adapter, store=store)
-        )
-        served = {
-            (method.lower(), route.path)
-            for route in app.routes
-            if isinstance(route, Route)
-            for method in route.methods or ()
-            if method != "HEAD"
+        service = ResponsesService(upstream=adapter, store=store)
+        bare = create_app(upstream=adapter, store=store, responses=service)
+        served = create_app(upstream=adapter, store=store, responses=service)
+        observability = Observability.from_env(upstream_name="u", tools=[], log_format="off")
+        install_observability(served, service, observability)
+        documents = {}
+        for name, app in (("bare", bare), ("served", served)):
+            async with httpx.AsyncClient(
+                transport=httpx.ASGITransport(app=app), base_url="http://localhost"
+            ) as http:
+                documents[name] = (await http.get("/openapi.json")).json()
+        routes = {
+            name: served_operations(app.routes)
+            for name, app in (("bare", bare), ("served", served))
         }
     finally:
         await adapter.aclose()
         await store.close()
-    document = API.document()
-    documented = {(m, p) for p, ops in document["paths"].items() for m in ops}
-    assert served == documented
+    for name, document in documents.items():
+        documented = {(m, p) for p, ops in document["paths"].items() for m in ops}
+        assert routes[name] == documented, name
+    assert {"/metrics", "/ui", "/ui/api/responses/{response_id}"} <= set(
+        documents["served"]["paths"]
+    )
+    assert "/metrics" not in documents["bare"]["paths"]
+    everything = API.document()
+    assert {(m, p) for p, ops in everything["paths"].items() for m in ops} == routes["served"]
+    metrics = documents["served"]["paths"]["/metrics"]["get"]["responses"]
+    assert "text/plain; version=0.0.4" in metrics["200"]["content"] and "401" in metrics
 
 
 def test_request_bodies_come_from_the_validating_models() -> None:

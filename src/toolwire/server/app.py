@@ -20,7 +20,7 @@ from toolwire.server.errors import toolwire_error_handler, unexpected_error_hand
 from toolwire.server.fallback import http_error_handler
 from toolwire.server.http import ORJSONResponse, paginate, until_disconnected
 from toolwire.server.limits import read_limited_json
-from toolwire.server.openapi import API
+from toolwire.server.openapi import API, served_operations
 from toolwire.server.operations import register_builtin
 from toolwire.server.request_tools import NOT_OFFERED_HEADER
 from toolwire.server.responses_service import ResponsesService
@@ -136,7 +136,7 @@ def create_app(
     register_builtin(API)
 
     async def openapi(request: Request) -> Response:
-        return ORJSONResponse(API.document())
+        return ORJSONResponse(API.document(served_operations(request.app.routes)))
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

@@ -56,8 +56,8 @@ class Operation:
     operation_id: str
     summary: str
     tag: str
-    ok: type[BaseModel]
-    """The 200 answer's JSON body."""
+    ok: type[BaseModel] | None
+    """The 200 answer's JSON body (None: `ok_media` says what it is)."""
     body: type[BaseModel] | None = None
     body_required: bool = True
     stream_event: type[BaseModel] | None = None
@@ -67,6 +67,8 @@ class Operation:
     public: bool = False
     """Served without an API key (like `/health`)."""
     description: str = ""
+    ok_media: str | None = None
+    """The 200 answer's media type when it is not JSON (`/metrics`' text, `/ui`'s HTML)."""
 
 
 LIST_QUERY = (
@@ -80,7 +82,7 @@ LIST_QUERY = (
 class ApiSpec:
     title: str = "toolwire"
     operations: list[Operation] = field(default_factory=list)
-    _cached: dict[str, Any] | None = None
+    _cached: dict[frozenset[tuple[str, str]], dict[str, Any]] | None = None
 
     def register(self, *operations: Operation) -> None:
         for operation in operations:
@@ -90,16 +92,24 @@ class ApiSpec:
             self.operations.append(operation)
         self._cached = None
 
-    def document(self) -> dict[str, Any]:
+    def document(self, served: frozenset[tuple[str, str]] | None = None) -> dict[str, Any]:
+        """The document; with `served` ((method, path) pairs), only the operations an app
+        actually serves (a library app has no `/metrics`), each set built once."""
         if self._cached is None:
-            self._cached = self._build()
-        return self._cached
+            self._cached = {}
+        key = served if served is not None else frozenset()
+        if key not in self._cached:
+            operations = [
+                op for op in self.operations if served is None or (op.method, op.path) in served
+            ]
+            self._cached[key] = self._build(operations)
+        return self._cached[key]
 
-    def _build(self) -> dict[str, Any]:
+    def _build(self, operations: list[Operation]) -> dict[str, Any]:
         from toolwire.server.schemas.errors import ErrorResponse
 
         models: set[type[BaseModel]] = {ErrorResponse}
-        for op in self.operations:
+        for op in operations:
             models.update(m for m in (op.ok, op.body, op.stream_event) if m is not None)
         ordered = sorted(models, key=lambda m: m.__name__)
         refs, definitions = models_json_schema(
@@ -111,7 +121,7 @@ class ApiSpec:
 
         error_ref = ref(ErrorResponse)
         paths: dict[str, dict[str, Any]] = {}
-        for op in self.operations:
+        for op in operations:
             paths.setdefault(op.path, {})[op.method] = _operation(op, ref, error_ref)
         return {
             "openapi": "3.1.0",
@@ -139,7 +149,11 @@ class ApiSpec:
 
 
 def _operation(op: Operation, ref: Any, error_ref: dict[str, Any]) -> dict[str, Any]:
-    ok_content: dict[str, Any] = {"application/json": {"schema": ref(op.ok)}}
+    ok_content: dict[str, Any] = (
+        {"application/json": {"schema": ref(op.ok)}}
+        if op.ok is not None
+        else {op.ok_media or "text/plain": {"schema": {"type": "string"}}}
+    )
     if op.stream_event is not None:
         # Each SSE frame: its `event` name (if any) and its `data`, a JSON text of the event.
         ok_content["text/event-stream"] = {
@@ -166,7 +180,10 @@ def _operation(op: Operation, ref: Any, error_ref: dict[str, Any]) -> dict[str, 
     if op.query:
         statuses |= {400}
     responses: dict[str, Any] = {
-        "200": {"description": op.ok.__doc__ or "OK", "content": ok_content}
+        "200": {
+            "description": (op.ok.__doc__ if op.ok is not None else None) or op.summary,
+            "content": ok_content,
+        }
     }
     for status in sorted(statuses):
         responses[str(status)] = {
@@ -200,6 +217,19 @@ def _operation(op: Operation, ref: Any, error_ref: dict[str, Any]) -> dict[str, 
     if op.public:
         out["security"] = []
     return out
+
+
+def served_operations(routes: list[Any]) -> frozenset[tuple[str, str]]:
+    """(method, path) of each plain route an app serves (`HEAD` is implied by `GET`)."""
+    from starlette.routing import Route
+
+    return frozenset(
+        (method.lower(), route.path)
+        for route in routes
+        if isinstance(route, Route)
+        for method in route.methods or ()
+        if method != "HEAD"
+    )
 
 
 def _path_names(path: str) -> list[str]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from toolwire.server.openapi import API, LIST_QUERY, ApiSpec, Operation
+from toolwire.server.openapi import API, LIST_QUERY, ApiSpec, Operation, Query
 from toolwire.server.requests import CreateResponse
 from toolwire.server.schemas.chat import ChatCompletionRequest
 from toolwire.server.schemas.conversations import AddItems, CreateConversation, UpdateConversation
@@ -19,6 +19,13 @@ from toolwire.server.schemas.objects import (
     ResponseDeleted,
     ResponseObject,
     ResponseStreamEvent,
+)
+from toolwire.server.schemas.ui import (
+    UiApprovalList,
+    UiConversationList,
+    UiConversationRuns,
+    UiRun,
+    UiRunList,
 )
 
 RESPONSES = "Responses"
@@ -188,7 +195,99 @@ OPERATIONS = (
 )
 
 
+_TIME = {"type": "integer", "minimum": 0, "maximum": 2**62}
+_UI_LIMIT = {"type": "integer", "minimum": 1, "maximum": 500, "default": 50}
+_SINCE = Query("since", _TIME, "Only responses created at or after (Unix s).")
+#: `/metrics` and `/ui` (server/observability.py): served by `toolwire serve`, not by a bare
+#: `create_app`; each app's document lists only what it serves.
+OBSERVE_OPERATIONS = (
+    Operation(
+        "get",
+        "/metrics",
+        "metrics",
+        "Prometheus metrics",
+        "Observability",
+        None,
+        ok_media="text/plain; version=0.0.4",
+        description="Request, upstream, tool-call, repair and leak counters and histograms "
+        "(docs/operations.md).",
+    ),
+    Operation(
+        "get",
+        "/ui",
+        "uiPage",
+        "The run inspector page",
+        "Observability",
+        None,
+        ok_media="text/html",
+        public=True,
+        description="A static page (no data): it asks for an API key and reads `/ui/api/`. "
+        "Its scripts and styles are served under `/ui/static/`.",
+    ),
+    Operation(
+        "get",
+        "/ui/",
+        "uiPageSlash",
+        "The run inspector page",
+        "Observability",
+        None,
+        ok_media="text/html",
+        public=True,
+    ),
+    Operation(
+        "get",
+        "/ui/api/responses",
+        "uiListResponses",
+        "Recent responses",
+        "Observability",
+        UiRunList,
+        query=(
+            Query("limit", _UI_LIMIT),
+            Query("status", {"type": "string"}),
+            Query("model", {"type": "string"}),
+            _SINCE,
+            Query("until", _TIME, "Only responses created at or before (Unix s)."),
+        ),
+    ),
+    Operation(
+        "get",
+        "/ui/api/responses/{response_id}",
+        "uiGetResponse",
+        "One response and its run timeline",
+        "Observability",
+        UiRun,
+        errors=(404,),
+    ),
+    Operation(
+        "get",
+        "/ui/api/approvals",
+        "uiPendingApprovals",
+        "Unanswered approval requests",
+        "Observability",
+        UiApprovalList,
+        query=(_SINCE,),
+    ),
+    Operation(
+        "get",
+        "/ui/api/conversations",
+        "uiListConversations",
+        "Recent conversations",
+        "Observability",
+        UiConversationList,
+        query=(Query("limit", _UI_LIMIT),),
+    ),
+    Operation(
+        "get",
+        "/ui/api/conversations/{conversation_id}",
+        "uiConversation",
+        "One conversation's responses",
+        "Observability",
+        UiConversationRuns,
+    ),
+)
+
+
 def register_builtin(spec: ApiSpec = API) -> None:
     """Register toolwire's own operations (once per spec)."""
     if not any(op.operation_id == "createResponse" for op in spec.operations):
-        spec.register(*OPERATIONS)
+        spec.register(*OPERATIONS, *OBSERVE_OPERATIONS)

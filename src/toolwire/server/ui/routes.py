@@ -29,14 +29,26 @@ def _owner(request: Request) -> str | None:
     return None if owner is None else str(owner)
 
 
-def _int(request: Request, name: str, default: int | None = None) -> int | None:
+#: Query integers are checked against these bounds (a database integer is 64-bit: a larger
+#: one would be a server error, not the client's 400).
+LIMIT_RANGE = (1, 500)
+TIME_RANGE = (0, 2**62)
+
+
+def _int(
+    request: Request, name: str, default: int | None = None, bounds: tuple[int, int] = TIME_RANGE
+) -> int | None:
     value = request.query_params.get(name)
     if value in (None, ""):
         return default
     try:
-        return int(value)
+        number = int(value)
     except ValueError:
         raise InvalidRequestError(f"{name} must be an integer", param=name) from None
+    low, high = bounds
+    if not low <= number <= high:
+        raise InvalidRequestError(f"{name} must be between {low} and {high}", param=name)
+    return number
 
 
 def ui_routes(timelines: TimelineStore) -> list[BaseRoute]:
@@ -44,7 +56,7 @@ def ui_routes(timelines: TimelineStore) -> list[BaseRoute]:
         return FileResponse(STATIC / "index.html", headers=_NO_CACHE)
 
     async def list_responses(request: Request) -> Response:
-        limit = max(1, min(_int(request, "limit", 50) or 50, 500))
+        limit = _int(request, "limit", 50, LIMIT_RANGE) or 50
         rows = await timelines.list_responses(
             owner=_owner(request),
             status=request.query_params.get("status") or None,
@@ -107,7 +119,7 @@ def ui_routes(timelines: TimelineStore) -> list[BaseRoute]:
         return ORJSONResponse({"object": "list", "data": waiting})
 
     async def list_conversations(request: Request) -> Response:
-        limit = max(1, min(_int(request, "limit", 50) or 50, 500))
+        limit = _int(request, "limit", 50, LIMIT_RANGE) or 50
         rows = await timelines.list_conversations(owner=_owner(request), limit=limit)
         return ORJSONResponse({"object": "list", "data": rows})
 

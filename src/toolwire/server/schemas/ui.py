@@ -1,0 +1,94 @@
+"""The JSON the `/ui` page reads under `/ui/api/` (see `server/ui/routes.py`), for the OpenAPI
+document. These answers are toolwire's own (not OpenAI's): they may gain fields."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from toolwire.server.schemas.objects import ResponseObject
+
+
+class UiRunSummary(BaseModel):
+    """One stored response, as the run list shows it."""
+
+    model_config = ConfigDict(extra="allow", title="UiRunSummary")
+    id: str
+    created_at: int
+    status: str
+    model: str | None = None
+    conversation_id: str | None = None
+    previous_response_id: str | None = None
+    usage: dict[str, Any] | None = None
+    approval_requests: list[str]
+    pending_approvals: list[str]
+    error: dict[str, Any] | None = None
+    incomplete_details: dict[str, Any] | None = None
+
+
+class UiRunList(BaseModel):
+    """Recent responses, newest first."""
+
+    model_config = ConfigDict(extra="allow", title="UiRunList")
+    object: Literal["list"]
+    data: list[UiRunSummary]
+
+
+class UiRun(BaseModel):
+    """One response with its run timeline (model calls, tool calls, repairs, timings)."""
+
+    model_config = ConfigDict(extra="allow", title="UiRun")
+    response: ResponseObject
+    timeline: list[dict[str, Any]]
+    pending_approvals: list[str]
+
+
+class UiPendingApproval(BaseModel):
+    model_config = ConfigDict(extra="allow", title="UiPendingApproval")
+    response_id: str
+    created_at: int
+    model: str | None = None
+    approval_request_id: str
+    name: str | None = None
+    server_label: str | None = None
+    arguments: str | None = None
+    tools: list[dict[str, Any]]
+
+
+class UiApprovalList(BaseModel):
+    """Approval requests of the last week that nobody has answered."""
+
+    model_config = ConfigDict(extra="allow", title="UiApprovalList")
+    object: Literal["list"]
+    data: list[UiPendingApproval]
+
+
+class UiConversationSummary(BaseModel):
+    model_config = ConfigDict(extra="allow", title="UiConversationSummary")
+    id: str
+    created_at: int
+    metadata: dict[str, Any]
+
+
+class UiConversationList(BaseModel):
+    """Recent conversations."""
+
+    model_config = ConfigDict(extra="allow", title="UiConversationList")
+    object: Literal["list"]
+    data: list[UiConversationSummary]
+
+
+class UiConversationRun(BaseModel):
+    model_config = ConfigDict(extra="allow", title="UiConversationRun")
+    id: str
+    created_at: int
+    status: str
+
+
+class UiConversationRuns(BaseModel):
+    """The responses of one conversation, oldest first."""
+
+    model_config = ConfigDict(extra="allow", title="UiConversationRuns")
+    id: str
+    responses: list[UiConversationRun]
