@@ -87,6 +87,30 @@ async def test_every_documented_field_is_accepted_and_extras_pass_through(gw: Ap
         assert field in body
 
 
+async def test_reasoning_with_include_encrypted_content_round_trips_inline(
+    gw: AppGateway,
+) -> None:
+    """What Codex does (store: false, include reasoning.encrypted_content, the whole history
+    sent back): reasoning comes back readable (`reasoning_text`), `encrypted_content` null
+    (toolwire has nothing to encrypt: its store is not needed to continue), and the item is
+    accepted back as it came."""
+    gw.upstream.add(Reply(reasoning="The user greets me.", text="Hello!"), Reply(text="Again."))
+    first = await create(gw, input="hi", store=False, include=["reasoning.encrypted_content"])
+    reasoning, message = first["output"]
+    assert reasoning["type"] == "reasoning" and reasoning["encrypted_content"] is None
+    assert reasoning["content"] == [{"type": "reasoning_text", "text": "The user greets me."}]
+    history = [{"role": "user", "content": "hi"}, reasoning, message]
+    second = await create(
+        gw,
+        input=[*history, {"role": "user", "content": "again"}],
+        store=False,
+        include=["reasoning.encrypted_content"],
+    )
+    assert second["output"][-1]["content"][0]["text"] == "Again."
+    roles = [m["role"] for m in gw.upstream.chat_requests[-1].body["messages"]]
+    assert roles == ["user", "assistant", "user"]
+
+
 async def test_client_metadata_values_are_bounded(gw: AppGateway) -> None:
     response = await gw.http.post(
         "/v1/responses", json={"model": "m", "input": "x", "client_metadata": {"a": "x" * 2049}}
