@@ -61,7 +61,10 @@ def test_a_search_runs_on_the_backend_and_is_a_web_search_call(sg: Gateway) -> N
         Reply(text="toolwire is an agent gateway."),
     )
     raw = sg.client.responses.with_raw_response.create(
-        model="m", input="what is toolwire?", tools=[WEB_SEARCH]
+        model="m",
+        input="what is toolwire?",
+        tools=[WEB_SEARCH],
+        include=["web_search_call.action.sources"],
     )
     assert "x-toolwire-tools-not-offered" not in raw.headers
     body = raw.http_response.json()
@@ -73,6 +76,8 @@ def test_a_search_runs_on_the_backend_and_is_a_web_search_call(sg: Gateway) -> N
     assert call["action"]["type"] == "search"
     assert call["action"]["query"] == "toolwire gateway"
     assert call["action"]["queries"] == ["toolwire gateway"]
+    # asked for with `include`: the addresses the backend's result names
+    assert call["action"]["sources"] == [{"type": "url", "url": "https://toolwire.example/docs"}]
     # the model was offered the backend's tool, and its next turn read what the backend found
     first, second = (request.body for request in sg.upstream.chat_requests)
     assert [t["function"]["name"] for t in first["tools"]].count("search") == 1
@@ -105,7 +110,8 @@ def test_streamed_search_emits_openai_web_search_events(sg: Gateway) -> None:
     assert done[0]["item"]["status"] == "completed"
     assert "weather.example" in json.dumps(sg.upstream.chat_requests[1].body["messages"])
     assert not any(kind.startswith("response.mcp_") for kind in kinds)
-    assert events[-1]["response"]["output"][0]["type"] == "web_search_call"
+    final = events[-1]["response"]["output"][0]
+    assert final["type"] == "web_search_call" and "sources" not in final["action"]  # not asked
 
 
 def test_tool_choice_web_search_forces_the_backend(sg: Gateway) -> None:

@@ -10,6 +10,7 @@ model writes them and its `.done` carries the final, repaired arguments.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -67,6 +68,8 @@ class ResponseHeader:
     declared the tool (`function_call` with its `namespace`, or `custom_tool_call`)."""
     web_search: SearchBackend | None = None
     """The MCP tool serving `web_search`: its calls are `web_search_call` items."""
+    include: frozenset[str] = frozenset()
+    """The request's `include`: the optional output data it asked for."""
 
 
 class ResponseBuilder:
@@ -500,6 +503,8 @@ class ResponseBuilder:
         item = self.output[index]
         if item["type"] == "web_search_call":
             item["status"] = "completed" if ok else "failed"
+            if ok and "web_search_call.action.sources" in self.header.include:
+                item["action"]["sources"] = [{"type": "url", "url": url} for url in _urls(output)]
             if ok:
                 self.event(
                     "response.web_search_call.completed", item_id=item["id"], output_index=index
@@ -538,3 +543,12 @@ class ResponseBuilder:
         self.event("response.web_search_call.in_progress", **common)
         item["status"] = "searching"
         self.event("response.web_search_call.searching", **common)
+
+
+_URL = re.compile(r"https?://[^\s<>\"'`)\]]+")
+
+
+def _urls(text: str) -> list[str]:
+    """The web addresses a search backend's result names, in order, once each: the search's
+    `sources` (a backend is any MCP tool, so its text is all there is to read them from)."""
+    return list(dict.fromkeys(url.rstrip(".,;:") for url in _URL.findall(text)))
