@@ -32,7 +32,13 @@ def search_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway
         json.dumps(  # JSON is YAML
             {
                 "mcp_servers": [
-                    {"label": "searcher", "command": sys.executable, "args": [str(SEARCH_SERVER)]}
+                    {
+                        "label": "searcher",
+                        "command": sys.executable,
+                        "args": [str(SEARCH_SERVER)],
+                        # as an MCP server it would ask; as the search backend it does not
+                        "require_approval": "always",
+                    }
                 ],
                 "web_search": {"server": "searcher", "tool": "search"},
             }
