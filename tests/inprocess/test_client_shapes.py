@@ -4,6 +4,7 @@ images in tool outputs, and the chat door's status line."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -86,6 +87,30 @@ async def test_every_documented_field_is_accepted_and_extras_pass_through(gw: Ap
         assert field in body
 
 
+async def test_reasoning_with_include_encrypted_content_round_trips_inline(
+    gw: AppGateway,
+) -> None:
+    """What Codex does (store: false, include reasoning.encrypted_content, the whole history
+    sent back): reasoning comes back readable (`reasoning_text`), `encrypted_content` null
+    (toolwire has nothing to encrypt: its store is not needed to continue), and the item is
+    accepted back as it came."""
+    gw.upstream.add(Reply(reasoning="The user greets me.", text="Hello!"), Reply(text="Again."))
+    first = await create(gw, input="hi", store=False, include=["reasoning.encrypted_content"])
+    reasoning, message = first["output"]
+    assert reasoning["type"] == "reasoning" and reasoning["encrypted_content"] is None
+    assert reasoning["content"] == [{"type": "reasoning_text", "text": "The user greets me."}]
+    history = [{"role": "user", "content": "hi"}, reasoning, message]
+    second = await create(
+        gw,
+        input=[*history, {"role": "user", "content": "again"}],
+        store=False,
+        include=["reasoning.encrypted_content"],
+    )
+    assert second["output"][-1]["content"][0]["text"] == "Again."
+    roles = [m["role"] for m in gw.upstream.chat_requests[-1].body["messages"]]
+    assert roles == ["user", "assistant", "user"]
+
+
 async def test_client_metadata_values_are_bounded(gw: AppGateway) -> None:
     response = await gw.http.post(
         "/v1/responses", json={"model": "m", "input": "x", "client_metadata": {"a": "x" * 2049}}
@@ -142,6 +167,47 @@ async def test_a_regex_grammar_is_checked(gw: AppGateway) -> None:
     assert [(i["type"], i.get("input")) for i in body["output"]] == [("custom_tool_call", "abc1")]
     retry = gw.upstream.chat_requests[-1].body["messages"]
     assert "regular expression" in retry[-1]["content"]
+
+
+# Codex's apply_patch grammar, as it declares it (LLGuidance's Lark: zero-width terminals such as
+# /(.*)/ are fine there, which the `lark` package itself refuses)
+CODEX_PATCH_GRAMMAR = r"""start: begin_patch hunk+ end_patch
+begin_patch: "*** Begin Patch" LF
+end_patch: "*** End Patch" LF?
+hunk: add_hunk | delete_hunk | update_hunk
+add_hunk: "*** Add File: " filename LF add_line+
+delete_hunk: "*** Delete File: " filename LF
+update_hunk: "*** Update File: " filename LF change_move? change?
+filename: /(.+)/
+add_line: "+" /(.*)/ LF -> line
+change_move: "*** Move to: " filename LF
+change: (change_context | change_line)+ eof_line?
+change_context: ("@@" | "@@ " /(.+)/) LF
+change_line: ("+" | "-" | " ") /(.*)/ LF
+eof_line: "*** End of File" LF
+%import common.LF
+"""
+
+
+async def test_a_lark_grammar_is_checked(gw: AppGateway) -> None:
+    tool = {
+        "type": "custom",
+        "name": "apply_patch",
+        "format": {"type": "grammar", "syntax": "lark", "definition": CODEX_PATCH_GRAMMAR},
+    }
+    empty = "*** Begin Patch\n*** End Patch\n"  # no hunk: the grammar wants one
+    good = "*** Begin Patch\n*** Update File: a.py\n@@ def f():\n-    x\n+    y\n*** End Patch"
+    gw.upstream.add(
+        Reply(tool_calls=[("apply_patch", {"input": empty})]),
+        Reply(tool_calls=[("apply_patch", {"input": good})]),
+    )
+    body = await create(gw, input="edit", tools=[tool])
+    assert [(i["type"], i.get("input")) for i in body["output"]] == [("custom_tool_call", good)]
+    first, retry = (r.body for r in gw.upstream.chat_requests[-2:])
+    (offered,) = [t["function"] for t in first["tools"] if t["function"]["name"] == "apply_patch"]
+    assert "lark grammar" in offered["description"] and "add_hunk" in offered["description"]
+    reason = json.dumps(retry["messages"][-2:])
+    assert "Lark grammar" in reason and "line 2, column 5" in reason, reason
 
 
 async def test_hosted_tools_without_a_backend_are_not_offered_and_say_so(gw: AppGateway) -> None:

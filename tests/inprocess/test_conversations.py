@@ -117,3 +117,29 @@ async def test_a_function_call_is_continued_in_the_conversation(gw: AppGateway) 
     assert roles == ["user", "assistant", "tool"]
     kinds = [i.type async for i in gw.client.conversations.items.list(conversation.id, order="asc")]
     assert kinds == ["message", "function_call", "function_call_output", "message"]
+
+
+async def test_store_false_in_a_conversation_extends_it_but_is_not_retrievable(
+    gw: AppGateway,
+) -> None:
+    """OpenAI's document: a response's input and output items are added to its conversation
+    (`conversation`); `store` is about retrieving the response itself later."""
+    conversation = await gw.client.conversations.create(
+        items=[{"type": "message", "role": "user", "content": "My name is Ada."}]
+    )
+    gw.upstream.add(Reply(text="Hello Ada."), Reply(text="You are Ada."))
+    first = await gw.client.responses.create(
+        model="m", input="Hi.", conversation=conversation.id, store=False
+    )
+    assert first.store is False and first.conversation is not None
+    assert first.conversation.id == conversation.id
+    with pytest.raises(openai.NotFoundError):
+        await gw.client.responses.retrieve(first.id)
+    items = await gw.client.conversations.items.list(conversation.id, order="asc")
+    assert [i.role for i in items.data] == ["user", "user", "assistant"]  # type: ignore[union-attr]
+    # the next turn (stored or not) reads the whole conversation, this turn included
+    await gw.client.responses.create(
+        model="m", input="Who am I?", conversation=conversation.id, store=False
+    )
+    contents = [m["content"] for m in gw.upstream.chat_requests[-1].body["messages"]]
+    assert contents == ["My name is Ada.", "Hi.", "Hello Ada.", "Who am I?"]

@@ -319,3 +319,119 @@ async def test_agents_sdk_hosted_mcp_approval_inline_history(
     tool_results = [m["content"] for m in second["messages"] if m["role"] == "tool"]
     assert len(tool_results) == 1
     assert ("denied" in tool_results[0].lower()) is not approve
+
+
+# -- opencode: the chat door through the AI SDK's OpenAI-compatible provider ------------------
+
+OPENCODE = ROOT / ".tools" / "opencode" / "node_modules" / ".bin" / "opencode"
+
+
+def opencode_binary() -> Path:
+    if not OPENCODE.exists():
+        if shutil.which("npm") is None:
+            pytest.skip("the opencode tests need npm to install opencode-ai (not found)")
+        subprocess.run([str(ROOT / ".ci" / "install-opencode")], check=True, timeout=300)
+    if not OPENCODE.exists():
+        pytest.skip("opencode could not be installed into .tools/opencode")
+    return OPENCODE
+
+
+def run_opencode(gateway: Gateway, home: Path, prompt: str) -> subprocess.CompletedProcess[str]:
+    """`opencode run` in a fresh project whose opencode.json is the provider block of
+    docs/clients.md (plus: no title call, so the script's turns are the agent's own; nothing
+    that reaches beyond loopback)."""
+    work = home / "work"
+    work.mkdir(parents=True, exist_ok=True)
+    config = {
+        "$schema": "https://opencode.ai/config.json",
+        "provider": {
+            "toolwire": {
+                "npm": "@ai-sdk/openai-compatible",
+                "name": "toolwire",
+                "options": {"baseURL": gateway.base_url},
+                "models": {"scripted-model": {"name": "scripted via toolwire"}},
+            }
+        },
+        "agent": {"title": {"disable": True}},
+        "autoupdate": False,
+        "share": "disabled",
+    }
+    (work / "opencode.json").write_text(json.dumps(config))
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(home),
+        "XDG_CONFIG_HOME": str(home / ".config"),
+        "XDG_DATA_HOME": str(home / ".local" / "share"),
+        "XDG_CACHE_HOME": str(home / ".cache"),
+        "XDG_STATE_HOME": str(home / ".local" / "state"),
+        "NO_COLOR": "1",
+        "NPM_CONFIG_REGISTRY": "http://127.0.0.1:9/",  # its background plugin install: loopback
+        **{
+            f"OPENCODE_DISABLE_{name}": "1"
+            for name in ("MODELS_FETCH", "AUTOUPDATE", "DEFAULT_PLUGINS", "LSP_DOWNLOAD", "SHARE")
+        },
+    }
+    command = [str(opencode_binary()), "run", "-m", "toolwire/scripted-model", prompt]
+    return subprocess.run(
+        command,
+        env=env,
+        cwd=work,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def test_opencode_runs_a_tool_through_the_chat_door(gw: Gateway, tmp_path: Path) -> None:
+    opencode_binary()
+    gw.upstream.add(
+        Reply(tool_calls=[("bash", {"command": "echo ran > out.txt", "description": "write"})]),
+        Reply(text="the command ran"),
+    )
+    result = run_opencode(gw, tmp_path, "write a file")
+    assert_ran(result)
+    assert "the command ran" in result.stdout
+    assert (tmp_path / "work" / "out.txt").read_text().strip() == "ran"
+    first, second = requests_of(gw)
+    assert "bash" in {tool["function"]["name"] for tool in first["tools"]}
+    assert tool_messages(second)  # the bash result reached the model
+
+
+def test_opencode_sees_an_upstream_failure(gw: Gateway, tmp_path: Path) -> None:
+    opencode_binary()
+    gw.upstream.add(Body({"error": {"message": "model not loaded"}}, status=400))
+    result = run_opencode(gw, tmp_path, "say hello")
+    assert "model not loaded" in result.stdout + result.stderr
+    assert len(requests_of(gw)) == 1  # a 400 with x-should-retry: false is not retried
+
+
+# -- Pydantic AI: both its OpenAI model classes, as docs/clients.md configures them ------------
+
+
+@pytest.mark.parametrize("model_class", ["OpenAIResponsesModel", "OpenAIChatModel"])
+async def test_pydantic_ai_agent_runs_its_function_tool(gw: Gateway, model_class: str) -> None:
+    pytest.importorskip("pydantic_ai")
+    from pydantic_ai import Agent
+    from pydantic_ai.models import openai as models
+    from pydantic_ai.providers.openai import OpenAIProvider
+
+    provider = OpenAIProvider(base_url=gw.base_url, api_key="sk-unused")
+    agent = Agent(getattr(models, model_class)("scripted-model", provider=provider))
+    asked: list[str] = []
+
+    @agent.tool_plain
+    def stock_price(symbol: str) -> str:
+        """The price of a stock."""
+        asked.append(symbol)
+        return f"{symbol}: 42.5"
+
+    gw.upstream.add(
+        Reply(tool_calls=[("stock_price", {"symbol": "ACME"})]), Reply(text="ACME is at 42.5.")
+    )
+    result = await agent.run("What is ACME at?")
+    assert result.output == "ACME is at 42.5."
+    assert asked == ["ACME"]  # the tool ran in the caller's process, as Pydantic AI runs it
+    first, second = requests_of(gw)
+    assert [tool["function"]["name"] for tool in first["tools"]][-1] == "stock_price"
+    assert "ACME: 42.5" in tool_messages(second)[0]["content"]

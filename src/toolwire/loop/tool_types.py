@@ -3,10 +3,11 @@
 A chat-completions model only knows functions with flat names, so every caller-side tool is
 offered as one: a `function` as itself; a function inside a `namespace` under the unambiguous
 name `namespace__name`; a `custom` (freeform) tool as a function whose single string argument
-`input` is the freeform text, its grammar described to the model (and a regex checked on the
-result). `ClientTools` maps both ways: the model's call back to the item the client declared
-(`function_call` with its `namespace`, or `custom_tool_call` with its `input`), and history items
-forward to the names the model was offered. The driver asks `problem()` whether a call can go
+`input` is the freeform text, its grammar described to the model and checked on the result
+(`grammars.py`: Lark and regex, with LLGuidance as OpenAI does). `ClientTools` maps both ways:
+the model's call back to the item the client declared (`function_call` with its `namespace`, or
+`custom_tool_call` with its `input`), and history items forward to the names the model was
+offered. The driver asks `problem()` whether a call can go
 back; the sinks and history use the rest. Nothing here does I/O.
 """
 
@@ -17,6 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from toolwire.loop.grammars import grammar_problem
 from toolwire.transcript import ToolCall, ToolSpec
 
 ToolKind = Literal["function", "custom"]
@@ -54,13 +56,8 @@ class ClientTool:
         text = custom_input(call)
         if text is None:
             return 'the arguments must be one JSON object {"input": "<the free-form text>"}'
-        if self.syntax == "regex" and self.definition is not None:
-            try:
-                matched = re.fullmatch(self.definition, text) is not None
-            except re.error:
-                matched = True  # a pattern Python cannot compile is not ours to enforce
-            if not matched:
-                return f"the input does not match the tool's regular expression {self.definition}"
+        if self.syntax is not None and self.definition is not None:
+            return grammar_problem(self.syntax, self.definition, text)
         return None
 
 

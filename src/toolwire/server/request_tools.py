@@ -17,6 +17,7 @@ from toolwire.config import McpServerConfig, WebSearchConfig
 from toolwire.errors import InvalidRequestError
 from toolwire.loop.tool_types import ClientTool, ClientTools, custom_spec, flat_name, unique_name
 from toolwire.server.mcp_tools import McpServerUse, configured_use, redacted, request_use
+from toolwire.tools.mcp.toolset import approval_rule
 from toolwire.transcript import ToolSpec
 
 WEB_SEARCH_TYPES = frozenset(
@@ -43,12 +44,27 @@ _ALL_TYPES = ("function", "namespace", "custom", "mcp", *WEB_SEARCH_TYPES, *HOST
 NOT_OFFERED_HEADER = "x-toolwire-tools-not-offered"
 
 
+@dataclass(slots=True, frozen=True)
+class SearchBackend:
+    """The MCP tool serving a request's `web_search`: its calls are `web_search_call` items."""
+
+    label: str
+    tool: str
+    query_argument: str = "query"
+    search_only: bool = False
+    """The server is there for the search alone: its listing is not shown (the client declared
+    `web_search`, not an MCP server)."""
+
+    def serves(self, label: str, tool: str) -> bool:
+        return (self.label, self.tool) == (label, tool)
+
+
 @dataclass(slots=True)
 class RequestTools:
     client: ClientTools
     mcp_uses: list[McpServerUse]
-    web_search: tuple[str, str] | None = None
-    """(server label, tool name) of the MCP tool serving `web_search`, when one is offered."""
+    web_search: SearchBackend | None = None
+    """The MCP tool serving `web_search`, when one is offered."""
     not_offered: list[str] = field(default_factory=list)
     """The types (and names) of requested tools the model is not offered."""
     echo: list[dict[str, Any]] = field(default_factory=list)
@@ -69,7 +85,9 @@ def request_tools(
     uses: list[McpServerUse] = []
     echo: list[dict[str, Any]] = []
     not_offered: list[str] = []
-    search: tuple[str, str] | None = None
+    search: SearchBackend | None = None
+    searches: list[str] = []
+    backend = mcp_configs.get(web_search.server) if web_search is not None else None
     names = set(taken)
     for index, entry in enumerate(tools):
         where = f"tools[{index}]"
@@ -122,16 +140,7 @@ def request_tools(
             )
         elif kind in WEB_SEARCH_TYPES:
             echo.append(entry)
-            config = mcp_configs.get(web_search.server) if web_search is not None else None
-            if web_search is None or config is None or search is not None:
-                if web_search is None or config is None:
-                    not_offered.append(str(kind))
-                continue
-            use = configured_use(config)
-            use.allowed = frozenset({web_search.tool})
-            if not any(u.spec.label == use.spec.label for u in uses):
-                uses.append(use)
-            search = (config.label, web_search.tool)
+            (searches if backend is not None else not_offered).append(str(kind))
         elif kind in HOSTED_TYPES:
             echo.append(entry)
             not_offered.append(str(kind))
@@ -145,7 +154,25 @@ def request_tools(
     for config in mcp_configs.values():
         if config.default and config.label not in labels:
             uses.append(configured_use(config))
+    if searches and web_search is not None and backend is not None:
+        alone = _add_search_backend(uses, backend, web_search.tool)
+        search = SearchBackend(backend.label, web_search.tool, web_search.query_argument, alone)
     return RequestTools(ClientTools.of(client), uses, search, not_offered, echo)
+
+
+def _add_search_backend(uses: list[McpServerUse], backend: McpServerConfig, tool: str) -> bool:
+    """Make the search tool of `backend` available; True when the server is there for the
+    search alone (its listing is then not shown: the client declared `web_search`, not MCP)."""
+    for use in uses:
+        if use.spec.label == backend.label:
+            if use.allowed is not None:
+                use.allowed = use.allowed | {tool}
+            return False
+    use = configured_use(backend)
+    use.allowed = frozenset({tool})
+    use.rule = approval_rule("never", "web_search")  # OpenAI's web search asks no approval
+    uses.append(use)
+    return True
 
 
 def _function(
@@ -213,7 +240,8 @@ def tool_choice(
     choice: str | dict[str, Any], tools: RequestTools, server_names: set[str]
 ) -> str | dict[str, Any]:
     """OpenAI's `tool_choice` variants -> what the upstream is asked: a mode, or one function
-    by the name the model knows it under. Hosted types that are not offered mean `auto`."""
+    by the name the model knows it under; `web_search` its backend's tool when one serves
+    it. Hosted types that are not offered mean `auto`."""
     if isinstance(choice, str):
         if choice not in ("auto", "none", "required"):
             raise InvalidRequestError(
@@ -238,6 +266,8 @@ def tool_choice(
     if kind == "mcp":
         name = choice.get("name")
         return {"type": "function", "name": name} if isinstance(name, str) else "required"
+    if kind in WEB_SEARCH_TYPES and tools.web_search is not None:
+        return {"type": "function", "name": tools.web_search.tool}
     if (
         kind in WEB_SEARCH_TYPES
         or kind in HOSTED_TYPES

@@ -168,6 +168,7 @@ class ResponsesService:
             _echo(request, tools.echo),
             client_tools=tools.client,
             web_search=tools.web_search,
+            include=frozenset(request.include or ()),
         )
         transcript = items_to_transcript(
             history + input_items, frozenset(approvals.decisions), tools.client

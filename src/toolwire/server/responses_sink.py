@@ -10,6 +10,7 @@ model writes them and its `.done` carries the final, repaired arguments.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,6 +35,7 @@ from toolwire.loop.events import (
     ToolListingStarted,
 )
 from toolwire.loop.tool_types import ClientTool, ClientTools, custom_input
+from toolwire.server.request_tools import SearchBackend
 from toolwire.transcript import ToolCall
 from toolwire.upstream.events import Usage
 from toolwire.wire import responses as wire
@@ -64,9 +66,10 @@ class ResponseHeader:
     client_tools: ClientTools = field(default_factory=ClientTools)
     """Caller-side tools by the name the model knows them: a call goes back as the client
     declared the tool (`function_call` with its `namespace`, or `custom_tool_call`)."""
-    web_search: tuple[str, str] | None = None
-    """(server label, tool) of the MCP tool serving `web_search`: its calls are
-    `web_search_call` items."""
+    web_search: SearchBackend | None = None
+    """The MCP tool serving `web_search`: its calls are `web_search_call` items."""
+    include: frozenset[str] = frozenset()
+    """The request's `include`: the optional output data it asked for."""
 
 
 class ResponseBuilder:
@@ -200,7 +203,18 @@ class ResponseBuilder:
 
     # -- MCP tool listings ----------------------------------------------------------------
 
+    def _hidden_listing(self, label: str) -> bool:
+        """The search backend's listing, when the client declared only `web_search`: OpenAI
+        shows no listing for its search, so neither does toolwire (unless it fails)."""
+        search = self.header.web_search
+        return search is not None and search.search_only and search.label == label
+
     def _listing_started(self, label: str) -> None:
+        if self._hidden_listing(label):
+            return
+        self._show_listing(label)
+
+    def _show_listing(self, label: str) -> None:
         item: dict[str, Any] = {
             "id": wire.new_id("mcpl"),
             "type": "mcp_list_tools",
@@ -213,6 +227,10 @@ class ResponseBuilder:
         self.event("response.mcp_list_tools.in_progress", item_id=item["id"], output_index=index)
 
     def _listing_finished(self, event: ToolListingFinished) -> None:
+        if self._hidden_listing(event.label):
+            if not event.error:
+                return
+            self._show_listing(event.label)  # a failure is shown, as any failed listing
         index = self._listings.pop(event.label)
         item = self.output[index]
         item["tools"] = event.tools
@@ -396,7 +414,8 @@ class ResponseBuilder:
         return item
 
     def _is_search(self, label: str, name: str) -> bool:
-        return self.header.web_search == (label, name)
+        search = self.header.web_search
+        return search is not None and search.serves(label, name)
 
     def _close_function_call(self, index: int, call: ToolCall, status: str) -> None:
         item = self.output[index]
@@ -484,6 +503,8 @@ class ResponseBuilder:
         item = self.output[index]
         if item["type"] == "web_search_call":
             item["status"] = "completed" if ok else "failed"
+            if ok and "web_search_call.action.sources" in self.header.include:
+                item["action"]["sources"] = [{"type": "url", "url": url} for url in _urls(output)]
             if ok:
                 self.event(
                     "response.web_search_call.completed", item_id=item["id"], output_index=index
@@ -501,12 +522,20 @@ class ResponseBuilder:
         """A call of the MCP tool serving `web_search`, shown as OpenAI shows its searches."""
         self.close_open_items()
         arguments = call.arguments or {}
-        query = next((v for v in arguments.values() if isinstance(v, str)), "")
+        search = self.header.web_search
+        named = arguments.get(search.query_argument) if search is not None else None
+        query = (
+            named
+            if isinstance(named, str)
+            else next((v for v in arguments.values() if isinstance(v, str)), "")
+        )
         item = {
             "id": wire.new_id("ws"),
             "type": "web_search_call",
             "status": "in_progress",
-            "action": {"type": "search", "query": query},
+            # `query` is deprecated in OpenAI's document in favour of `queries`: both, for
+            # clients of either age
+            "action": {"type": "search", "query": query, "queries": [query]},
         }
         index = self._add(item)
         self._calls[call.id] = index
@@ -514,3 +543,12 @@ class ResponseBuilder:
         self.event("response.web_search_call.in_progress", **common)
         item["status"] = "searching"
         self.event("response.web_search_call.searching", **common)
+
+
+_URL = re.compile(r"https?://[^\s<>\"'`)\]]+")
+
+
+def _urls(text: str) -> list[str]:
+    """The web addresses a search backend's result names, in order, once each: the search's
+    `sources` (a backend is any MCP tool, so its text is all there is to read them from)."""
+    return list(dict.fromkeys(url.rstrip(".,;:") for url in _URL.findall(text)))

@@ -1,0 +1,140 @@
+"""`web_search` served by the search backend the operator configures: a real MCP server (over
+stdio, started by `toolwire serve` from its config) behind a real `toolwire serve`, the official
+client, a scripted model. Its calls are `web_search_call` items in the shape and with the events
+OpenAI's OpenAPI document specifies; without a backend the tool is not offered, and says so."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+
+from tests.inprocess_gateway import sse_events
+from tests.integration.conftest import Gateway, running_gateway
+from toolwire.testing import Reply
+
+SEARCH_SERVER = Path(__file__).parents[1] / "mcp_servers" / "search_server.py"
+DOCUMENT = Path(__file__).parents[1] / "data" / "openai-openapi-toolwire.json.gz"
+WEB_SEARCH = {"type": "web_search", "external_web_access": False}
+
+
+@pytest.fixture(scope="module")
+def search_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
+    root = tmp_path_factory.mktemp("search")
+    config = root / "toolwire.yaml"
+    config.write_text(
+        json.dumps(  # JSON is YAML
+            {
+                "mcp_servers": [
+                    {
+                        "label": "searcher",
+                        "command": sys.executable,
+                        "args": [str(SEARCH_SERVER)],
+                        # as an MCP server it would ask; as the search backend it does not
+                        "require_approval": "always",
+                    }
+                ],
+                "web_search": {"server": "searcher", "tool": "search"},
+            }
+        ),
+        encoding="utf-8",
+    )
+    with running_gateway(root / "toolwire.db", ("--config", str(config))) as gateway:
+        yield gateway
+
+
+@pytest.fixture
+def sg(search_gateway: Gateway) -> Gateway:
+    search_gateway.reset()
+    return search_gateway
+
+
+def openai_schema(name: str) -> dict[str, Any]:
+    """A schema of OpenAI's OpenAPI document (its `$ref`s resolved within the document)."""
+    document = json.loads(gzip.decompress(DOCUMENT.read_bytes()))
+    return {"$ref": f"#/components/schemas/{name}", "components": document["components"]}
+
+
+def test_a_search_runs_on_the_backend_and_is_a_web_search_call(sg: Gateway) -> None:
+    sg.upstream.add(
+        Reply(tool_calls=[("search", {"query": "toolwire gateway"})]),
+        Reply(text="toolwire is an agent gateway."),
+    )
+    raw = sg.client.responses.with_raw_response.create(
+        model="m",
+        input="what is toolwire?",
+        tools=[WEB_SEARCH],
+        include=["web_search_call.action.sources"],
+    )
+    assert "x-toolwire-tools-not-offered" not in raw.headers
+    body = raw.http_response.json()
+    # the client declared web_search, not an MCP server: no mcp_list_tools, no mcp_call
+    assert [item["type"] for item in body["output"]] == ["web_search_call", "message"]
+    call = body["output"][0]
+    jsonschema.validate(call, openai_schema("WebSearchToolCall"))
+    assert call["status"] == "completed" and call["id"].startswith("ws_")
+    assert call["action"]["type"] == "search"
+    assert call["action"]["query"] == "toolwire gateway"
+    assert call["action"]["queries"] == ["toolwire gateway"]
+    # asked for with `include`: the addresses the backend's result names
+    assert call["action"]["sources"] == [{"type": "url", "url": "https://toolwire.example/docs"}]
+    # the model was offered the backend's tool, and its next turn read what the backend found
+    first, second = (request.body for request in sg.upstream.chat_requests)
+    assert [t["function"]["name"] for t in first["tools"]].count("search") == 1
+    (result,) = [m["content"] for m in second["messages"] if m["role"] == "tool"]
+    assert "https://toolwire.example/docs" in result
+    assert raw.parse().output_text == "toolwire is an agent gateway."
+
+
+def test_streamed_search_emits_openai_web_search_events(sg: Gateway) -> None:
+    sg.upstream.add(
+        Reply(tool_calls=[("search", {"query": "weather today"})]), Reply(text="Sunny.")
+    )
+    raw = sg.client.responses.with_raw_response.create(
+        model="m", input="weather?", tools=[WEB_SEARCH], stream=True
+    )
+    events = sse_events(raw.http_response.read())
+    kinds = [e["type"] for e in events]
+    search = [e for e in events if e["type"].startswith("response.web_search_call.")]
+    assert [e["type"] for e in search] == [
+        "response.web_search_call.in_progress",
+        "response.web_search_call.searching",
+        "response.web_search_call.completed",
+    ]
+    for event, schema in zip(search, ("InProgress", "Searching", "Completed"), strict=True):
+        jsonschema.validate(event, openai_schema(f"ResponseWebSearchCall{schema}Event"))
+    item_id = search[0]["item_id"]
+    added = [e for e in events if e["type"] == "response.output_item.added"]
+    done = [e for e in events if e["type"] == "response.output_item.done"]
+    assert added[0]["item"]["id"] == item_id and added[0]["item"]["status"] == "in_progress"
+    assert done[0]["item"]["status"] == "completed"
+    assert "weather.example" in json.dumps(sg.upstream.chat_requests[1].body["messages"])
+    assert not any(kind.startswith("response.mcp_") for kind in kinds)
+    final = events[-1]["response"]["output"][0]
+    assert final["type"] == "web_search_call" and "sources" not in final["action"]  # not asked
+
+
+def test_tool_choice_web_search_forces_the_backend(sg: Gateway) -> None:
+    sg.upstream.add(Reply(tool_calls=[("search", {"query": "weather"})]), Reply(text="ok"))
+    sg.client.responses.create(
+        model="m", input="x", tools=[WEB_SEARCH], tool_choice={"type": "web_search"}
+    )
+    sent = sg.upstream.chat_requests[0].body["tool_choice"]
+    assert sent == {"type": "function", "function": {"name": "search"}}
+
+
+def test_without_a_backend_web_search_is_not_offered_and_says_so(gw: Gateway) -> None:
+    gw.upstream.add(Reply(text="I cannot search."))
+    raw = gw.client.responses.with_raw_response.create(model="m", input="x", tools=[WEB_SEARCH])
+    assert raw.headers["x-toolwire-tools-not-offered"] == "web_search"
+    response = raw.parse()
+    assert response.output_text == "I cannot search."
+    assert [tool.type for tool in response.tools] == ["web_search"]  # echoed as declared
+    offered = [t["function"]["name"] for t in gw.upstream.chat_requests[0].body["tools"]]
+    assert "search" not in offered and "web_search" not in offered

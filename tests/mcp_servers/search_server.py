@@ -1,0 +1,29 @@
+"""A tiny search backend for the tests: one MCP tool, `search(query)`, over stdio, answering
+from a fixed list of pages (no network). toolwire serves requests' `web_search` tool with it.
+
+python tests/mcp_servers/search_server.py
+"""
+
+from __future__ import annotations
+
+from mcp.server.mcpserver import MCPServer
+
+server = MCPServer("toolwire-test-search")
+
+PAGES = {
+    "toolwire": ("https://toolwire.example/docs", "toolwire is an agent gateway."),
+    "weather": ("https://weather.example/today", "Sunny, 21 degrees."),
+}
+
+
+@server.tool()
+def search(query: str) -> str:
+    """Search the web and return the matching pages, one per line."""
+    hits = [
+        f"{title} <{url}>: {text}" for title, (url, text) in PAGES.items() if title in query.lower()
+    ]
+    return "\n".join(hits) or f"no results for {query!r}"
+
+
+if __name__ == "__main__":
+    server.run("stdio")
