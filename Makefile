@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 LLAMA_VERSION := 0.3.36
 WHEELS ?= $(HOME)/.cache/toolwire/wheels
 
-.PHONY: run serve test lint bench llama-wheel clean codex
+.PHONY: run serve test lint bench llama-wheel clean clients
 
 # Each long step says what it does and shows its progress; pip's own output is cut down to
 # one line per package fetched. pip is not upgraded: the venv's pip installs these wheels fine.
@@ -48,11 +48,13 @@ MODEL ?= $(TOOLWIRE_MODEL)
 serve: $(STAMP)
 	$(BIN)/toolwire serve $(if $(UPSTREAM),--upstream $(UPSTREAM)) $(if $(MODEL),--model $(MODEL))
 
-# The client tests drive the real Codex CLI: installed once, pinned, into .tools/ (needs npm).
-codex:
+# The client tests drive the real Codex CLI and opencode: installed once, pinned, into .tools/
+# (needs npm; without it those tests skip and say why).
+clients:
 	@.ci/install-codex
+	@.ci/install-opencode
 
-test: $(STAMP) codex
+test: $(STAMP) clients
 	$(BIN)/pytest
 
 lint: $(STAMP)
