@@ -21,6 +21,7 @@ from toolwire.loop.events import (
     CallArgumentsDelta,
     CallStreamStarted,
     CallTarget,
+    ContextCompacted,
     LoopEvent,
     LoopFinished,
     ModelCallStarted,
@@ -181,6 +182,8 @@ class ResponseBuilder:
             self._listing_started(event.label)
         elif isinstance(event, ToolListingFinished):
             self._listing_finished(event)
+        elif isinstance(event, ContextCompacted):
+            self._compacted(event)
         elif isinstance(event, RunStarted):
             initial = self.body("in_progress")
             self.event("response.created", response=initial)
@@ -199,6 +202,16 @@ class ResponseBuilder:
         self.event(_TERMINAL_EVENT[status], response=self.final)
 
     # -- MCP tool listings ----------------------------------------------------------------
+
+    def _compacted(self, event: ContextCompacted) -> None:
+        """The compaction item, whole at once (it has no deltas), as OpenAI streams it."""
+        self.close_open_items()
+        item = {
+            "id": event.item_id,
+            "type": "compaction",
+            "encrypted_content": event.encrypted_content,
+        }
+        self._done(self._add(item))
 
     def _listing_started(self, label: str) -> None:
         item: dict[str, Any] = {
