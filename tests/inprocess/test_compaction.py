@@ -11,13 +11,16 @@ import openai
 import pytest
 
 from tests.inprocess_gateway import AppGateway, sse_events
+from toolwire import Agent
 from toolwire.loop.compaction import (
     SUMMARY_PREFIX,
     SUMMARY_PROMPT,
     CompactedContext,
     CompactionCodec,
+    ContextPolicy,
 )
-from toolwire.testing import Body, Reply
+from toolwire.loop.events import ContextCompacted
+from toolwire.testing import Body, Reply, ScriptedUpstream
 
 SUMMARY = "The user is planning a trip to Lisbon in May; the assistant suggested three hotels."
 LONG_ANSWER = "Here are the hotels: " + "the Pestana, the Tivoli and the Bairro Alto. " * 120
@@ -330,3 +333,29 @@ async def test_compact_needs_something_to_compact_and_a_known_previous_response(
         "/v1/responses/compact", json={"model": "scripted-model", "input": "x", "store": True}
     )
     assert unknown.status_code == 400 and unknown.json()["error"]["code"] == "unknown_parameter"
+
+
+async def test_a_streamed_refusal_names_context_length_exceeded(gw: AppGateway) -> None:
+    gw.upstream.add(Body(VLLM_FULL, status=400))
+    raw = await gw.http.post(
+        "/v1/responses", json={"model": "scripted-model", "input": "x", "stream": True}
+    )
+    events = sse_events(raw.content)
+    error = next(e for e in events if e["type"] == "error")
+    assert error["code"] == "context_length_exceeded"
+    assert events[-1]["type"] == "response.failed"
+    assert "maximum context length" in events[-1]["response"]["error"]["message"]
+
+
+async def test_the_library_compacts_its_own_history(fake_upstream: ScriptedUpstream) -> None:
+    fake_upstream.add(Reply(text=LONG_ANSWER), Reply(text=SUMMARY), Reply(text="The Tivoli."))
+    agent = Agent(
+        fake_upstream.adapter(), "scripted-model", context=ContextPolicy(compact_threshold=1000)
+    )
+    await agent.run("Hotels in Lisbon?")
+    result = await agent.run("Which is cheapest?")
+
+    assert result.text == "The Tivoli."
+    assert any(isinstance(event, ContextCompacted) for event in result.events)
+    assert "the Pestana" not in str(agent.history)
+    assert SUMMARY in str(agent.history)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import secrets
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
@@ -356,11 +357,20 @@ class Compactor:
         return "".join(pieces)
 
 
+def _process_seal() -> Callable[[CompactedContext], str]:
+    """For the library and the CLI, whose compactions never leave the process: sealed with a
+    secret of this process's own."""
+    codec = CompactionCodec(secrets.token_bytes(32))
+    return lambda context: codec.seal(context, None)
+
+
 @dataclass(slots=True)
 class ContextPolicy:
     """`context_management` as the loop applies it: compact before a model call whose prompt
     passes `compact_threshold` tokens (None: only when the upstream reports its context full),
-    sealing each compaction with `seal` (the server binds it to the key and encrypts it)."""
+    sealing each compaction with `seal` (the server binds it to the key and encrypts it).
 
-    seal: Callable[[CompactedContext], str]
+    Library: `Agent(upstream, model, context=ContextPolicy(compact_threshold=8000))`."""
+
     compact_threshold: int | None = None
+    seal: Callable[[CompactedContext], str] = field(default_factory=_process_seal)

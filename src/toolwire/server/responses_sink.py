@@ -198,7 +198,12 @@ class ResponseBuilder:
         self.final = self.body(status.value, finished=event, usage=event.usage)
         if status is RunStatus.FAILED:
             error = self.final["error"] or {}
-            self.event("error", code=error.get("code"), message=error.get("message"), param=None)
+            code = error.get("code")
+            if event.error is not None and event.error.status == 400 and event.error.code:
+                # The `error` event's code is free (the response's is OpenAI's enum): a
+                # refused request keeps its exact code there (`context_length_exceeded`).
+                code = event.error.code
+            self.event("error", code=code, message=error.get("message"), param=None)
         self.event(_TERMINAL_EVENT[status], response=self.final)
 
     # -- MCP tool listings ----------------------------------------------------------------
