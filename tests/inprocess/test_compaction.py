@@ -359,3 +359,23 @@ async def test_the_library_compacts_its_own_history(fake_upstream: ScriptedUpstr
     assert any(isinstance(event, ContextCompacted) for event in result.events)
     assert "the Pestana" not in str(agent.history)
     assert SUMMARY in str(agent.history)
+
+
+async def test_a_final_compaction_trigger_compacts_and_ends_the_response(gw: AppGateway) -> None:
+    gw.upstream.add(Reply(text=SUMMARY))
+    trigger = {"type": "compaction_trigger"}
+    answer = await gw.http.post(
+        "/v1/responses", json={"model": "scripted-model", "input": [*CONVERSATION, trigger]}
+    )
+    assert answer.status_code == 200, answer.text
+    body = answer.json()
+    assert body["status"] == "completed"
+    assert [item["type"] for item in body["output"]] == ["compaction"]
+    (summarizing,) = gw.upstream.chat_requests
+    assert messages_of(summarizing)[0]["content"] == SUMMARY_PROMPT
+
+    misplaced = await gw.http.post(
+        "/v1/responses",
+        json={"model": "scripted-model", "input": [trigger, {"role": "user", "content": "x"}]},
+    )
+    assert misplaced.status_code == 400 and misplaced.json()["error"]["param"] == "input[0]"

@@ -62,9 +62,11 @@ BYTES_PER_TOKEN = 4
 MESSAGE_OVERHEAD = 4
 """Tokens a chat template adds per message (role markers, separators), roughly."""
 SUMMARY_TOKENS = 1024
-"""Most tokens a summary may take (less with a small threshold: a quarter of it)."""
+"""Most tokens a summary may take (less with a small threshold: an eighth of it)."""
 KEEP_TOKENS = 2048
-"""Most tokens of recent user messages kept verbatim (less with a small threshold)."""
+"""Most tokens of recent user messages kept verbatim (less with a small threshold: an eighth
+of it). Together with the summary, a compacted transcript takes about a quarter of the
+threshold at most, so that the next compaction is many turns away."""
 RESULT_CHARS = 4000
 """A tool result is cut to this many characters in what the summarizer reads."""
 SPLIT_DEPTH = 4
@@ -282,11 +284,11 @@ class Compactor:
 
     @property
     def summary_tokens(self) -> int:
-        return min(SUMMARY_TOKENS, self.limit // 4) if self.limit else SUMMARY_TOKENS
+        return min(SUMMARY_TOKENS, self.limit // 8) if self.limit else SUMMARY_TOKENS
 
     @property
     def keep_tokens(self) -> int:
-        return min(KEEP_TOKENS, self.limit // 4) if self.limit else KEEP_TOKENS
+        return min(KEEP_TOKENS, self.limit // 8) if self.limit else KEEP_TOKENS
 
     async def compact(
         self, transcript: Transcript, instructions: str | None = None
@@ -374,3 +376,5 @@ class ContextPolicy:
 
     compact_threshold: int | None = None
     seal: Callable[[CompactedContext], str] = field(default_factory=_process_seal)
+    compact_now: bool = False
+    """The input ended with a `compaction_trigger` item: the run compacts and ends there."""

@@ -205,6 +205,9 @@ class _Run:
                 self.emit(ToolListingFinished(toolset.label, listing))
             for tool in toolset.tools(listing):
                 self.executor.tools[tool.name] = tool
+        context = self.request.context
+        if context is not None and context.compact_now:
+            return await self.compact(None) or Finish(RunOutcome(StopReason.ANSWERED))
         resume = self.request.resume_calls
         return ExecuteTools(list(resume)) if resume else CallModel()
 
@@ -299,7 +302,8 @@ class _Run:
         state.iterations += 1
         turn = self.turn_request()
         policy = self.request.context
-        if policy is not None and policy.compact_threshold is not None:
+        grown = len(state.transcript) > state.compacted_size
+        if policy is not None and policy.compact_threshold is not None and grown:
             tokens = await count_tokens(self.upstream, turn)
             if tokens > policy.compact_threshold:
                 failed = await self.compact(tokens)
@@ -410,6 +414,7 @@ class _Run:
         state.usage.add(compactor.usage)
         state.transcript[:] = context.transcript()
         state.output_start = 0
+        state.compacted_size = len(state.transcript)
         self.emit(ContextCompacted(new_id("cmp"), policy.seal(context), compactor.usage, tokens))
         return None
 

@@ -171,7 +171,7 @@ class ContextCompacted:
     """The transcript was compacted (`context_management`): what came before is now a
     summary. A `compaction` item with this id and opaque content goes into the output, and the
     run goes on from the compacted transcript. `tokens` is the prompt size that triggered it
-    (None: the upstream reported its context full)."""
+    (None: the upstream reported its context full, or the input asked for it)."""
 
     item_id: str
     encrypted_content: str

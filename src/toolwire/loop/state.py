@@ -111,6 +111,9 @@ class LoopState:
     pending_calls: list[ToolCall] = field(default_factory=list)
     pending_approvals: list[ToolCall] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
+    compacted_size: int = 0
+    """Messages in the transcript right after this run's last compaction: no new one until it
+    grows (a transcript compacted as far as it goes is not compacted again and again)."""
     compacted_for_overflow: bool = False
     """The last model call was refused as too long and the transcript compacted for it: a
     second refusal in a row ends the run."""

@@ -29,7 +29,8 @@ from toolwire.wire import responses as wire
 
 class CompactRequest(BaseModel):
     """The body of `POST /v1/responses/compact` (OpenAI's `CompactResponseMethodPublicBody`).
-    The prompt-cache and service-tier fields are accepted and ignored."""
+    The prompt-cache, service-tier and `image` (the SDK sends it) fields are accepted and
+    ignored."""
 
     model_config = ConfigDict(extra="forbid", title="CompactRequest")
     model: str | None = None
@@ -40,6 +41,7 @@ class CompactRequest(BaseModel):
     prompt_cache_retention: str | None = None
     prompt_cache_options: dict[str, Any] | None = None
     service_tier: str | None = None
+    image: dict[str, Any] | None = None
 
 
 class Usage(BaseModel):

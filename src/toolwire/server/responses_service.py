@@ -181,7 +181,7 @@ class ResponsesService:
             approvals=dict(approvals.decisions),
             ledger=self.store,
             approval_ids=partial(self.signer.issue, owner),
-            context=self._context_policy(request, owner),
+            context=self._context_policy(request, input_items, owner),
             run_id=header.response_id,
             instructions=request.instructions,
             tools=self.server_tools,
@@ -210,16 +210,27 @@ class ResponsesService:
             not_offered=tools.not_offered,
         )
 
-    def _context_policy(self, request: CreateResponse, owner: str | None) -> ContextPolicy | None:
-        """`context_management` for the loop; compaction items are sealed for this key."""
-        entries = request.context_management
-        if not entries:
+    def _context_policy(
+        self, request: CreateResponse, input_items: list[dict[str, Any]], owner: str | None
+    ) -> ContextPolicy | None:
+        """`context_management` for the loop, or a `compaction_trigger` ending the input (only
+        there, as OpenAI requires); compaction items are sealed for this key."""
+        triggers = [i for i, item in enumerate(input_items) if item["type"] == "compaction_trigger"]
+        if triggers and triggers[0] != len(input_items) - 1:
+            raise InvalidRequestError(
+                "A compaction_trigger item must be the final input item.",
+                param=f"input[{triggers[0]}]",
+                code="invalid_value",
+            )
+        entries = request.context_management or []
+        if not entries and not triggers:
             return None
         thresholds = [e.compact_threshold for e in entries if e.compact_threshold is not None]
         codec = self.compaction
         return ContextPolicy(
             seal=lambda context: codec.seal(context, owner),
             compact_threshold=min(thresholds) if thresholds else None,
+            compact_now=bool(triggers),
         )
 
     def _toolsets(
