@@ -78,7 +78,11 @@ class TracePrinter:
             c.print(f"[magenta]returned to the caller:[/] {names}")
         elif isinstance(event, ContextCompacted):
             self._newline()
-            why = f"{event.tokens} tokens" if event.tokens is not None else "the context was full"
+            why = {
+                "threshold": f"{event.tokens} tokens",
+                "context_full": "the upstream's context was full",
+                "requested": "asked for",
+            }[event.trigger]
             c.print(
                 f"[yellow]compacted the transcript[/] ({why}): the model goes on from a summary"
             )

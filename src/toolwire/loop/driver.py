@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import secrets
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Literal
 
 import orjson
 
@@ -207,7 +207,7 @@ class _Run:
                 self.executor.tools[tool.name] = tool
         context = self.request.context
         if context is not None and context.compact_now:
-            return await self.compact(None) or Finish(RunOutcome(StopReason.ANSWERED))
+            return await self.compact("requested") or Finish(RunOutcome(StopReason.ANSWERED))
         resume = self.request.resume_calls
         return ExecuteTools(list(resume)) if resume else CallModel()
 
@@ -306,7 +306,7 @@ class _Run:
         if policy is not None and policy.compact_threshold is not None and grown:
             tokens = await count_tokens(self.upstream, turn)
             if tokens > policy.compact_threshold:
-                failed = await self.compact(tokens)
+                failed = await self.compact("threshold", tokens)
                 if failed is not None:
                     return failed
                 turn = self.turn_request()
@@ -349,7 +349,7 @@ class _Run:
             if self.compacts_for(exc) and not (text or reasoning or calls or live):
                 state.compacted_for_overflow = True
                 state.iterations -= 1  # the refused call is made again, compacted
-                return await self.compact(None) or CallModel()
+                return await self.compact("context_full") or CallModel()
             return Finish(RunOutcome(StopReason.UPSTREAM_ERROR, exc.message, exc))
         except Exception as exc:  # an adapter bug must still end the run as a stored failure
             state.usage.add(usage)
@@ -398,7 +398,11 @@ class _Run:
             and not self.state.compacted_for_overflow
         )
 
-    async def compact(self, tokens: int | None) -> Finish | None:
+    async def compact(
+        self,
+        trigger: Literal["threshold", "context_full", "requested"],
+        tokens: int | None = None,
+    ) -> Finish | None:
         """Replace the transcript with a compaction of it; the `compaction` item goes out.
         A compaction that fails (the summarizing call failed) ends the run with that error."""
         policy = self.request.context
@@ -415,7 +419,8 @@ class _Run:
         state.transcript[:] = context.transcript()
         state.output_start = 0
         state.compacted_size = len(state.transcript)
-        self.emit(ContextCompacted(new_id("cmp"), policy.seal(context), compactor.usage, tokens))
+        item_id, sealed = new_id("cmp"), policy.seal(context)
+        self.emit(ContextCompacted(item_id, sealed, compactor.usage, trigger, tokens))
         return None
 
     # -- leaks ----------------------------------------------------------------------------

@@ -170,12 +170,15 @@ class StepKind(StrEnum):
 class ContextCompacted:
     """The transcript was compacted (`context_management`): what came before is now a
     summary. A `compaction` item with this id and opaque content goes into the output, and the
-    run goes on from the compacted transcript. `tokens` is the prompt size that triggered it
-    (None: the upstream reported its context full, or the input asked for it)."""
+    run goes on from the compacted transcript. `tokens`: the prompt size that passed the
+    threshold (None for the other triggers)."""
 
     item_id: str
     encrypted_content: str
     usage: Usage
+    trigger: Literal["threshold", "context_full", "requested"] = "threshold"
+    """Why: the prompt passed `compact_threshold`, the upstream refused it as too long, or the
+    input ended with a `compaction_trigger` item."""
     tokens: int | None = None
 
 
