@@ -158,12 +158,16 @@ async def slow_step(note: str) -> str:
 
 @asynccontextmanager
 async def replica(
-    upstream: ScriptedUpstream, url: str, *, start: bool = True
+    upstream: ScriptedUpstream,
+    url: str,
+    *,
+    start: bool = True,
+    settings: DurabilitySettings = FAST,
 ) -> AsyncIterator[ResponsesService]:
     store = await Store.open(url)
     adapter = upstream.adapter(max_retries=0)
     service = ResponsesService(
-        upstream=adapter, store=store, server_tools=[slow_step], durability=FAST
+        upstream=adapter, store=store, server_tools=[slow_step], durability=settings
     )
     if start:
         await service.start()
@@ -300,3 +304,77 @@ async def test_64_concurrent_streams_lose_nothing(
                 assert await status_of(store, event["response"]["id"]) == "completed"
         finally:
             await store.close()
+
+
+async def test_a_queued_jobs_request_is_sealed_at_rest(
+    fake_upstream: ScriptedUpstream, database_url: str
+) -> None:
+    """The job row must keep the whole request for another replica, MCP credentials included:
+    none of it is readable in the table."""
+    secret = "sk-mcp-" + "7" * 24
+    body = {
+        "model": "m",
+        "input": "words only the model should read",
+        "background": True,
+        "tools": [
+            {
+                "type": "mcp",
+                "server_label": "vault",
+                "server_url": "https://vault.example/mcp",
+                "authorization": secret,
+                "headers": {"X-Vault-Token": secret},
+            }
+        ],
+    }
+    async with replica(fake_upstream, database_url, start=False) as service:
+        service.launch = lambda job, prepared=None: None  # type: ignore[method-assign]
+        queued = await service.start_background(await service.prepare(body), body)
+        async with service.store.engine.connect() as connection:
+            row = (await connection.execute(sa.select(runs))).one()
+        stored = await service.store.get_response(queued["id"])
+    raw = str(row.request)
+    assert row.kind == "background" and "sealed_body" in row.request
+    assert secret not in raw and "only the model" not in raw
+    assert stored is not None and secret not in str(stored)
+
+
+@pytest.mark.parametrize("database_url", ["postgresql"], indirect=True)
+async def test_on_postgresql_a_cancel_wakes_the_running_replica_without_polling(
+    fake_upstream: ScriptedUpstream, database_url: str
+) -> None:
+    """`NOTIFY` carries the cancel flag to the replica running the job at once: with polling
+    every 30 s, the cancel still lands well within a second."""
+    calls.clear()
+    fake_upstream.add(Reply(tool_calls=[("slow_step", {"note": "long"})]))
+    slow = DurabilitySettings(heartbeat_seconds=30, poll_seconds=30, cancel_wait_seconds=5)
+    body = {"model": "m", "input": "go", "background": True}
+    async with (
+        replica(fake_upstream, database_url, settings=slow) as runner,
+        replica(fake_upstream, database_url, settings=slow) as other,
+    ):
+        queued = await runner.start_background(await runner.prepare(body), body)
+        await wait_for(lambda: asyncio.sleep(0, result=bool(calls)))
+        started = time.monotonic()
+        cancelled = await other.cancel(queued["id"])
+        elapsed = time.monotonic() - started
+        assert cancelled["status"] == "cancelled" and not runner.background
+    assert elapsed < 1.0, elapsed
+
+
+@pytest.mark.parametrize("database_url", ["postgresql"], indirect=True)
+async def test_on_postgresql_a_job_queued_elsewhere_is_claimed_without_polling(
+    fake_upstream: ScriptedUpstream, database_url: str
+) -> None:
+    fake_upstream.add(Reply(text="picked up"))
+    slow = DurabilitySettings(heartbeat_seconds=30, poll_seconds=30)
+    no_room = DurabilitySettings(heartbeat_seconds=30, poll_seconds=30, max_background=0)
+    body = {"model": "m", "input": "go", "background": True}
+    async with (
+        replica(fake_upstream, database_url, settings=slow) as worker,
+        replica(fake_upstream, database_url, settings=no_room, start=False) as front,
+    ):
+        queued = await front.start_background(await front.prepare(body), body)
+        await wait_for(lambda: _finished(worker.store, queued["id"]), seconds=2.0)
+        done = await worker.store.get_response(queued["id"])
+    assert done is not None and done["status"] == "completed"
+    assert done["output"][-1]["content"][0]["text"] == "picked up"

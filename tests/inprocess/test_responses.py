@@ -602,12 +602,6 @@ async def test_cancel_during_the_in_progress_write_still_cancels(
     assert not gw.service.background
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="KNOWN BUG (open): after earlier tests in this module, the cancelled run's stored "
-    "history (by reference) lacks its output items, so the continuation sends only the user "
-    "messages; passes when run alone. The stored item itself is `failed`, as it should be.",
-)
 async def test_a_tool_interrupted_by_a_disconnect_is_not_reported_as_a_success(
     fake_upstream: ScriptedUpstream,
 ) -> None:

@@ -17,8 +17,9 @@ is cancelled. A checkpoint that raises `StoreError` before the end ends the run 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import secrets
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, Literal
 
 import orjson
@@ -106,6 +107,17 @@ LEAK_CORRECTION = (
 CANCELLED = "the client disconnected or the response was cancelled"
 
 
+async def _finish_despite_cancellation(finish: Coroutine[Any, Any, None]) -> None:
+    """Run a cancelled run's last step (its `LoopFinished` and final checkpoint) to the end.
+    A plain `shield` returns at the next cancellation (a server cancels a hung-up request's
+    task more than once), which let the task end before the outcome was stored."""
+    task = asyncio.ensure_future(finish)
+    while not task.done():
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.shield(task)
+    task.result()
+
+
 class LoopDriver:
     """Runs `LoopRequest`s against one upstream."""
 
@@ -164,7 +176,9 @@ class _Run:
             except StoreError as exc:
                 action = Finish(RunOutcome(StopReason.STORE_ERROR, exc.message, exc))
         except asyncio.CancelledError:
-            await asyncio.shield(self.finish(RunOutcome(StopReason.CANCELLED, CANCELLED)))
+            await _finish_despite_cancellation(
+                self.finish(RunOutcome(StopReason.CANCELLED, CANCELLED))
+            )
             raise
         await self.finish(action.outcome)
         return self.state

@@ -12,7 +12,9 @@ that finalizes what dead replicas left, and the worker that takes background job
   restarts on the same host).
 - Worker (every `poll_seconds`, and at once when this replica queues a job): claims queued
   jobs up to `max_background` running here, and cancels those whose cancel flag is set (a
-  `POST /cancel` that reached another replica).
+  `POST /cancel` that reached another replica). On PostgreSQL a new job or cancel flag wakes
+  every replica at once through `LISTEN`/`NOTIFY` (`store/notify.py`); polling remains the
+  fallback, and the only way on SQLite.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from toolwire.store.database import Store
+from toolwire.store.notify import Listener
 from toolwire.store.runs import Job, host_key
 from toolwire.wire import responses as wire
 
@@ -80,6 +83,7 @@ class Replica:
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._runner: JobRunner | None = None
+        self._listener = Listener(store.engine, lambda _payload: self.wake())
 
     async def start(self, runner: JobRunner) -> None:
         """Register, sweep what dead replicas left, then keep the lease and take jobs."""
@@ -87,6 +91,7 @@ class Replica:
         await self.store.runs.register(self.id, self.host, self.pid, time.time())
         self.started = True
         await self.sweep()
+        await self._listener.start()
         self._task = asyncio.create_task(self._loop(), name=f"toolwire-replica-{self.id}")
 
     async def stop(self) -> None:
@@ -95,6 +100,7 @@ class Replica:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
+        await self._listener.stop()
         if self.started:
             with contextlib.suppress(Exception):
                 await self.store.runs.retire(self.id)

@@ -51,6 +51,8 @@ from toolwire.server.requests import CreateResponse, parse_create
 from toolwire.server.responses_sink import ResponseBuilder, ResponseHeader
 from toolwire.store.database import Store
 from toolwire.store.runs import TERMINAL, Job, RunChange
+from toolwire.store.sealed import SECRET_NAME as SEALED_SECRET
+from toolwire.store.sealed import Sealer, SealError
 from toolwire.store.timelines import TimelineStore
 from toolwire.tools.base import Tool
 from toolwire.tools.mcp.pool import McpPool
@@ -114,6 +116,7 @@ class ResponsesService:
         self.replica = Replica(store, durability)
         self._cancelling: set[str] = set()
         self._draining = False
+        self._job_sealer: Sealer | None = None
 
     async def start(self) -> None:
         """Join the replicas on this database: finalize what dead ones left, take jobs."""
@@ -452,8 +455,10 @@ class ResponsesService:
         """Queue the response (its request kept, so that any replica can run it) and, if this
         replica has room, claim and start it here at once."""
         queued = ResponseBuilder(prepared.header, None).body("queued")
+        sealer = await self._sealer()
         request = {
-            "body": body if body is not None else _request_body(prepared),
+            # sealed: the body may carry MCP credentials (store/sealed.py)
+            "sealed_body": sealer.seal(body if body is not None else _request_body(prepared)),
             "owner": prepared.owner,
         }
         await self._write(
@@ -517,7 +522,7 @@ class ResponsesService:
         stored = await self.store.get_response(job.response_id, owner=owner)
         if stored is None:
             raise NotFoundError(f"Response with id '{job.response_id}' not found.")
-        prepared = await self.prepare(job.request.get("body"), owner=owner)
+        prepared = await self.prepare(await self._job_body(job), owner=owner)
         prepared.header = replace(
             prepared.header, response_id=job.response_id, created_at=stored["created_at"]
         )
@@ -526,6 +531,21 @@ class ResponsesService:
         if not output:
             return prepared, []
         return prepared, _resume(prepared, output, self.compaction)
+
+    async def _sealer(self) -> Sealer:
+        """The key every replica on this database seals job requests with."""
+        if self._job_sealer is None:
+            self._job_sealer = Sealer(await self.store.secret(SEALED_SECRET))
+        return self._job_sealer
+
+    async def _job_body(self, job: Job) -> Any:
+        sealed = job.request.get("sealed_body")
+        if sealed is None:  # queued before requests were sealed
+            return job.request.get("body")
+        try:
+            return (await self._sealer()).open(sealed)
+        except SealError as exc:
+            raise ToolwireError(str(exc), code="server_error") from None
 
     async def cancel(self, response_id: str, *, owner: str | None = None) -> dict[str, Any]:
         """Cancel a background response wherever it runs (idempotent). Here: at once. On

@@ -8,7 +8,8 @@ finalizes its foreground responses as failed and puts its background jobs back i
 
 A background response is a job: its row keeps the request (body and owner), so any replica
 can claim it (PostgreSQL: `FOR UPDATE SKIP LOCKED`; SQLite: one writer), run it, resume it,
-or cancel it (`cancel_requested`, polled by the replica that runs it).
+or cancel it (`cancel_requested`, polled by the replica that runs it). On PostgreSQL both a
+new job and a cancel flag also wake every replica through `NOTIFY` (`store/notify.py`).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any, Literal
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from toolwire.store.notify import notify
 from toolwire.store.tables import replicas, responses, runs
 
 Write = Callable[[], AbstractAsyncContextManager[AsyncConnection]]
@@ -97,6 +99,7 @@ async def apply_change(
                 updated_at=now,
             )
         )
+        await notify(connection, "job")  # replicas claim it now, not at their next poll
         return
     updated = await connection.execute(
         runs.update()
@@ -241,6 +244,8 @@ class RunStore:
                     state="queued", replica_id=None, attempts=runs.c.attempts + 1, updated_at=now
                 )
             )
+            if updated.rowcount:
+                await notify(connection, "job")
         return bool(updated.rowcount)
 
     async def release(self, response_id: str, replica_id: str, now: float) -> None:
@@ -348,6 +353,7 @@ class RunStore:
             await connection.execute(
                 runs.update().where(runs.c.response_id == response_id).values(cancel_requested=True)
             )
+            await notify(connection, "cancel")  # the replica running it stops it now
         return str(row.state)
 
     async def cancel_requests(self, replica_id: str) -> list[str]:

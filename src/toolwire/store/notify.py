@@ -1,0 +1,72 @@
+"""Wake-ups between replicas on PostgreSQL: `LISTEN`/`NOTIFY` on one channel.
+
+A write that queues a job or flags a cancel also sends a notification (delivered when its
+transaction commits); every replica listening wakes its worker at once instead of at its next
+poll. On SQLite (one process, or several on one file) there is no such channel and replicas
+rely on `poll_seconds` alone. Notifications are only a hint: the database rows stay the truth,
+so a lost notification costs at most one poll interval.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+log = logging.getLogger("toolwire.durable")
+
+CHANNEL = "toolwire_runs"
+
+
+def supports_notify(engine_or_connection: AsyncEngine | AsyncConnection) -> bool:
+    return engine_or_connection.dialect.name == "postgresql"
+
+
+async def notify(connection: AsyncConnection, payload: str) -> None:
+    """Send `payload` on the channel when `connection`'s transaction commits (PostgreSQL)."""
+    if supports_notify(connection):
+        await connection.execute(
+            sa.select(sa.func.pg_notify(CHANNEL, payload))  # a bound payload: no quoting
+        )
+
+
+class Listener:
+    """Holds one pooled connection `LISTEN`ing on the channel for as long as it is open, and
+    calls `on_notify(payload)` for each notification. Does nothing on other databases."""
+
+    def __init__(self, engine: AsyncEngine, on_notify: Callable[[str], None]) -> None:
+        self.engine = engine
+        self.on_notify = on_notify
+        self._connection: AsyncConnection | None = None
+        self._driver: Any = None
+
+    async def start(self) -> None:
+        if not supports_notify(self.engine):
+            return
+        try:
+            connection = await self.engine.connect()
+            raw = await connection.get_raw_connection()
+            driver: Any = raw.driver_connection  # asyncpg's own connection: add_listener
+            await driver.add_listener(CHANNEL, self._received)
+        except Exception:  # polling still works: the listener only makes it faster
+            log.exception("LISTEN %s failed; replicas fall back to polling", CHANNEL)
+            return
+        self._connection, self._driver = connection, driver
+
+    def _received(self, _connection: Any, _pid: int, _channel: str, payload: str) -> None:
+        self.on_notify(payload)
+
+    async def stop(self) -> None:
+        connection, driver = self._connection, self._driver
+        self._connection = self._driver = None
+        if connection is None:
+            return
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(driver.remove_listener(CHANNEL, self._received), 5)
+        with contextlib.suppress(Exception):
+            await connection.close()
