@@ -20,7 +20,7 @@ from toolwire.loop.compaction import (
     ContextPolicy,
 )
 from toolwire.loop.events import ContextCompacted
-from toolwire.testing import Body, Reply, ScriptedUpstream
+from toolwire.testing import Body, Chunks, Reply, ScriptedUpstream
 
 SUMMARY = "The user is planning a trip to Lisbon in May; the assistant suggested three hotels."
 LONG_ANSWER = "Here are the hotels: " + "the Pestana, the Tivoli and the Bairro Alto. " * 120
@@ -379,3 +379,15 @@ async def test_a_final_compaction_trigger_compacts_and_ends_the_response(gw: App
         json={"model": "scripted-model", "input": [trigger, {"role": "user", "content": "x"}]},
     )
     assert misplaced.status_code == 400 and misplaced.json()["error"]["param"] == "input[0]"
+
+
+async def test_an_empty_stream_is_asked_again_whole_and_its_refusal_stands(gw: AppGateway) -> None:
+    """llama-cpp-python streams a 200 and nothing when the prompt is over its window; asked
+    again without streaming, it says why with a real status."""
+    gw.upstream.add(Chunks([], done=False), Body(VLLM_FULL, status=400))
+    with pytest.raises(openai.BadRequestError) as caught:
+        await gw.client.responses.create(model="scripted-model", input="A very long prompt")
+    assert isinstance(caught.value.body, dict)
+    assert caught.value.body["code"] == "context_length_exceeded"
+    streamed, whole = gw.upstream.chat_requests
+    assert streamed.body["stream"] is True and whole.body["stream"] is False

@@ -284,13 +284,14 @@ class ChatCompletionsUpstream:
                 yield Repair("streaming_refused")
                 yield UpstreamRetry("streaming_refused", attempt + 1, 0.0)
                 break
-            except _EmptyStream as exc:
+            except _EmptyStream:
                 # llama-cpp-python answers 200 and then nothing when it cannot stream a tool
-                # call: nothing was yielded, so asking again without streaming is safe.
-                if not request.tools:
-                    raise UpstreamStreamError(str(exc)) from None
-                self.refuses_streamed_tools = True
-                yield Repair("streaming_refused")
+                # call, or when it fails before its first chunk (a prompt over its context
+                # window): nothing was yielded, so asking again without streaming is safe, and
+                # the whole answer says what went wrong with a real status.
+                if request.tools:
+                    self.refuses_streamed_tools = True
+                    yield Repair("streaming_refused")
                 yield UpstreamRetry("empty_stream", attempt + 1, 0.0)
                 break
         for event in await self._whole(request, declared):
