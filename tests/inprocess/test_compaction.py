@@ -256,6 +256,10 @@ async def test_a_context_length_refusal_is_compacted_away(
 
     assert response.status == "completed" and response.output_text == "The Tivoli."
     assert [item.type for item in response.output] == ["compaction", "message"]
+    # The summary is bounded by the window the refusal named (an eighth of it).
+    summarizing = gw.upstream.chat_requests[1]
+    window = 4096 if refusal is LLAMA_CPP_FULL else 2048
+    assert summarizing.body["max_tokens"] == window // 8
 
 
 @pytest.mark.parametrize(

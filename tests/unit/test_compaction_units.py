@@ -15,9 +15,21 @@ from toolwire.loop.compaction import (
     SUMMARY_PREFIX,
     CompactedContext,
     CompactionCodec,
+    context_window,
     expand_compactions,
 )
 from toolwire.upstream.chat_completions import _http_error
+
+LLAMA_CPP = {
+    "error": {
+        "code": 400,
+        "message": "request (4390 tokens) exceeds the available context size (4096 tokens), "
+        "try increasing it",
+        "type": "exceed_context_size_error",
+        "n_prompt_tokens": 4390,
+        "n_ctx": 4096,
+    }
+}
 
 
 def refusal(status: int, body: Any) -> tuple[int, str | None]:
@@ -145,3 +157,45 @@ def test_the_latest_compaction_stands_for_everything_before_it() -> None:
     assert texts == ["kept", SUMMARY_PREFIX + "second", "[result of the earlier tool call c0]\n7"]
     assert expanded[-2:] == [call, output]
     assert expand_compactions([user("a")], [user("b")], codec, None) == [user("a"), user("b")]
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "window"),
+    [
+        (
+            400,
+            {"message": "This model's maximum context length is 2048 tokens. However, ..."},
+            2048,
+        ),
+        (400, LLAMA_CPP, 4096),
+        (
+            400,
+            {
+                "error": {
+                    "message": "The input (9000 tokens) is longer than the model's context length (8192 tokens)."
+                }
+            },
+            8192,
+        ),
+        (
+            400,
+            {
+                "message": "The decoder prompt (length 9000) is longer than the maximum model length of 8192."
+            },
+            8192,
+        ),
+        (
+            400,
+            {
+                "error": {
+                    "message": "Your input exceeds the context window of this model.",
+                    "code": "context_length_exceeded",
+                }
+            },
+            None,
+        ),
+    ],
+)
+def test_the_window_a_refusal_names(status: int, body: Any, window: int | None) -> None:
+    content = orjson.dumps(body)
+    assert context_window(_http_error(httpx.Response(status, content=content), content)) == window

@@ -20,6 +20,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import re
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -269,6 +270,24 @@ def _render_message(message: Any, cut: int | None) -> str:
 def is_context_overflow(error: ToolwireError) -> bool:
     """The upstream refused the prompt because it does not fit the model's context."""
     return error.code == "context_length_exceeded"
+
+
+_WINDOW = re.compile(
+    r"(?:maximum context length is|context window of|context length \(|context size \("
+    r"|maximum model length of|\"n_ctx\":)\s*(\d+)",
+    re.IGNORECASE,
+)
+
+
+def context_window(error: ToolwireError) -> int | None:
+    """The context window a refusal names, where it names one (vLLM, OpenAI, SGLang, llama.cpp,
+    llama-cpp-python all do): what a compaction for it must fit well inside."""
+    texts = [error.message, str(getattr(error, "upstream_body", None) or "")]
+    for text in texts:
+        match = _WINDOW.search(text)
+        if match:
+            return int(match.group(1))
+    return None
 
 
 @dataclass(slots=True)

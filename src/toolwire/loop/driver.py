@@ -33,7 +33,12 @@ from toolwire.errors import (
     UpstreamError,
 )
 from toolwire.loop.approvals import ALREADY_USED, DENIED
-from toolwire.loop.compaction import Compactor, count_tokens, is_context_overflow
+from toolwire.loop.compaction import (
+    Compactor,
+    context_window,
+    count_tokens,
+    is_context_overflow,
+)
 from toolwire.loop.events import (
     ApprovalRequest,
     ApprovalRequested,
@@ -363,7 +368,8 @@ class _Run:
             if self.compacts_for(exc) and not (text or reasoning or calls or live):
                 state.compacted_for_overflow = True
                 state.iterations -= 1  # the refused call is made again, compacted
-                return await self.compact("context_full") or CallModel()
+                window = context_window(exc)
+                return await self.compact("context_full", limit=window) or CallModel()
             return Finish(RunOutcome(StopReason.UPSTREAM_ERROR, exc.message, exc))
         except Exception as exc:  # an adapter bug must still end the run as a stored failure
             state.usage.add(usage)
@@ -416,13 +422,16 @@ class _Run:
         self,
         trigger: Literal["threshold", "context_full", "requested"],
         tokens: int | None = None,
+        limit: int | None = None,
     ) -> Finish | None:
         """Replace the transcript with a compaction of it; the `compaction` item goes out.
-        A compaction that fails (the summarizing call failed) ends the run with that error."""
+        A compaction that fails (the summarizing call failed) ends the run with that error.
+        `limit`: the context window a refusal named, if smaller than the threshold."""
         policy = self.request.context
         assert policy is not None
         state = self.state
-        compactor = Compactor(self.upstream, self.request.model, policy.compact_threshold)
+        bounds = [n for n in (policy.compact_threshold, limit) if n]
+        compactor = Compactor(self.upstream, self.request.model, min(bounds) if bounds else None)
         try:
             context = await compactor.compact(state.transcript, self.request.instructions)
         except ToolwireError as exc:
