@@ -395,3 +395,9 @@ async def test_an_empty_stream_is_asked_again_whole_and_its_refusal_stands(gw: A
     assert caught.value.body["code"] == "context_length_exceeded"
     streamed, whole = gw.upstream.chat_requests
     assert streamed.body["stream"] is True and whole.body["stream"] is False
+
+
+async def test_compact_is_post_only(gw: AppGateway) -> None:
+    answer = await gw.http.request("OPTIONS", "/v1/responses/compact")
+    assert answer.status_code == 405
+    assert answer.headers["allow"] == "POST"
