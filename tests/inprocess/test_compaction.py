@@ -401,3 +401,36 @@ async def test_compact_is_post_only(gw: AppGateway) -> None:
     answer = await gw.http.request("OPTIONS", "/v1/responses/compact")
     assert answer.status_code == 405
     assert answer.headers["allow"] == "POST"
+
+
+async def test_compaction_is_keyed_like_every_route(gw: AppGateway) -> None:
+    _, key_a = await gw.store.keys.create("a")
+    _, key_b = await gw.store.keys.create("b")
+    as_a = {"authorization": f"Bearer {key_a}"}
+    as_b = {"authorization": f"Bearer {key_b}"}
+    body = {"model": "scripted-model", "input": CONVERSATION}
+
+    refused = await gw.http.post("/v1/responses/compact", json=body)
+    assert refused.status_code == 401
+
+    gw.upstream.add(Reply(text=SUMMARY), Reply(text="stored"))
+    compacted = (await gw.http.post("/v1/responses/compact", json=body, headers=as_a)).json()
+    item = compacted["output"][-1]
+    stolen = await gw.http.post(
+        "/v1/responses",
+        json={"model": "scripted-model", "input": [item, {"role": "user", "content": "Tell me."}]},
+        headers=as_b,
+    )
+    assert stolen.status_code == 400
+    assert stolen.json()["error"]["code"] == "invalid_encrypted_content"
+    assert "another API key" in stolen.json()["error"]["message"]
+
+    own = await gw.http.post(
+        "/v1/responses", json={"model": "scripted-model", "input": "hi"}, headers=as_a
+    )
+    foreign = await gw.http.post(
+        "/v1/responses/compact",
+        json={"model": "scripted-model", "previous_response_id": own.json()["id"]},
+        headers=as_b,
+    )
+    assert foreign.status_code == 404
