@@ -70,7 +70,7 @@ def create_app(
     async def read_json(request: Request) -> Any:
         return await read_limited_json(request, limits)
 
-    conversations = ConversationsService(store)
+    conversations = ConversationsService(store, responses.compaction)
     proxy = ChatProxy(responses.driver, responses.loop_settings, responses.default_model)
 
     async def chat_completions(request: Request) -> Response:
