@@ -20,7 +20,7 @@ import asyncio
 import contextlib
 import secrets
 from collections.abc import Awaitable, Callable, Coroutine
-from typing import Any
+from typing import Any, Literal
 
 import orjson
 
@@ -33,12 +33,19 @@ from toolwire.errors import (
     UpstreamError,
 )
 from toolwire.loop.approvals import ALREADY_USED, DENIED
+from toolwire.loop.compaction import (
+    Compactor,
+    context_window,
+    count_tokens,
+    is_context_overflow,
+)
 from toolwire.loop.events import (
     ApprovalRequest,
     ApprovalRequested,
     CallArgumentsDelta,
     CallStreamStarted,
     CallTarget,
+    ContextCompacted,
     LeakDetected,
     LoopEvent,
     LoopFinished,
@@ -217,6 +224,9 @@ class _Run:
                 self.emit(ToolListingFinished(toolset.label, listing))
             for tool in toolset.tools(listing):
                 self.executor.tools[tool.name] = tool
+        context = self.request.context
+        if context is not None and context.compact_now:
+            return await self.compact("requested") or Finish(RunOutcome(StopReason.ANSWERED))
         resume = self.request.resume_calls
         return ExecuteTools(list(resume)) if resume else CallModel()
 
@@ -310,6 +320,15 @@ class _Run:
             )
         state.iterations += 1
         turn = self.turn_request()
+        policy = self.request.context
+        grown = len(state.transcript) > state.compacted_size
+        if policy is not None and policy.compact_threshold is not None and grown:
+            tokens = await count_tokens(self.upstream, turn)
+            if tokens > policy.compact_threshold:
+                failed = await self.compact("threshold", tokens)
+                if failed is not None:
+                    return failed
+                turn = self.turn_request()
         self.emit(ModelCallStarted(state.iterations, bool(turn.tools)))
         held = Holdback()
         text: list[str] = []
@@ -346,12 +365,18 @@ class _Run:
                     self.emit(event)  # repairs, retries, first token: for observers only
         except ToolwireError as exc:
             state.usage.add(usage)
+            if self.compacts_for(exc) and not (text or reasoning or calls or live):
+                state.compacted_for_overflow = True
+                state.iterations -= 1  # the refused call is made again, compacted
+                window = context_window(exc)
+                return await self.compact("context_full", limit=window) or CallModel()
             return Finish(RunOutcome(StopReason.UPSTREAM_ERROR, exc.message, exc))
         except Exception as exc:  # an adapter bug must still end the run as a stored failure
             state.usage.add(usage)
             error = UpstreamError(f"the upstream adapter failed: {type(exc).__name__}: {exc}")
             return Finish(RunOutcome(StopReason.UPSTREAM_ERROR, error.message, error))
         state.usage.add(usage)
+        state.compacted_for_overflow = False
         full_text = "".join(text)
         full_reasoning = "".join(reasoning)
 
@@ -381,6 +406,45 @@ class _Run:
         if finish_reason == "content_filter":
             return Finish(RunOutcome(StopReason.CONTENT_FILTER, "the upstream filtered the answer"))
         return Finish(RunOutcome(StopReason.ANSWERED))
+
+    # -- compaction (`context_management`) ------------------------------------------------
+
+    def compacts_for(self, error: ToolwireError) -> bool:
+        """A model call refused because its prompt does not fit is made again once, after a
+        compaction, if the request manages its context."""
+        return (
+            self.request.context is not None
+            and is_context_overflow(error)
+            and not self.state.compacted_for_overflow
+        )
+
+    async def compact(
+        self,
+        trigger: Literal["threshold", "context_full", "requested"],
+        tokens: int | None = None,
+        limit: int | None = None,
+    ) -> Finish | None:
+        """Replace the transcript with a compaction of it; the `compaction` item goes out.
+        A compaction that fails (the summarizing call failed) ends the run with that error.
+        `limit`: the context window a refusal named, if smaller than the threshold."""
+        policy = self.request.context
+        assert policy is not None
+        state = self.state
+        bounds = [n for n in (policy.compact_threshold, limit) if n]
+        compactor = Compactor(self.upstream, self.request.model, min(bounds) if bounds else None)
+        try:
+            context = await compactor.compact(state.transcript, self.request.instructions)
+        except ToolwireError as exc:
+            state.usage.add(compactor.usage)
+            message = f"the transcript could not be compacted: {exc.message}"
+            return Finish(RunOutcome(StopReason.UPSTREAM_ERROR, message, exc))
+        state.usage.add(compactor.usage)
+        state.transcript[:] = context.transcript()
+        state.output_start = 0
+        state.compacted_size = len(state.transcript)
+        item_id, sealed = new_id("cmp"), policy.seal(context)
+        self.emit(ContextCompacted(item_id, sealed, compactor.usage, trigger, tokens))
+        return None
 
     # -- leaks ----------------------------------------------------------------------------
 

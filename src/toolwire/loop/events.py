@@ -167,6 +167,22 @@ class StepKind(StrEnum):
 
 
 @dataclass(slots=True)
+class ContextCompacted:
+    """The transcript was compacted (`context_management`): what came before is now a
+    summary. A `compaction` item with this id and opaque content goes into the output, and the
+    run goes on from the compacted transcript. `tokens`: the prompt size that passed the
+    threshold (None for the other triggers)."""
+
+    item_id: str
+    encrypted_content: str
+    usage: Usage
+    trigger: Literal["threshold", "context_full", "requested"] = "threshold"
+    """Why: the prompt passed `compact_threshold`, the upstream refused it as too long, or the
+    input ended with a `compaction_trigger` item."""
+    tokens: int | None = None
+
+
+@dataclass(slots=True)
 class StepReached:
     """A step boundary the checkpoint is awaited at, so that a durable run (a background
     response) can be picked up from it by another process. Sinks ignore it."""
@@ -205,6 +221,7 @@ LoopEvent = (
     | ToolExecutionFinished
     | ToolCallsReturned
     | ApprovalRequested
+    | ContextCompacted
     | StepReached
     | LoopFinished
     | Repair

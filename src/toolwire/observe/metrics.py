@@ -28,6 +28,7 @@ from toolwire.errors import StopReason, ToolwireError
 from toolwire.loop.events import (
     ApprovalRequested,
     CallTarget,
+    ContextCompacted,
     LeakDetected,
     LoopEvent,
     LoopFinished,
@@ -101,6 +102,9 @@ BACKGROUND_JOBS = Gauge(
     multiprocess_mode="livesum",
 )
 RUNS = Counter("toolwire_runs", "Runs finished, by how they ended", ["reason"])
+COMPACTIONS = Counter(
+    "toolwire_compactions", "Transcripts compacted (context_management), by trigger", ["trigger"]
+)
 
 
 def render_metrics() -> tuple[bytes, str]:
@@ -203,6 +207,11 @@ class RunMetrics:
         LEAKS.labels(event.family, "detected").inc()
         LEAKS.labels(event.family, event.action).inc()
 
+    def _compacted(self, event: ContextCompacted) -> None:
+        COMPACTIONS.labels(event.trigger).inc()
+        TOKENS.labels(self._model, "input").inc(event.usage.input_tokens)
+        TOKENS.labels(self._model, "output").inc(event.usage.output_tokens)
+
     def _approval(self, event: ApprovalRequested) -> None:
         count = len(event.requests)
         APPROVALS.labels("requested").inc(count)
@@ -236,6 +245,7 @@ HANDLERS: dict[type, Any] = {
     Repair: RunMetrics._repair,
     UpstreamRetry: RunMetrics._retry,
     LeakDetected: RunMetrics._leak,
+    ContextCompacted: RunMetrics._compacted,
     ApprovalRequested: RunMetrics._approval,
     LoopFinished: RunMetrics._finished,
 }

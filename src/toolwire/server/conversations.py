@@ -14,6 +14,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from toolwire.errors import InvalidRequestError, NotFoundError
+from toolwire.loop.compaction import CompactionCodec
 from toolwire.loop.items import normalize_input
 from toolwire.server.auth import owner_of
 from toolwire.server.http import paginate
@@ -31,8 +32,11 @@ JSONReader = Callable[[Request], Awaitable[Any]]
 
 
 class ConversationsService:
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, compaction: CompactionCodec | None = None) -> None:
         self.store = store
+        self.compaction = compaction
+        """Checks `compaction` items before they are stored: one this gateway did not make for
+        this key would make every later response on the conversation a 400."""
 
     def _object(self, row: dict[str, Any]) -> dict[str, Any]:
         return {
@@ -62,6 +66,12 @@ class ConversationsService:
                 raise InvalidRequestError("the request body must be a JSON object")
             return body
 
+        def check_compactions(items: list[dict[str, Any]], owner: str | None) -> None:
+            for position, item in enumerate(items):
+                if item["type"] == "compaction" and self.compaction is not None:
+                    param = f"items[{position}].encrypted_content"
+                    self.compaction.open(item.get("encrypted_content"), owner, param)
+
         async def add(conversation_id: str, items: list[dict[str, Any]], owner: str | None) -> None:
             try:
                 await store.add_items(conversation_id, items, wire.now(), owner=owner)
@@ -78,6 +88,7 @@ class ConversationsService:
             conversation_id = wire.new_id("conv")
             created = wire.now()
             owner = owner_of(request)
+            check_compactions(items, owner)
             await store.create_conversation(conversation_id, created, meta, owner=owner)
             await add(conversation_id, items, owner)
             return respond(
@@ -124,6 +135,7 @@ class ConversationsService:
             await self._require(conversation_id, owner)
             parsed = parse_body(AddItems, await body_of(request))
             items = normalize_input(parsed.items, "items")
+            check_compactions(items, owner)
             await check_storable(store, items, "items")
             await add(conversation_id, items, owner)
             return respond(

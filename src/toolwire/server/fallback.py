@@ -18,11 +18,17 @@ class RouteError(ToolwireError):
 
 
 def allowed_methods(request: Request) -> list[str]:
-    """Every method some route serves on this path (Starlette names only the first route's)."""
+    """Every method some route serves on this path (Starlette names only the first route's).
+    A route whose path is this very path (`/v1/responses/compact`) speaks for it alone, as the
+    OpenAPI document does, not the templated ones it also matches (`/v1/responses/{id}`)."""
+    path = request.url.path
+    routes = [r for r in getattr(request.app, "routes", []) if isinstance(r, Route)]
+    matching = [r for r in routes if r.path == path] or [
+        r for r in routes if r.path_regex.match(path)
+    ]
     methods: set[str] = set()
-    for route in getattr(request.app, "routes", []):
-        if isinstance(route, Route) and route.path_regex.match(request.url.path):
-            methods |= route.methods or set()
+    for route in matching:
+        methods |= route.methods or set()
     return sorted(methods)
 
 

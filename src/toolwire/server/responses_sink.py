@@ -22,6 +22,7 @@ from toolwire.loop.events import (
     CallArgumentsDelta,
     CallStreamStarted,
     CallTarget,
+    ContextCompacted,
     LoopEvent,
     LoopFinished,
     ModelCallStarted,
@@ -184,6 +185,8 @@ class ResponseBuilder:
             self._listing_started(event.label)
         elif isinstance(event, ToolListingFinished):
             self._listing_finished(event)
+        elif isinstance(event, ContextCompacted):
+            self._compacted(event)
         elif isinstance(event, RunStarted):
             initial = self.body("in_progress")
             self.event("response.created", response=initial)
@@ -198,7 +201,12 @@ class ResponseBuilder:
         self.final = self.body(status.value, finished=event, usage=event.usage)
         if status is RunStatus.FAILED:
             error = self.final["error"] or {}
-            self.event("error", code=error.get("code"), message=error.get("message"), param=None)
+            code = error.get("code")
+            if event.error is not None and event.error.status == 400 and event.error.code:
+                # The `error` event's code is free (the response's is OpenAI's enum): a
+                # refused request keeps its exact code there (`context_length_exceeded`).
+                code = event.error.code
+            self.event("error", code=code, message=error.get("message"), param=None)
         self.event(_TERMINAL_EVENT[status], response=self.final)
 
     # -- MCP tool listings ----------------------------------------------------------------
@@ -208,6 +216,16 @@ class ResponseBuilder:
         shows no listing for its search, so neither does toolwire (unless it fails)."""
         search = self.header.web_search
         return search is not None and search.search_only and search.label == label
+
+    def _compacted(self, event: ContextCompacted) -> None:
+        """The compaction item, whole at once (it has no deltas), as OpenAI streams it."""
+        self.close_open_items()
+        item = {
+            "id": event.item_id,
+            "type": "compaction",
+            "encrypted_content": event.encrypted_content,
+        }
+        self._done(self._add(item))
 
     def _listing_started(self, label: str) -> None:
         if self._hidden_listing(label):

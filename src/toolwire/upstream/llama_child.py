@@ -20,6 +20,8 @@ registered chat handler and an ASGI wrapper), never by patching its code:
     generated under a grammar built from the schema;
   - streams everything, tool calls included, and ends every stream with a usage chunk counted
     with the model's own tokenizer (the server knows no `stream_options`).
+- **A prompt too long for the context window is refused before anything streams** (400
+  `context_length_exceeded`, in llama-cpp-python's own words), not cut off after the first chunk.
 - **OpenAI's `json_schema` response format** is accepted: the ASGI wrapper rewrites it to the
   `{"type": "json_object", "schema": ...}` shape llama-cpp-python's request model knows.
 """
@@ -216,6 +218,7 @@ def toolwire_chatml(
         choice = "auto"
     allow_message = choice not in ("required",) and not isinstance(choice, dict)
     prompt = render_prompt(messages, functions if choice != "none" else None, allow_message)
+    _check_fits(llama, prompt)
     answer_grammar = _response_grammar(response_format, grammar)
     meta = {"id": f"chatcmpl-{uuid.uuid4().hex}", "created": int(time.time()), "model": model}
 
@@ -248,6 +251,17 @@ def toolwire_chatml(
     text, finish = turn.complete(prompt, answer_grammar, max_tokens, first=first)
     message = {"role": "assistant", "content": text}
     return _completion(meta, message, finish, turn.usage)
+
+
+def _check_fits(llama: Any, prompt: str) -> None:
+    """A prompt the context window cannot hold is refused before anything streams, in
+    llama-cpp-python's own words: its server turns them into OpenAI's 400
+    `context_length_exceeded`. (Found mid-stream, after the first chunk, it would only cut the
+    stream short.)"""
+    n_ctx = llama.n_ctx()
+    tokens = len(llama.tokenize(prompt.encode(), special=True))
+    if tokens >= n_ctx:
+        raise ValueError(f"Requested tokens ({tokens}) exceed context window of {n_ctx}")
 
 
 def _call(
