@@ -343,10 +343,11 @@ async def test_on_postgresql_a_cancel_wakes_the_running_replica_without_polling(
     fake_upstream: ScriptedUpstream, database_url: str
 ) -> None:
     """`NOTIFY` carries the cancel flag to the replica running the job at once: with polling
-    every 30 s, the cancel still lands well within a second."""
+    every 30 s, the cancel still lands within a few seconds on a loaded machine (milliseconds
+    on a quiet one)."""
     calls.clear()
     fake_upstream.add(Reply(tool_calls=[("slow_step", {"note": "long"})]))
-    slow = DurabilitySettings(heartbeat_seconds=30, poll_seconds=30, cancel_wait_seconds=5)
+    slow = DurabilitySettings(heartbeat_seconds=30, poll_seconds=30, cancel_wait_seconds=20)
     body = {"model": "m", "input": "go", "background": True}
     async with (
         replica(fake_upstream, database_url, settings=slow) as runner,
@@ -358,8 +359,8 @@ async def test_on_postgresql_a_cancel_wakes_the_running_replica_without_polling(
         cancelled = await other.cancel(queued["id"])
         elapsed = time.monotonic() - started
         assert cancelled["status"] == "cancelled"
-        await wait_for(lambda: asyncio.sleep(0, result=not runner.background), seconds=1.0)
-    assert elapsed < 1.0, elapsed
+        await wait_for(lambda: asyncio.sleep(0, result=not runner.background), seconds=5.0)
+    assert elapsed < 5.0, elapsed
 
 
 @pytest.mark.parametrize("database_url", ["postgresql"], indirect=True)
@@ -375,7 +376,7 @@ async def test_on_postgresql_a_job_queued_elsewhere_is_claimed_without_polling(
         replica(fake_upstream, database_url, settings=no_room, start=False) as front,
     ):
         queued = await front.start_background(await front.prepare(body), body)
-        await wait_for(lambda: _finished(worker.store, queued["id"]), seconds=2.0)
+        await wait_for(lambda: _finished(worker.store, queued["id"]), seconds=8.0)
         done = await worker.store.get_response(queued["id"])
     assert done is not None and done["status"] == "completed"
     assert done["output"][-1]["content"][0]["text"] == "picked up"
