@@ -166,6 +166,11 @@ async def serve(config: ServerConfig) -> None:
             port=config.port,
             log_level=config.log_level,
             access_log=config.access_log,
+            # WebSocket mode of /v1/responses: the `websockets` implementation, and frames no
+            # bigger than a request body may be (a bigger one closes the socket with 1009
+            # before it is buffered). Its keep-alive pings find dead clients.
+            ws="websockets",
+            ws_max_size=config.max_body_bytes,
         )
     )
     await server.serve()

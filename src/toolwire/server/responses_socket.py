@@ -1,0 +1,188 @@
+"""WebSocket mode of `/v1/responses`: one socket, many responses, one after another.
+
+A thin door onto the same service and driver as HTTP. The client sends `response.create`
+messages (the body of `POST /v1/responses` plus `"type": "response.create"`; `stream` is
+implied, `background` is not offered); each runs through `ResponsesService.events`, and its
+stream events go back as JSON text messages, exactly as the SSE door sends them, up to the
+terminal `response.completed` / `.incomplete` / `.failed`. Messages that arrive while a response
+runs wait their turn: a socket runs one response at a time, in order, as OpenAI's does.
+
+The socket remembers its last finished response in memory (`LocalResponse`): continuing from it
+with `previous_response_id` needs no store, so `store: false` chains work on the socket that
+made them (and nowhere else). A request that fails (or a response that fails) forgets it, as
+OpenAI evicts it, so a client cannot continue from state it did not see succeed.
+
+A request refused before its response starts (bad body, unknown `previous_response_id`, …) is
+one `error` message in the WebSocket envelope, `{"type": "error", "status", "error": {type,
+code, message, param}}`, and the socket stays open. A run that fails after
+`response.created` ends with `response.failed` (its `error` inside), as the one terminal
+message of that turn.
+
+Authentication, the Origin / Host checks and the size limit apply to the upgrade request and
+each message in the ASGI middleware (`server/auth.py`, `server/guards.py`, `server/limits.py`);
+the JSON depth and item counts here, per message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Any
+
+import orjson
+from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
+
+from toolwire.errors import InvalidRequestError, ToolwireError
+from toolwire.server.auth import owner_of
+from toolwire.server.limits import Limits, parse_limited_json
+from toolwire.server.responses_service import LocalResponse, Prepared, ResponsesService
+
+log = logging.getLogger("toolwire.server")
+
+CREATE = "response.create"
+_FINISHED = frozenset({"response.completed", "response.incomplete"})
+#: Messages read ahead while a response runs; past this the socket is not read until the
+#: current response ends (the client's sends back up, as on any full socket).
+QUEUED = 8
+
+
+class ResponsesSocket:
+    """The WebSocket endpoint of `/v1/responses` (a Starlette `WebSocketRoute` endpoint)."""
+
+    def __init__(self, service: ResponsesService, limits: Limits) -> None:
+        self.service = service
+        self.limits = limits
+
+    async def __call__(self, websocket: WebSocket) -> None:
+        await websocket.accept()
+        session = _Session(self, websocket)
+        inbox: asyncio.Queue[str | bytes] = asyncio.Queue(QUEUED)
+        worker = asyncio.create_task(session.work(inbox))
+        reader = asyncio.create_task(_read(websocket, inbox))
+        try:
+            # Either the client leaves (the reader ends), or sending to it failed (the worker
+            # ends): the other one stops; a response still running is cancelled, as when an
+            # SSE client disconnects.
+            await asyncio.wait({worker, reader}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (worker, reader):
+                task.cancel()
+            await asyncio.gather(worker, reader, return_exceptions=True)
+            if websocket.application_state is WebSocketState.CONNECTED:
+                with contextlib.suppress(Exception):
+                    await websocket.close()
+
+
+async def _read(websocket: WebSocket, inbox: asyncio.Queue[str | bytes]) -> None:
+    """Client messages into `inbox`, until the client goes."""
+    while True:
+        message = await websocket.receive()
+        if message["type"] == "websocket.disconnect":
+            return
+        data = message.get("text")
+        if data is None:
+            data = message.get("bytes") or b""
+        await inbox.put(data)
+
+
+class _Session:
+    """One socket's state: its owner and its last finished response."""
+
+    def __init__(self, door: ResponsesSocket, websocket: WebSocket) -> None:
+        self.door = door
+        self.websocket = websocket
+        self.owner = owner_of(websocket)
+        self.last: LocalResponse | None = None
+
+    async def work(self, inbox: asyncio.Queue[str | bytes]) -> None:
+        with contextlib.suppress(WebSocketDisconnect):
+            while True:
+                raw = await inbox.get()
+                try:
+                    await self.turn(raw)
+                except ToolwireError as exc:
+                    self.last = None
+                    await self.send(_error_event(exc))
+                except (WebSocketDisconnect, asyncio.CancelledError):
+                    raise
+                except Exception as exc:
+                    log.exception("unhandled error in a WebSocket response")
+                    self.last = None
+                    await self.send(
+                        _error_event(
+                            ToolwireError(
+                                f"internal error: {type(exc).__name__}", code="internal_error"
+                            )
+                        )
+                    )
+
+    async def turn(self, raw: str | bytes) -> None:
+        """One `response.create`: prepared, run, streamed. A refusal raises (`work` sends it
+        as one `error` message)."""
+        self.last, local = None, self.last  # any failure from here on forgets it
+        prepared = await self.door.service.prepare(
+            _create_body(raw, self.door.limits), owner=self.owner, local=local
+        )
+        await self.run(prepared)
+
+    async def run(self, prepared: Prepared) -> None:
+        final: dict[str, Any] | None = None
+        started = False
+        dropped = 0
+        async with contextlib.aclosing(self.door.service.events(prepared)) as events:
+            async for event in events:
+                kind = event["type"]
+                if kind == "response.created":
+                    started = True
+                elif kind == "error" and started:
+                    # `response.failed` follows with the error inside: one terminal message
+                    # per turn, and no gap in the sequence numbers.
+                    dropped += 1
+                    continue
+                if dropped:
+                    event = {**event, "sequence_number": event["sequence_number"] - dropped}
+                if kind in _FINISHED:
+                    final = event["response"]
+                await self.send(event)
+        if final is not None:
+            self.last = LocalResponse.of(prepared, final)
+
+    async def send(self, event: dict[str, Any]) -> None:
+        await self.websocket.send_text(orjson.dumps(event).decode())
+
+
+def _create_body(raw: str | bytes, limits: Limits) -> dict[str, Any]:
+    """A `response.create` message → the body `ResponsesService.prepare` takes."""
+    message = parse_limited_json(raw, limits)
+    if not isinstance(message, dict):
+        raise InvalidRequestError("A WebSocket message must be a JSON object.", code="invalid_json")
+    kind = message.pop("type", None)
+    if kind != CREATE:
+        shown = "no type" if kind is None else f"type {kind!r}"
+        raise InvalidRequestError(
+            f"Unsupported client event ({shown}): this socket accepts '{CREATE}' messages.",
+            param="type",
+            code="unknown_event_type",
+        )
+    message.pop("stream", None)  # implied: every response on a socket streams
+    if message.get("background"):
+        raise InvalidRequestError(
+            "background is not supported in WebSocket mode; use POST /v1/responses for "
+            "background responses.",
+            param="background",
+            code="unsupported_parameter",
+        )
+    message.pop("background", None)
+    return message
+
+
+def _error_event(exc: ToolwireError) -> dict[str, Any]:
+    """The WebSocket error envelope; its `code` is always a string."""
+    body = exc.to_body()["error"]
+    assert isinstance(body, dict)
+    return {
+        "type": "error",
+        "status": exc.status,
+        "error": {**body, "code": exc.code or exc.error_type},
+    }
