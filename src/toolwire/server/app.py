@@ -149,7 +149,7 @@ def create_app(
 
     routes = [
         Route("/v1/responses", create_response, methods=["POST"]),
-        WebSocketRoute("/v1/responses", ResponsesSocket(responses, limits)),  # WebSocket mode
+        WebSocketRoute("/v1/responses", ResponsesSocket(responses, limits).endpoint),
         Route("/v1/responses/{response_id}", get_response, methods=["GET"]),
         Route("/v1/responses/{response_id}", delete_response, methods=["DELETE"]),
         Route("/v1/responses/{response_id}/input_items", input_items, methods=["GET"]),

@@ -169,7 +169,7 @@ async def serve(config: ServerConfig) -> None:
             # WebSocket mode of /v1/responses: the `websockets` implementation, and frames no
             # bigger than a request body may be (a bigger one closes the socket with 1009
             # before it is buffered). Its keep-alive pings find dead clients.
-            ws="websockets",
+            ws="websockets-sansio",
             ws_max_size=config.max_body_bytes,
         )
     )

@@ -48,13 +48,13 @@ QUEUED = 8
 
 
 class ResponsesSocket:
-    """The WebSocket endpoint of `/v1/responses` (a Starlette `WebSocketRoute` endpoint)."""
+    """The WebSocket door of `/v1/responses`: `.endpoint` is the `WebSocketRoute` endpoint."""
 
     def __init__(self, service: ResponsesService, limits: Limits) -> None:
         self.service = service
         self.limits = limits
 
-    async def __call__(self, websocket: WebSocket) -> None:
+    async def endpoint(self, websocket: WebSocket) -> None:
         await websocket.accept()
         session = _Session(self, websocket)
         inbox: asyncio.Queue[str | bytes] = asyncio.Queue(QUEUED)
