@@ -5,7 +5,8 @@ messages (the body of `POST /v1/responses` plus `"type": "response.create"`; `st
 implied, `background` is not offered); each runs through `ResponsesService.events`, and its
 stream events go back as JSON text messages, exactly as the SSE door sends them, up to the
 terminal `response.completed` / `.incomplete` / `.failed`. Messages that arrive while a response
-runs wait their turn: a socket runs one response at a time, in order, as OpenAI's does.
+runs wait their turn: a socket runs one response at a time, in order. A `stream_id` (OpenAI's
+lanes) is echoed on its request's events, but lanes are not run in parallel here.
 
 The socket remembers its last finished response in memory (`LocalResponse`): continuing from it
 with `previous_response_id` needs no store, so `store: false` chains work on the socket that
@@ -94,6 +95,8 @@ class _Session:
         self.websocket = websocket
         self.owner = owner_of(websocket)
         self.last: LocalResponse | None = None
+        #: the `stream_id` of the request being answered, echoed on its events
+        self.lane: str | None = None
 
     async def work(self, inbox: asyncio.Queue[str | bytes]) -> None:
         with contextlib.suppress(WebSocketDisconnect):
@@ -121,9 +124,13 @@ class _Session:
         """One `response.create`: prepared, run, streamed. A refusal raises (`work` sends it
         as one `error` message)."""
         self.last, local = None, self.last  # any failure from here on forgets it
-        prepared = await self.door.service.prepare(
-            _create_body(raw, self.door.limits), owner=self.owner, local=local
-        )
+        self.lane = None
+        body = _create_body(raw, self.door.limits)
+        lane = body.pop("stream_id", None)
+        if lane is not None and not isinstance(lane, str):
+            raise InvalidRequestError("stream_id must be a string.", param="stream_id")
+        self.lane = lane
+        prepared = await self.door.service.prepare(body, owner=self.owner, local=local)
         await self.run(prepared)
 
     async def run(self, prepared: Prepared) -> None:
@@ -149,6 +156,8 @@ class _Session:
             self.last = LocalResponse.of(prepared, final)
 
     async def send(self, event: dict[str, Any]) -> None:
+        if self.lane is not None:
+            event = {**event, "stream_id": self.lane}
         await self.websocket.send_text(orjson.dumps(event).decode())
 
 
@@ -174,6 +183,13 @@ def _create_body(raw: str | bytes, limits: Limits) -> dict[str, Any]:
             code="unsupported_parameter",
         )
     message.pop("background", None)
+    if message.pop("generate", True) is False:
+        raise InvalidRequestError(
+            "generate: false (a warm-up that runs no model) is not supported by toolwire; "
+            "send the request when it should run.",
+            param="generate",
+            code="unsupported_parameter",
+        )
     return message
 
 
