@@ -265,3 +265,43 @@ async def events_until_terminal(socket: Any) -> AsyncIterator[dict[str, Any]]:
         yield event
         if event["type"] in TERMINAL:
             return
+
+
+async def test_a_message_sent_while_a_response_runs_waits_its_turn(srv: Server) -> None:
+    srv.upstream.add(Reply(text="slow first", delay=0.5), Reply(text="second"))
+    async with websockets.connect(srv.ws_url, additional_headers=auth(srv.key)) as socket:
+        for text in ("one", "two"):  # both sent at once
+            await socket.send(json.dumps({"type": "response.create", "model": "m", "input": text}))
+        first = [event async for event in events_until_terminal(socket)]
+        second = [event async for event in events_until_terminal(socket)]
+    assert first[-1]["response"]["output"][0]["content"][0]["text"] == "slow first"
+    assert second[-1]["response"]["output"][0]["content"][0]["text"] == "second"
+    assert {e["response"]["id"] for e in first if "response" in e} != {
+        e["response"]["id"] for e in second if "response" in e
+    }
+
+
+async def test_closing_the_socket_cancels_the_running_response(srv: Server) -> None:
+    srv.upstream.add(Reply(text="never read", delay=5))
+    async with srv.client() as client:
+        async with websockets.connect(srv.ws_url, additional_headers=auth(srv.key)) as socket:
+            await socket.send(json.dumps({"type": "response.create", "model": "m", "input": "hi"}))
+            created = json.loads(await socket.recv())
+            assert created["type"] == "response.created"
+            response_id = created["response"]["id"]
+            stored = await eventually(client, response_id, lambda s: s == "in_progress")
+        stored = await eventually(client, response_id, lambda s: s != "in_progress")
+    assert stored.status == "cancelled"
+
+
+async def eventually(client: openai.AsyncOpenAI, response_id: str, done: Any) -> Any:
+    """The stored response once `done(status)`, polled for up to 5 s."""
+    for _ in range(100):
+        try:
+            stored = await client.responses.retrieve(response_id)
+        except openai.NotFoundError:
+            stored = None
+        if stored is not None and done(stored.status):
+            return stored
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"{response_id}: {stored and stored.status}")
