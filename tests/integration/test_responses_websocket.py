@@ -161,7 +161,7 @@ async def test_errors_are_messages_and_the_socket_stays_open(srv: Server) -> Non
         for answer in answers:
             assert answer["type"] == "error"
             assert isinstance(answer["error"]["code"], str) and answer["error"]["message"]
-            assert answer["status"] in (400, 404)
+            assert answer["status"] == 400
         assert answers[0]["error"]["code"] == "previous_response_not_found"
         assert answers[0]["error"]["param"] == "previous_response_id"
         assert answers[1]["error"]["param"] == "type"
@@ -305,3 +305,26 @@ async def eventually(client: openai.AsyncOpenAI, response_id: str, done: Any) ->
             return stored
         await asyncio.sleep(0.05)
     raise AssertionError(f"{response_id}: {stored and stored.status}")
+
+
+async def test_a_socket_open_past_its_limit_is_told_so_and_closed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TOOLWIRE_WEBSOCKET_MAX_SECONDS", "1.5")
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    with ScriptedUpstream([Reply(text="in time", delay=1)]) as upstream:
+        args = ["serve", "--upstream", upstream.base_url, "--db", f"sqlite:///{tmp_path}/t.db"]
+        with toolwire_process(*args, "--port", str(port), health=base + "/health"):
+            url = base.replace("http://", "ws://") + "/v1/responses"
+            async with websockets.connect(url) as socket:
+                await socket.send(
+                    json.dumps({"type": "response.create", "model": "m", "input": "hi"})
+                )
+                answered = [event async for event in events_until_terminal(socket)]
+                limit = json.loads(await socket.recv())  # the socket waits, then is told
+                with pytest.raises(websockets.ConnectionClosedOK):
+                    await socket.recv()
+    assert answered[-1]["type"] == "response.completed"
+    assert limit["type"] == "error" and limit["status"] == 400
+    assert limit["error"]["code"] == "websocket_connection_limit_reached"

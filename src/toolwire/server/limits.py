@@ -10,6 +10,8 @@
 - `max_input_items` (default 2,048) and `max_tools` (default 512): more `input` / `items` /
   `messages` entries or `tools` entries is a 400 naming the parameter (`too_many_items`,
   `too_many_tools`).
+- `max_socket_seconds` (default 3,600, as OpenAI's 60 minutes): how long a WebSocket of
+  `/v1/responses` stays open (`server/responses_socket.py`).
 
 `read_limited_json` (`parse_limited_json` for a WebSocket message) applies the last three to a
 request body; `BodyLimitMiddleware` the first.
@@ -38,6 +40,8 @@ class Limits:
     max_json_depth: int = 64
     max_input_items: int = 2048
     max_tools: int = 512
+    #: how long one WebSocket (WebSocket mode of /v1/responses) may stay open, as OpenAI's
+    max_socket_seconds: float = 3600.0
 
 
 class RequestTooLarge(ToolwireError):

@@ -68,6 +68,7 @@ async def build_app(config: ServerConfig) -> Starlette:
                 max_json_depth=config.max_json_depth,
                 max_input_items=config.max_input_items,
                 max_tools=config.max_tools,
+                max_socket_seconds=config.websocket_max_seconds,
             ),
             allowed_origins=tuple(config.allowed_origins),
             allowed_hosts=tuple(config.allowed_hosts),

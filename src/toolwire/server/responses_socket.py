@@ -19,6 +19,9 @@ code, message, param}}`, and the socket stays open. A run that fails after
 `response.created` ends with `response.failed` (its `error` inside), as the one terminal
 message of that turn.
 
+A socket stays open at most `max_socket_seconds` (default 60 minutes, as OpenAI's); then it
+sends `websocket_connection_limit_reached` and closes, and the client opens a new one.
+
 Authentication, the Origin / Host checks and the size limit apply to the upgrade request and
 each message in the ASGI middleware (`server/auth.py`, `server/guards.py`, `server/limits.py`);
 the JSON depth and item counts here, per message.
@@ -29,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from typing import Any
 
 import orjson
@@ -99,9 +103,21 @@ class _Session:
         self.lane: str | None = None
 
     async def work(self, inbox: asyncio.Queue[str | bytes]) -> None:
+        """Answer the socket's messages in order, until the socket has been open
+        `max_socket_seconds`: then `websocket_connection_limit_reached` (a response running
+        at that moment finishes first), and the socket closes."""
+        deadline = time.monotonic() + self.door.limits.max_socket_seconds
         with contextlib.suppress(WebSocketDisconnect):
             while True:
-                raw = await inbox.get()
+                try:
+                    async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
+                        raw = await inbox.get()
+                except TimeoutError:
+                    await self.send(_error_event(_LIMIT_REACHED))
+                    return
+                if time.monotonic() >= deadline:
+                    await self.send(_error_event(_LIMIT_REACHED))
+                    return
                 try:
                     await self.turn(raw)
                 except ToolwireError as exc:
@@ -194,11 +210,18 @@ def _create_body(raw: str | bytes, limits: Limits) -> dict[str, Any]:
 
 
 def _error_event(exc: ToolwireError) -> dict[str, Any]:
-    """The WebSocket error envelope; its `code` is always a string."""
+    """The WebSocket error envelope; its `code` is always a string. An unknown
+    `previous_response_id` is status 400 here, as OpenAI documents it for WebSocket mode (the
+    HTTP door answers 404)."""
     body = exc.to_body()["error"]
     assert isinstance(body, dict)
-    return {
-        "type": "error",
-        "status": exc.status,
-        "error": {**body, "code": exc.code or exc.error_type},
-    }
+    code = exc.code or exc.error_type
+    status = 400 if code == "previous_response_not_found" else exc.status
+    return {"type": "error", "status": status, "error": {**body, "code": code}}
+
+
+_LIMIT_REACHED = InvalidRequestError(
+    "Responses websocket connection limit reached; open a new WebSocket connection to "
+    "continue (a store: false response cannot be continued on it: start a new chain).",
+    code="websocket_connection_limit_reached",
+)
