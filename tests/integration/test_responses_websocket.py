@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import subprocess
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +18,7 @@ import openai
 import pytest
 import websockets
 
+from tests.integration.test_clients import OFFLINE, codex_binary
 from tests.processes import free_port, toolwire_process
 from toolwire.store.database import Store
 from toolwire.testing import Reply, ScriptedUpstream
@@ -328,3 +331,56 @@ async def test_a_socket_open_past_its_limit_is_told_so_and_closed(
     assert answered[-1]["type"] == "response.completed"
     assert limit["type"] == "error" and limit["status"] == 400
     assert limit["error"]["code"] == "websocket_connection_limit_reached"
+
+
+def test_codex_cli_over_websocket_mode(tmp_path: Path) -> None:
+    """The Codex CLI with `supports_websockets` runs its turns over one socket: a shell call,
+    its output sent back, the answer."""
+    codex = codex_binary()
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    turns = [
+        Reply(tool_calls=[("exec_command", {"cmd": "echo ran-over-ws"})]),
+        Reply(text="done over the socket"),
+    ]
+    home, work = tmp_path / "home", tmp_path / "work"
+    (home / ".codex").mkdir(parents=True)
+    work.mkdir()
+    config = [
+        'model = "scripted-model"',
+        'model_provider = "toolwire"',
+        "[model_providers.toolwire]",
+        'name = "toolwire"',
+        f'base_url = "{base}/v1"',
+        'wire_api = "responses"',
+        "supports_websockets = true",
+        "request_max_retries = 0",
+        "stream_max_retries = 0",
+    ]
+    (home / ".codex" / "config.toml").write_text("\n".join(config) + "\n")
+    flags = [arg for setting in OFFLINE for arg in ("-c", setting)]
+    flags += ["--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox"]
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home), "NO_COLOR": "1"}
+    env["CODEX_HOME"] = str(home / ".codex")
+    with ScriptedUpstream(turns) as upstream:
+        args = ["serve", "--upstream", upstream.base_url, "--db", f"sqlite:///{tmp_path}/t.db"]
+        with toolwire_process(*args, "--port", str(port), health=base + "/health") as process:
+            result = subprocess.run(
+                [str(codex), "exec", *flags, "run echo"],
+                env=env,
+                cwd=work,
+                capture_output=True,
+                text=True,
+                timeout=60,
+                stdin=subprocess.DEVNULL,
+            )
+            assert process.stdout is not None
+            process.stdout.seek(0)
+            log = process.stdout.read().decode()
+        chat = [request.body for request in upstream.chat_requests]
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "done over the socket" in result.stdout
+    assert '"WebSocket /v1/responses" [accepted]' in log
+    assert "method=POST path=/v1/responses" not in log  # no turn fell back to HTTP
+    tool_message = chat[1]["messages"][-1]
+    assert tool_message["role"] == "tool" and "ran-over-ws" in tool_message["content"]
