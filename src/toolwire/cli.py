@@ -13,6 +13,7 @@ import typer
 from toolwire.agent import Agent
 from toolwire.console import TracePrinter
 from toolwire.errors import ToolwireError
+from toolwire.loop.compaction import ContextPolicy
 from toolwire.loop.state import LoopSettings
 from toolwire.tools.base import Tool
 from toolwire.tools.loading import load_tools
@@ -44,6 +45,13 @@ def run(
     no_stream: Annotated[
         bool, typer.Option("--no-stream", help="ask the upstream not to stream")
     ] = False,
+    compact_threshold: Annotated[
+        int | None,
+        typer.Option(
+            help="compact the transcript (the model summarizes it) before a model call whose "
+            "prompt passes this many tokens; a context-full refusal compacts anyway"
+        ),
+    ] = None,
 ) -> None:
     """Run one agent task and print every step live."""
     from toolwire.upstream.chat_completions import ChatCompletionsUpstream
@@ -64,7 +72,8 @@ def run(
         tools = load_tools(tool_spec)
     except ToolwireError as exc:
         raise typer.BadParameter(exc.message, param_hint="--tool") from None
-    status = asyncio.run(_run(client, model, tools, instructions, settings, prompt))
+    context = ContextPolicy(compact_threshold=compact_threshold)
+    status = asyncio.run(_run(client, model, tools, instructions, settings, prompt, context))
     raise typer.Exit(0 if status == "completed" else 1)
 
 
@@ -75,9 +84,12 @@ async def _run(
     instructions: str | None,
     settings: LoopSettings,
     prompt: str,
+    context: ContextPolicy | None = None,
 ) -> str:
     printer = TracePrinter()
-    async with Agent(upstream, model, tools, instructions, settings=settings) as agent:
+    async with Agent(
+        upstream, model, tools, instructions, settings=settings, context=context
+    ) as agent:
         status = "failed"
         async for event in agent.stream(prompt):
             printer(event)

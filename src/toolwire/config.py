@@ -83,6 +83,9 @@ class ServerConfig(BaseModel):
         default=None, description="chat-completions base URL; none: the managed local model"
     )
     model_path: str | None = Field(default=None, description="GGUF for the managed local model")
+    local_n_ctx: int = Field(
+        default=4096, ge=256, description="context window (tokens) of the managed local model"
+    )
     model: str | None = Field(default=None, description="default model when a request names none")
     api_key_env: str | None = None
     upstream_headers: dict[str, str] = Field(default_factory=dict)

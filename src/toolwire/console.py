@@ -10,6 +10,7 @@ from rich.text import Text
 
 from toolwire.loop.events import (
     ApprovalRequested,
+    ContextCompacted,
     LeakDetected,
     LoopEvent,
     LoopFinished,
@@ -75,6 +76,12 @@ class TracePrinter:
         elif isinstance(event, ToolCallsReturned):
             names = ", ".join(call.name for call in event.calls)
             c.print(f"[magenta]returned to the caller:[/] {names}")
+        elif isinstance(event, ContextCompacted):
+            self._newline()
+            why = f"{event.tokens} tokens" if event.tokens is not None else "the context was full"
+            c.print(
+                f"[yellow]compacted the transcript[/] ({why}): the model goes on from a summary"
+            )
         elif isinstance(event, ApprovalRequested):
             names = ", ".join(request.call.name for request in event.requests)
             c.print(f"[magenta]awaiting approval:[/] {names}")

@@ -32,12 +32,14 @@ from toolwire.errors import (
     UpstreamError,
 )
 from toolwire.loop.approvals import ALREADY_USED, DENIED
+from toolwire.loop.compaction import Compactor, count_tokens, is_context_overflow
 from toolwire.loop.events import (
     ApprovalRequest,
     ApprovalRequested,
     CallArgumentsDelta,
     CallStreamStarted,
     CallTarget,
+    ContextCompacted,
     LeakDetected,
     LoopEvent,
     LoopFinished,
@@ -203,6 +205,9 @@ class _Run:
                 self.emit(ToolListingFinished(toolset.label, listing))
             for tool in toolset.tools(listing):
                 self.executor.tools[tool.name] = tool
+        context = self.request.context
+        if context is not None and context.compact_now:
+            return await self.compact(None) or Finish(RunOutcome(StopReason.ANSWERED))
         resume = self.request.resume_calls
         return ExecuteTools(list(resume)) if resume else CallModel()
 
@@ -296,6 +301,15 @@ class _Run:
             )
         state.iterations += 1
         turn = self.turn_request()
+        policy = self.request.context
+        grown = len(state.transcript) > state.compacted_size
+        if policy is not None and policy.compact_threshold is not None and grown:
+            tokens = await count_tokens(self.upstream, turn)
+            if tokens > policy.compact_threshold:
+                failed = await self.compact(tokens)
+                if failed is not None:
+                    return failed
+                turn = self.turn_request()
         self.emit(ModelCallStarted(state.iterations, bool(turn.tools)))
         held = Holdback()
         text: list[str] = []
@@ -332,12 +346,17 @@ class _Run:
                     self.emit(event)  # repairs, retries, first token: for observers only
         except ToolwireError as exc:
             state.usage.add(usage)
+            if self.compacts_for(exc) and not (text or reasoning or calls or live):
+                state.compacted_for_overflow = True
+                state.iterations -= 1  # the refused call is made again, compacted
+                return await self.compact(None) or CallModel()
             return Finish(RunOutcome(StopReason.UPSTREAM_ERROR, exc.message, exc))
         except Exception as exc:  # an adapter bug must still end the run as a stored failure
             state.usage.add(usage)
             error = UpstreamError(f"the upstream adapter failed: {type(exc).__name__}: {exc}")
             return Finish(RunOutcome(StopReason.UPSTREAM_ERROR, error.message, error))
         state.usage.add(usage)
+        state.compacted_for_overflow = False
         full_text = "".join(text)
         full_reasoning = "".join(reasoning)
 
@@ -367,6 +386,37 @@ class _Run:
         if finish_reason == "content_filter":
             return Finish(RunOutcome(StopReason.CONTENT_FILTER, "the upstream filtered the answer"))
         return Finish(RunOutcome(StopReason.ANSWERED))
+
+    # -- compaction (`context_management`) ------------------------------------------------
+
+    def compacts_for(self, error: ToolwireError) -> bool:
+        """A model call refused because its prompt does not fit is made again once, after a
+        compaction, if the request manages its context."""
+        return (
+            self.request.context is not None
+            and is_context_overflow(error)
+            and not self.state.compacted_for_overflow
+        )
+
+    async def compact(self, tokens: int | None) -> Finish | None:
+        """Replace the transcript with a compaction of it; the `compaction` item goes out.
+        A compaction that fails (the summarizing call failed) ends the run with that error."""
+        policy = self.request.context
+        assert policy is not None
+        state = self.state
+        compactor = Compactor(self.upstream, self.request.model, policy.compact_threshold)
+        try:
+            context = await compactor.compact(state.transcript, self.request.instructions)
+        except ToolwireError as exc:
+            state.usage.add(compactor.usage)
+            message = f"the transcript could not be compacted: {exc.message}"
+            return Finish(RunOutcome(StopReason.UPSTREAM_ERROR, message, exc))
+        state.usage.add(compactor.usage)
+        state.transcript[:] = context.transcript()
+        state.output_start = 0
+        state.compacted_size = len(state.transcript)
+        self.emit(ContextCompacted(new_id("cmp"), policy.seal(context), compactor.usage, tokens))
+        return None
 
     # -- leaks ----------------------------------------------------------------------------
 

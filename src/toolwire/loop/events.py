@@ -167,6 +167,19 @@ class StepKind(StrEnum):
 
 
 @dataclass(slots=True)
+class ContextCompacted:
+    """The transcript was compacted (`context_management`): what came before is now a
+    summary. A `compaction` item with this id and opaque content goes into the output, and the
+    run goes on from the compacted transcript. `tokens` is the prompt size that triggered it
+    (None: the upstream reported its context full, or the input asked for it)."""
+
+    item_id: str
+    encrypted_content: str
+    usage: Usage
+    tokens: int | None = None
+
+
+@dataclass(slots=True)
 class StepReached:
     """A step boundary the checkpoint is awaited at, so that a durable run (a background
     response) can be picked up from it by another process. Sinks ignore it."""
@@ -205,6 +218,7 @@ LoopEvent = (
     | ToolExecutionFinished
     | ToolCallsReturned
     | ApprovalRequested
+    | ContextCompacted
     | StepReached
     | LoopFinished
     | Repair

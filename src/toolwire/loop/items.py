@@ -83,7 +83,8 @@ _HOSTED = {
 }
 _DROPPED = {
     # kept in history and echoed, but nothing the model can read: opaque (encrypted) or
-    # bookkeeping for tools toolwire does not run
+    # bookkeeping for tools toolwire does not run. A `compaction` item reaches this module
+    # already expanded into the messages it stands for (`loop/compaction.py`).
     "reasoning",
     "compaction",
     "compaction_trigger",
@@ -144,6 +145,8 @@ def normalize_input(value: str | list[Any], param: str = "input") -> list[dict[s
                 item.setdefault("status", "completed")
         elif kind in _CALLS:
             _require_str(item, ("call_id",), where)
+        elif kind == "compaction":
+            _require_str(item, ("encrypted_content",), where)
         elif kind == "mcp_approval_response":
             _require_str(item, ("approval_request_id",), where)
             if not isinstance(item.get("approve"), bool):

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from toolwire.errors import RunStatus, StopReason, ToolwireError
+from toolwire.loop.compaction import ContextPolicy
 from toolwire.loop.tool_types import ClientTools
 from toolwire.tools.base import Tool
 from toolwire.tools.mcp.toolset import McpToolset
@@ -76,6 +77,8 @@ class LoopRequest:
     approval_ids: Callable[[str, str, str], str] | None = None
     """Issues the id of an approval request from (server label, tool name, arguments); the
     server binds it to the key and signs it (`loop/approvals.py`)."""
+    context: ContextPolicy | None = None
+    """`context_management`: when and how the run compacts its transcript (None: never)."""
     run_id: str = ""
     """The id the run is stored under (a response id): what an approval claim records."""
     settings: LoopSettings = field(default_factory=LoopSettings)
@@ -108,6 +111,12 @@ class LoopState:
     pending_calls: list[ToolCall] = field(default_factory=list)
     pending_approvals: list[ToolCall] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
+    compacted_size: int = 0
+    """Messages in the transcript right after this run's last compaction: no new one until it
+    grows (a transcript compacted as far as it goes is not compacted again and again)."""
+    compacted_for_overflow: bool = False
+    """The last model call was refused as too long and the transcript compacted for it: a
+    second refusal in a row ends the run."""
     outcome: RunOutcome | None = None
     final_text: str = ""
 

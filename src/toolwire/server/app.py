@@ -15,6 +15,7 @@ from starlette.routing import Route, WebSocketRoute
 from toolwire.errors import NotFoundError, ToolwireError
 from toolwire.server.auth import owner_of
 from toolwire.server.chat_proxy import ChatProxy
+from toolwire.server.compaction import CompactionService
 from toolwire.server.conversations import ConversationsService
 from toolwire.server.errors import toolwire_error_handler, unexpected_error_handler
 from toolwire.server.fallback import http_error_handler
@@ -150,6 +151,7 @@ def create_app(
     routes = [
         Route("/v1/responses", create_response, methods=["POST"]),
         WebSocketRoute("/v1/responses", ResponsesSocket(responses, limits).endpoint),
+        *CompactionService(responses).routes(read_json),
         Route("/v1/responses/{response_id}", get_response, methods=["GET"]),
         Route("/v1/responses/{response_id}", delete_response, methods=["DELETE"]),
         Route("/v1/responses/{response_id}/input_items", input_items, methods=["GET"]),

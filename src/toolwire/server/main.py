@@ -81,7 +81,9 @@ async def build_app(config: ServerConfig) -> Starlette:
     base_url = config.upstream
     default_model = config.model
     if not base_url:
-        local = ManagedLlamaServer(Path(config.model_path) if config.model_path else None)
+        local = ManagedLlamaServer(
+            Path(config.model_path) if config.model_path else None, n_ctx=config.local_n_ctx
+        )
         await local.start()
         shutdown.append(local.stop)
         base_url = local.base_url

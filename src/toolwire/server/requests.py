@@ -39,6 +39,15 @@ class TextConfig(BaseModel):
     verbosity: Literal["low", "medium", "high"] | None = None
 
 
+class ContextManagement(BaseModel):
+    """One `context_management` entry: `compaction`, with the prompt size (tokens) past which
+    the run compacts its transcript (null: only when the upstream reports its context full)."""
+
+    model_config = ConfigDict(extra="forbid")
+    type: str
+    compact_threshold: StrictInt | None = Field(default=None, ge=1000)
+
+
 SAMPLING_EXTRAS = (
     "top_k",
     "min_p",
@@ -88,7 +97,7 @@ class CreateResponse(BaseModel):
     stream_options: dict[str, Any] | None = None
     top_logprobs: StrictInt | None = Field(default=None, ge=0, le=20)
     moderation: dict[str, Any] | None = None
-    context_management: list[dict[str, Any]] | None = None
+    context_management: list[ContextManagement] | None = Field(default=None, min_length=1)
     client_metadata: dict[str, str] | None = None
     """Not in the OpenAPI document, but OpenAI accepts it and Codex sends it: ignored."""
     # pass-through sampling extras (SAMPLING_EXTRAS)
@@ -157,6 +166,13 @@ def parse_create(body: Any) -> CreateResponse:
             param="previous_response_id",
             code="mutually_exclusive_parameters",
         )
+    for index, entry in enumerate(request.context_management or []):
+        if entry.type != "compaction":
+            raise InvalidRequestError(
+                f"Invalid value: '{entry.type}'. Supported values are: 'compaction'.",
+                param=f"context_management[{index}].type",
+                code="invalid_value",
+            )
     if request.background and not request.store:
         raise InvalidRequestError("background responses need store: true", param="background")
     if request.max_output_tokens is not None and request.max_output_tokens < 16:

@@ -34,6 +34,7 @@ from toolwire.errors import (
     ToolwireError,
 )
 from toolwire.loop.approvals import ApprovalSigner, approval_decisions
+from toolwire.loop.compaction import CompactionCodec, ContextPolicy, expand_compactions
 from toolwire.loop.driver import Checkpoint, LoopDriver
 from toolwire.loop.events import LoopEvent, LoopFinished, RunStarted, StepReached
 from toolwire.loop.items import (
@@ -117,7 +118,9 @@ class ResponsesService:
         self.driver = LoopDriver(upstream)
         # Without a secret from the store (shared by replicas, kept across restarts), requests
         # issued by this process can only be approved while it runs.
-        self.signer = ApprovalSigner(approval_secret or secrets.token_bytes(32))
+        secret = approval_secret or secrets.token_bytes(32)
+        self.signer = ApprovalSigner(secret)
+        self.compaction = CompactionCodec(secret)  # compaction items (loop/compaction.py)
         self.mcp_configs = {config.label: config for config in mcp_servers or []}
         self.web_search = web_search
         self.mcp_pool = mcp_pool or McpPool()
@@ -195,7 +198,9 @@ class ResponsesService:
             web_search=tools.web_search,
         )
         transcript = items_to_transcript(
-            history + input_items, frozenset(approvals.decisions), tools.client
+            expand_compactions(history, input_items, self.compaction, owner),
+            frozenset(approvals.decisions),
+            tools.client,
         )
         loop_request = LoopRequest(
             model=model,
@@ -204,6 +209,7 @@ class ResponsesService:
             approvals=dict(approvals.decisions),
             ledger=self.store,
             approval_ids=partial(self.signer.issue, owner),
+            context=self._context_policy(request, input_items, owner),
             run_id=header.response_id,
             instructions=request.instructions,
             tools=self.server_tools,
@@ -230,6 +236,29 @@ class ResponsesService:
             client_tools={spec.name for spec in tools.specs},
             owner=owner,
             not_offered=tools.not_offered,
+        )
+
+    def _context_policy(
+        self, request: CreateResponse, input_items: list[dict[str, Any]], owner: str | None
+    ) -> ContextPolicy | None:
+        """`context_management` for the loop, or a `compaction_trigger` ending the input (only
+        there, as OpenAI requires); compaction items are sealed for this key."""
+        triggers = [i for i, item in enumerate(input_items) if item["type"] == "compaction_trigger"]
+        if triggers and triggers[0] != len(input_items) - 1:
+            raise InvalidRequestError(
+                "A compaction_trigger item must be the final input item.",
+                param=f"input[{triggers[0]}]",
+                code="invalid_value",
+            )
+        entries = request.context_management or []
+        if not entries and not triggers:
+            return None
+        thresholds = [e.compact_threshold for e in entries if e.compact_threshold is not None]
+        codec = self.compaction
+        return ContextPolicy(
+            seal=lambda context: codec.seal(context, owner),
+            compact_threshold=min(thresholds) if thresholds else None,
+            compact_now=bool(triggers),
         )
 
     def _toolsets(
@@ -532,7 +561,7 @@ class ResponsesService:
         output = list(stored.get("output") or [])
         if not output:
             return prepared, []
-        return prepared, _resume(prepared, output)
+        return prepared, _resume(prepared, output, self.compaction)
 
     async def cancel(self, response_id: str, *, owner: str | None = None) -> dict[str, Any]:
         """Cancel a background response wherever it runs (idempotent). Here: at once. On
@@ -625,7 +654,9 @@ def _failed(final: dict[str, Any], exc: StoreError) -> dict[str, Any]:
     }
 
 
-def _resume(prepared: Prepared, output: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _resume(
+    prepared: Prepared, output: list[dict[str, Any]], codec: CompactionCodec
+) -> list[dict[str, Any]]:
     """Set a prepared run up to go on after the stored `output` of an earlier attempt: items
     left in progress are closed (a server call that had started is reported to the model as
     interrupted, never run again), the transcript is the history plus that output, and MCP
@@ -642,7 +673,10 @@ def _resume(prepared: Prepared, output: list[dict[str, Any]]) -> list[dict[str, 
         kept.append(item)
     request = prepared.loop_request
     request.input = items_to_transcript(
-        prepared.history_items + prepared.input_items + kept, frozenset()
+        expand_compactions(
+            prepared.history_items, prepared.input_items + kept, codec, prepared.owner
+        ),
+        frozenset(),
     )
     request.history = []
     request.resume_calls = []

@@ -21,6 +21,7 @@ from toolwire.loop.events import (
     CallArgumentsDelta,
     CallStreamStarted,
     CallTarget,
+    ContextCompacted,
     LoopEvent,
     LoopFinished,
     ModelCallStarted,
@@ -181,6 +182,8 @@ class ResponseBuilder:
             self._listing_started(event.label)
         elif isinstance(event, ToolListingFinished):
             self._listing_finished(event)
+        elif isinstance(event, ContextCompacted):
+            self._compacted(event)
         elif isinstance(event, RunStarted):
             initial = self.body("in_progress")
             self.event("response.created", response=initial)
@@ -195,10 +198,25 @@ class ResponseBuilder:
         self.final = self.body(status.value, finished=event, usage=event.usage)
         if status is RunStatus.FAILED:
             error = self.final["error"] or {}
-            self.event("error", code=error.get("code"), message=error.get("message"), param=None)
+            code = error.get("code")
+            if event.error is not None and event.error.status == 400 and event.error.code:
+                # The `error` event's code is free (the response's is OpenAI's enum): a
+                # refused request keeps its exact code there (`context_length_exceeded`).
+                code = event.error.code
+            self.event("error", code=code, message=error.get("message"), param=None)
         self.event(_TERMINAL_EVENT[status], response=self.final)
 
     # -- MCP tool listings ----------------------------------------------------------------
+
+    def _compacted(self, event: ContextCompacted) -> None:
+        """The compaction item, whole at once (it has no deltas), as OpenAI streams it."""
+        self.close_open_items()
+        item = {
+            "id": event.item_id,
+            "type": "compaction",
+            "encrypted_content": event.encrypted_content,
+        }
+        self._done(self._add(item))
 
     def _listing_started(self, label: str) -> None:
         item: dict[str, Any] = {

@@ -141,6 +141,14 @@ class ChatCompletionsUpstream:
         # Parsed once: httpx re-parses a string URL on every request (~60 µs each).
         self._completions_url = httpx.URL(base + "/chat/completions")
         self._models_url = httpx.URL(base + "/models")
+        root = base.removesuffix("/v1")
+        # Tokenizers (loop/compaction.py counts prompts with them): llama-cpp-python's, then
+        # the `/tokenize` of llama.cpp's server and vLLM's (SGLang's too).
+        self._tokenizers = [
+            (httpx.URL(root + "/extras/tokenize/count"), False),
+            (httpx.URL(root + "/tokenize"), True),
+        ]
+        self._no_tokenizer_until = 0.0  # monotonic: none answered; estimate until then
         # Several small connection pools used in turn rather than one large one: httpcore checks
         # every pooled connection on each request and response, so with one pool the cost per
         # request grows with concurrency (~95% of the CPU at 64 concurrent requests, see
@@ -189,6 +197,26 @@ class ChatCompletionsUpstream:
         except (orjson.JSONDecodeError, AttributeError) as exc:
             raise UpstreamError("the upstream's /models answer is not JSON") from exc
         return [m for m in data if isinstance(m, dict)]
+
+    async def count_tokens(self, model: str, text: str) -> int | None:
+        """Tokens in `text` by the model's own tokenizer, where the server offers one (the
+        first that answers is kept); None when none does (then for `fallback_seconds`)."""
+        if time.monotonic() < self._no_tokenizer_until:
+            return None
+        for url, named in list(self._tokenizers):
+            body: dict[str, Any] = {"input": text}
+            if named:
+                body = {"model": model, "prompt": text, "content": text}
+            try:
+                _, content = await self._send("POST", url, body)
+                count = _token_count(orjson.loads(content))
+            except (UpstreamError, orjson.JSONDecodeError):
+                count = None
+            if count is not None:
+                self._tokenizers = [(url, named)]
+                return count
+        self._no_tokenizer_until = time.monotonic() + self.config.fallback_seconds
+        return None
 
     def request_body(self, request: TurnRequest, *, stream: bool) -> dict[str, Any]:
         body: dict[str, Any] = {
@@ -480,7 +508,11 @@ class ChatCompletionsUpstream:
                 finally:
                     await response.aclose()
                 error = _http_error(response, body or b"")
-                retryable = response.status_code in RETRYABLE_STATUSES
+                # a prompt too long for the model stays too long, whatever the status said
+                retryable = (
+                    response.status_code in RETRYABLE_STATUSES
+                    and error.code != "context_length_exceeded"
+                )
                 delay = (
                     self.retry.delay(attempt, response.headers.get("retry-after"))
                     if retryable and not _refuses_streamed_tools(error)
@@ -562,38 +594,54 @@ def _too_large_answer(most: int) -> UpstreamTooLargeError:
 
 
 _CONTEXT_LENGTH = (
-    "maximum context length",
-    "context length",
+    "maximum context length",  # OpenAI, vLLM, llama-cpp-python, DeepSeek
+    "context length",  # SGLang: "longer than the model's context length"
     "context_length",
     "too many tokens",
     "exceeds the context",
+    "exceeds the available context size",  # llama.cpp server
+    "context size has been exceeded",  # llama.cpp server (HTTP 500)
+    "exceed context window",  # llama-cpp-python's own words
+    "maximum model length",  # vLLM: "longer than the maximum model length"
     "prompt is too long",
 )
+_CONTEXT_LENGTH_TYPES = ("context_length_exceeded", "exceed_context_size_error")
+"""`error.code` / `error.type` values meaning the same (OpenAI, llama.cpp)."""
 
 
 def _http_error(response: httpx.Response, content: bytes) -> UpstreamHTTPError:
     """An upstream's HTTP error as the client error it amounts to, with OpenAI's codes: the
-    upstream's own message (its first line: never a traceback), never a home-made code."""
+    upstream's own message (its first line: never a traceback), never a home-made code. A
+    prompt that does not fit the model's context is OpenAI's 400 `context_length_exceeded`
+    whatever status the server chose (llama.cpp has answered it with a 500)."""
     status = response.status_code
     body = content[:4000].decode(response.charset_encoding or "utf-8", "replace")
     detail = strip_traceback(body)
+    marks: tuple[Any, ...] = ()
     try:
         parsed = orjson.loads(content)
         if isinstance(parsed, dict):
             detail = _error_text(parsed)
+            error = parsed.get("error")
+            if isinstance(error, dict):
+                marks = (error.get("code"), error.get("type"))
     except orjson.JSONDecodeError:
         pass
     detail = _first_line(detail)
     message = f"the upstream answered HTTP {status}" + (f": {detail}" if detail else "")
     lowered = detail.lower()
+    overflow = any(mark in _CONTEXT_LENGTH_TYPES for mark in marks) or (
+        status in (400, 413, 422, 500) and any(s in lowered for s in _CONTEXT_LENGTH)
+    )
     kind: dict[str, Any]
-    if status in (400, 413, 422):
-        code = (
-            "context_length_exceeded"
-            if status == 413 or any(s in lowered for s in _CONTEXT_LENGTH)
-            else "invalid_value"
-        )
-        kind = {"status": 400, "error_type": "invalid_request_error", "code": code}
+    if overflow or status == 413:
+        kind = {
+            "status": 400,
+            "error_type": "invalid_request_error",
+            "code": "context_length_exceeded",
+        }
+    elif status in (400, 422):
+        kind = {"status": 400, "error_type": "invalid_request_error", "code": "invalid_value"}
     elif status == 404 and "model" in lowered:
         kind = {"status": 404, "error_type": "invalid_request_error", "code": "model_not_found"}
     elif status == 429:
@@ -609,6 +657,17 @@ def _http_error(response: httpx.Response, content: bytes) -> UpstreamHTTPError:
     else:
         kind = {"status": 502, "error_type": "server_error", "code": "server_error"}
     return UpstreamHTTPError(message, upstream_status=status, upstream_body=body, **kind)
+
+
+def _token_count(answer: Any) -> int | None:
+    """`{"count": n}` (llama-cpp-python, vLLM) or `{"tokens": [...]}` (llama.cpp)."""
+    if not isinstance(answer, dict):
+        return None
+    count = answer.get("count")
+    if isinstance(count, int) and not isinstance(count, bool):
+        return count
+    tokens = answer.get("tokens")
+    return len(tokens) if isinstance(tokens, list) else None
 
 
 def _first_line(text: str) -> str:
