@@ -52,17 +52,9 @@ ALL_TESTS = {
     "compact-response",
     "compact-missing-model",
 }
-#: Tests that need what toolwire does not serve yet, each with the reason. Strict: once one
-#: passes, the test says so, and its entry goes.
-COMPACT = (
-    "needs POST /v1/responses/compact, which toolwire does not serve yet (being built on "
-    "branch h-compact): the answer is 405"
-)
-EXPECTED_TO_FAIL: dict[str, str] = {
-    "compact-response": COMPACT,
-    "compact-missing-model": COMPACT,
-    "websocket-compact-new-chain": COMPACT,
-}
+#: Tests that need what toolwire does not serve yet, each with the reason (none now). Strict:
+#: once one passes, the test says so, and its entry goes.
+EXPECTED_TO_FAIL: dict[str, str] = {}
 
 
 def bun_binary() -> Path:
