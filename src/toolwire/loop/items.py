@@ -461,13 +461,13 @@ def check_outputs_answer_calls(
     calls: set[str] = set()
     for item in history:
         kind = item.get("type")
-        if kind in ("compaction", "compaction_summary"):
+        if kind == "compaction":
             return
         if kind in _CALL_TYPES and isinstance(item.get("call_id"), str):
             calls.add(item["call_id"])
     for index, item in enumerate(input_items):
         kind = item.get("type")
-        if kind in ("compaction", "compaction_summary"):
+        if kind == "compaction":
             return
         if kind in _CALL_TYPES and isinstance(item.get("call_id"), str):
             calls.add(item["call_id"])
