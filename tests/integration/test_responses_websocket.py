@@ -146,11 +146,34 @@ async def test_store_false_chain_lives_on_its_socket(srv: Server) -> None:
     assert len(srv.upstream.chat_requests) == 3
 
 
+async def test_a_stored_response_after_an_unstored_chain_keeps_all_of_it(srv: Server) -> None:
+    srv.upstream.add(Reply(text="noted: cobalt"), Reply(text="stored"), Reply(text="cobalt"))
+    async with srv.client() as client:
+        async with client.responses.connect() as connection:
+            await connection.response.create(model="m", store=False, input="Remember: cobalt.")
+            first = (await turn(connection))[-1].response
+            await connection.response.create(
+                model="m", previous_response_id=first.id, input="Now store this."
+            )
+            stored = (await turn(connection))[-1].response
+        # continued over HTTP, from the store: the unstored first turn is part of its history
+        await client.responses.create(
+            model="m", previous_response_id=stored.id, input="The code word?"
+        )
+    seen = json.dumps(srv.upstream.chat_requests[2].body["messages"])
+    assert "Remember: cobalt." in seen and "noted: cobalt" in seen and "Now store this." in seen
+
+
 async def test_errors_are_messages_and_the_socket_stays_open(srv: Server) -> None:
     srv.upstream.add(Reply(text="still here"))
     async with websockets.connect(srv.ws_url, additional_headers=auth(srv.key)) as socket:
         refusals = [
-            {"type": "response.create", "model": "m", "previous_response_id": "resp_nope"},
+            {
+                "type": "response.create",
+                "model": "m",
+                "previous_response_id": "resp_nope",
+                "stream_id": "lane-1",
+            },
             {"type": "response.cancel"},
             {"type": "response.create", "model": "m", "input": "x", "background": True},
             {"type": "response.create", "model": "m", "input": "x", "temperature": "hot"},
@@ -167,6 +190,8 @@ async def test_errors_are_messages_and_the_socket_stays_open(srv: Server) -> Non
             assert answer["status"] == 400
         assert answers[0]["error"]["code"] == "previous_response_not_found"
         assert answers[0]["error"]["param"] == "previous_response_id"
+        assert answers[0]["stream_id"] == "lane-1"  # a refusal names its request's lane
+        assert all("stream_id" not in answer for answer in answers[1:])
         assert answers[1]["error"]["param"] == "type"
         assert answers[2]["error"]["param"] == "background"
         assert answers[3]["error"]["param"] == "temperature"

@@ -77,6 +77,9 @@ class Prepared:
     """The API key that owns the response (None when the server runs without keys)."""
     not_offered: list[str] = field(default_factory=list)
     """Requested tool types the model was not offered (`x-toolwire-tools-not-offered`)."""
+    history_inline: bool = False
+    """The history came from the caller's memory (`LocalResponse`), not the store: a stored
+    response keeps a full copy, as its previous response may be stored nowhere."""
 
     @property
     def response_id(self) -> str:
@@ -163,7 +166,8 @@ class ResponsesService:
             raise InvalidRequestError("Missing required parameter: 'model'.", param="model")
         history: list[dict[str, Any]] = []
         conversation_id = request.conversation_id
-        if local is not None and request.previous_response_id == local.response_id:
+        inline = local is not None and request.previous_response_id == local.response_id
+        if local is not None and inline:
             history = list(local.history)
         elif request.previous_response_id:
             record = await self.store.get_response_record(request.previous_response_id, owner=owner)
@@ -236,6 +240,7 @@ class ResponsesService:
             client_tools={spec.name for spec in tools.specs},
             owner=owner,
             not_offered=tools.not_offered,
+            history_inline=inline,
         )
 
     def _context_policy(
@@ -390,6 +395,11 @@ class ResponsesService:
             stored = await self.store.save_response(
                 body,
                 input_items=prepared.input_items,
+                history=(
+                    prepared.history_items + prepared.input_items + list(output)
+                    if prepared.history_inline
+                    else None
+                ),
                 conversation_id=conversation_id,
                 conversation_items=len(prepared.history_items) if in_conversation else None,
                 owner=prepared.owner,

@@ -135,17 +135,20 @@ class _Session:
                             )
                         )
                     )
+                self.lane = None  # what follows (the time limit) belongs to no request
 
     async def turn(self, raw: str | bytes) -> None:
         """One `response.create`: prepared, run, streamed. A refusal raises (`work` sends it
         as one `error` message)."""
         self.last, local = None, self.last  # any failure from here on forgets it
         self.lane = None
-        body = _create_body(raw, self.door.limits)
-        lane = body.pop("stream_id", None)
-        if lane is not None and not isinstance(lane, str):
-            raise InvalidRequestError("stream_id must be a string.", param="stream_id")
-        self.lane = lane
+        message = parse_limited_json(raw, self.door.limits)
+        if isinstance(message, dict):
+            lane = message.pop("stream_id", None)
+            if lane is not None and not isinstance(lane, str):
+                raise InvalidRequestError("stream_id must be a string.", param="stream_id")
+            self.lane = lane
+        body = _create_body(message)
         prepared = await self.door.service.prepare(body, owner=self.owner, local=local)
         await self.run(prepared)
 
@@ -177,9 +180,8 @@ class _Session:
         await self.websocket.send_text(orjson.dumps(event).decode())
 
 
-def _create_body(raw: str | bytes, limits: Limits) -> dict[str, Any]:
+def _create_body(message: Any) -> dict[str, Any]:
     """A `response.create` message → the body `ResponsesService.prepare` takes."""
-    message = parse_limited_json(raw, limits)
     if not isinstance(message, dict):
         raise InvalidRequestError("A WebSocket message must be a JSON object.", code="invalid_json")
     kind = message.pop("type", None)
