@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 LLAMA_VERSION := 0.3.36
 WHEELS ?= $(HOME)/.cache/toolwire/wheels
 
-.PHONY: run serve test lint bench llama-wheel clean clients
+.PHONY: run serve test lint bench llama-wheel clean clients openresponses
 
 # Each long step says what it does and shows its progress; pip's own output is cut down to
 # one line per package fetched. pip is not upgraded: the venv's pip installs these wheels fine.
@@ -54,7 +54,12 @@ clients:
 	@.ci/install-codex
 	@.ci/install-opencode
 
-test: $(STAMP) clients
+# The OpenResponses compliance suite (vendored in tests/conformance/) runs on bun: bun and zod,
+# pinned, into .tools/openresponses (needs npm).
+openresponses:
+	@.ci/install-openresponses
+
+test: $(STAMP) clients openresponses
 	$(BIN)/pytest
 
 lint: $(STAMP)

@@ -130,6 +130,11 @@ class ServerConfig(BaseModel):
     max_json_depth: int = Field(default=64, gt=0)
     max_input_items: int = Field(default=2048, gt=0)
     max_tools: int = Field(default=512, gt=0)
+    websocket_max_seconds: float = Field(
+        default=3600.0,
+        gt=0,
+        description="how long one WebSocket of /v1/responses may stay open (OpenAI: 60 min)",
+    )
     max_upstream_event_bytes: int = Field(default=8 * MiB, gt=0)
     max_upstream_response_bytes: int = Field(default=64 * MiB, gt=0)
     upstream_vision: bool = Field(

@@ -1,18 +1,21 @@
 """The security pieces on their own: the SSE size limit, URL redaction, loopback names, key
 matching, ownership in the store (and the column added to an older database), the upstream's
-bounded non-streamed read."""
+bounded non-streamed read, the middlewares on WebSocket scopes."""
 
 from __future__ import annotations
 
 import sqlite3
+from functools import partial
 from pathlib import Path
+from typing import Any
 
+import orjson
 import pytest
 
 from toolwire.errors import ConfigError, UpstreamTooLargeError
-from toolwire.server.auth import KeyRing, presented_key
-from toolwire.server.guards import is_loopback_host
-from toolwire.server.limits import Limits, check_depth, might_be_deep
+from toolwire.server.auth import AuthMiddleware, KeyRing, presented_key
+from toolwire.server.guards import GuardMiddleware, is_loopback_host
+from toolwire.server.limits import BodyLimitMiddleware, Limits, check_depth, might_be_deep
 from toolwire.server.mcp_tools import redacted
 from toolwire.server.security import is_loopback_bind, startup_security
 from toolwire.store.database import Store
@@ -169,3 +172,77 @@ async def test_startup_refuses_an_open_server_beyond_loopback(tmp_path: Path) ->
         assert keyed.require_keys  # stays closed even if every key is revoked later
     finally:
         await store.close()
+
+
+class _Keys:
+    """A key store holding one key."""
+
+    async def active(self) -> list[ActiveKey]:
+        return [ActiveKey("key_a", hash_key("tw-a"))]
+
+
+def _socket_scope(headers: list[tuple[bytes, bytes]], *, extension: bool) -> dict[str, Any]:
+    scope: dict[str, Any] = {"type": "websocket", "path": "/v1/responses", "headers": headers}
+    if extension:
+        scope["extensions"] = {"websocket.http.response": {}}
+    return scope
+
+
+async def _drive(middleware: Any, scope: dict[str, Any], messages: list[Any]) -> tuple[Any, Any]:
+    """(what the app received, or None if it never ran; what went to the client)."""
+    sent: list[Any] = []
+    received: list[Any] = []
+    incoming = iter(messages)
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        received.append(await receive())
+
+    async def receive() -> Any:
+        return next(incoming)
+
+    async def send(message: Any) -> None:
+        sent.append(message)
+
+    await middleware(app)(scope, receive, send)
+    return (received or None), sent
+
+
+async def test_websocket_upgrades_are_checked_like_requests() -> None:
+    connect = [{"type": "websocket.connect"}]
+    auth = partial(AuthMiddleware, keyring=KeyRing(_Keys(), 60))  # type: ignore[arg-type]
+    guard = partial(GuardMiddleware, allowed_origins=())
+    host = (b"host", b"127.0.0.1:8080")
+    # without the denial-response extension: closed (the server answers the upgrade with 403)
+    for middleware, headers in (
+        (auth, [host]),
+        (auth, [host, (b"authorization", b"Bearer tw-wrong")]),
+        (guard, [host, (b"origin", b"https://evil.example")]),
+        (guard, [(b"host", b"evil.example")]),
+    ):
+        reached, sent = await _drive(middleware, _socket_scope(headers, extension=False), connect)
+        assert reached is None
+        assert [m["type"] for m in sent] == ["websocket.close"] and sent[0]["code"] == 1008
+    # with it: the HTTP status and the OpenAI error body
+    reached, sent = await _drive(auth, _socket_scope([host], extension=True), connect)
+    assert reached is None
+    assert sent[0] == {**sent[0], "type": "websocket.http.response.start", "status": 401}
+    assert orjson.loads(sent[1]["body"])["error"]["code"] == "invalid_api_key"
+    # the right key passes, and names the owner
+    scope = _socket_scope([host, (b"authorization", b"Bearer tw-a")], extension=True)
+    reached, sent = await _drive(auth, scope, connect)
+    assert reached == connect and sent == [] and scope["state"]["owner"] == "key_a"
+
+
+async def test_websocket_messages_over_the_size_limit_close_the_socket() -> None:
+    limit = partial(BodyLimitMiddleware, max_bytes=10)
+    scope = _socket_scope([], extension=False)
+    fits = {"type": "websocket.receive", "text": "é" * 5}  # 10 bytes
+    reached, sent = await _drive(limit, scope, [fits])
+    assert reached == [fits] and sent == []
+    for big in (
+        {"type": "websocket.receive", "text": "é" * 6},
+        {"type": "websocket.receive", "bytes": b"x" * 11},
+    ):
+        reached, sent = await _drive(limit, scope, [big])
+        assert reached == [{"type": "websocket.disconnect", "code": 1009}]
+        assert sent == [{"type": "websocket.close", "code": 1009, "reason": "message too big"}]

@@ -449,3 +449,34 @@ def call_from_item(call_id: str, name: str, arguments: str) -> ToolCall:
     if not isinstance(parsed, dict):
         return ToolCall(call_id, name, None, arguments, "arguments are not a JSON object")
     return ToolCall(call_id, name, parsed, arguments)
+
+
+def check_outputs_answer_calls(
+    history: list[dict[str, Any]], input_items: list[dict[str, Any]]
+) -> None:
+    """400 for a tool output in the input that answers no call in the history or earlier in
+    the input, as OpenAI refuses it ("No tool call found for function call output …"): the
+    model would read a result of a call it never made. Skipped when the items hold a
+    compaction, whose opaque window may hold the call."""
+    calls: set[str] = set()
+    for item in history:
+        kind = item.get("type")
+        if kind == "compaction":
+            return
+        if kind in _CALL_TYPES and isinstance(item.get("call_id"), str):
+            calls.add(item["call_id"])
+    for index, item in enumerate(input_items):
+        kind = item.get("type")
+        if kind == "compaction":
+            return
+        if kind in _CALL_TYPES and isinstance(item.get("call_id"), str):
+            calls.add(item["call_id"])
+        elif kind in _OUTPUTS and item.get("call_id") not in calls:
+            noun = kind.removesuffix("_output").replace("_", " ")
+            raise InvalidRequestError(
+                f"No tool call found for {noun} output with call_id {item.get('call_id')}.",
+                param=f"input[{index}]",
+            )
+
+
+_CALL_TYPES = frozenset({"function_call", "custom_tool_call", *_CALLS})

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
@@ -19,7 +19,7 @@ class _End(Generic[T]):
     __slots__ = ()
 
 
-async def pump(run: Callable[[Callable[[T], None]], Awaitable[Any]]) -> AsyncIterator[T]:
+async def pump(run: Callable[[Callable[[T], None]], Awaitable[Any]]) -> AsyncGenerator[T, None]:
     """Yield what `run(emit)` emits, as it emits it, until `run` returns."""
     queue: asyncio.Queue[T | _End[T]] = asyncio.Queue()
     end: _End[T] = _End()

@@ -10,7 +10,7 @@ from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
-from starlette.routing import Route
+from starlette.routing import Route, WebSocketRoute
 
 from toolwire.errors import NotFoundError, ToolwireError
 from toolwire.server.auth import owner_of
@@ -25,6 +25,7 @@ from toolwire.server.openapi import API, served_operations
 from toolwire.server.operations import register_builtin
 from toolwire.server.request_tools import NOT_OFFERED_HEADER
 from toolwire.server.responses_service import ResponsesService
+from toolwire.server.responses_socket import ResponsesSocket
 from toolwire.server.security import Security, middleware
 from toolwire.store.database import Store
 from toolwire.upstream.base import Upstream
@@ -149,6 +150,7 @@ def create_app(
 
     routes = [
         Route("/v1/responses", create_response, methods=["POST"]),
+        WebSocketRoute("/v1/responses", ResponsesSocket(responses, limits).endpoint),
         *CompactionService(responses).routes(read_json),
         Route("/v1/responses/{response_id}", get_response, methods=["GET"]),
         Route("/v1/responses/{response_id}", delete_response, methods=["DELETE"]),

@@ -24,7 +24,7 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 import orjson
-from starlette.requests import Request
+from starlette.requests import HTTPConnection
 
 from toolwire.store.keys import ActiveKey, KeyStore, hash_key
 from toolwire.store.owner import current_owner
@@ -50,8 +50,9 @@ _MISSING = (
 _WRONG = "Incorrect API key provided. Keys are listed with `toolwire keys list`."
 
 
-def owner_of(request: Request) -> str | None:
-    """The API key id this middleware found for the request (None: no keys in use)."""
+def owner_of(request: HTTPConnection) -> str | None:
+    """The API key id this middleware found for the request or WebSocket (None: no keys in
+    use)."""
     owner: str | None = getattr(request.state, "owner", None)
     return owner
 
@@ -107,22 +108,32 @@ async def send_error(
     param: str | None = None,
     error_type: str = "invalid_request_error",
     headers: list[tuple[bytes, bytes]] | None = None,
+    scope: Scope | None = None,
 ) -> None:
-    """An OpenAI-shaped error answered straight from middleware."""
+    """An OpenAI-shaped error answered straight from middleware. For a WebSocket handshake
+    (`scope` of type `websocket`), the same status and body when the server can send an HTTP
+    answer to an upgrade (the ASGI "websocket.http.response" extension: uvicorn, Starlette's
+    TestClient); otherwise the upgrade is closed with 1008 (policy violation), which servers
+    answer as 403."""
     body = orjson.dumps(
         {"error": {"message": message, "type": error_type, "param": param, "code": code}}
     )
-    await send(
-        {
-            "type": "http.response.start",
-            "status": status,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(body)).encode()),
-                *(headers or []),
-            ],
-        }
-    )
+    start = {
+        "status": status,
+        "headers": [
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(body)).encode()),
+            *(headers or []),
+        ],
+    }
+    if scope is not None and scope["type"] == "websocket":
+        if "websocket.http.response" in scope.get("extensions", {}):
+            await send({"type": "websocket.http.response.start", **start})
+            await send({"type": "websocket.http.response.body", "body": body})
+        else:
+            await send({"type": "websocket.close", "code": 1008, "reason": code})
+        return
+    await send({"type": "http.response.start", **start})
     await send({"type": "http.response.body", "body": body})
 
 
@@ -161,13 +172,11 @@ class AuthMiddleware:
             current_owner.reset(token)
 
     async def _refuse(self, scope: Scope, send: Send, message: str) -> None:
-        if scope["type"] == "websocket":
-            await send({"type": "websocket.close", "code": 1008, "reason": "invalid_api_key"})
-            return
         await send_error(
             send,
             401,
             message,
             "invalid_api_key",
             headers=[(b"www-authenticate", b'Bearer realm="toolwire"')],
+            scope=scope,
         )

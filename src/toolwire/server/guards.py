@@ -91,6 +91,7 @@ class GuardMiddleware:
                 f"Host {host.decode('latin-1')!r} is not allowed: this server is bound to "
                 "loopback and answers only loopback names and its configured allowed_hosts.",
                 "host_not_allowed",
+                scope=scope,
             )
             return
         if origin is not None and not _same_origin(origin, host):
@@ -101,12 +102,14 @@ class GuardMiddleware:
                     f"Origin {origin.decode('latin-1')!r} is not allowed. Allow it with "
                     "--allow-origin (or allowed_origins in the config file).",
                     "origin_not_allowed",
+                    scope=scope,
                 )
                 return
             if scope["type"] == "http" and scope["method"] == "OPTIONS":
                 await _preflight(scope, send, origin)
                 return
-            send = _with_cors(send, origin)
+            if scope["type"] == "http":
+                send = _with_cors(send, origin)
         if (
             has_body
             and scope["type"] == "http"

@@ -3,13 +3,18 @@
 - `max_body_bytes` (default 4 MiB): a `Content-Length` over it is refused before a byte is read;
   a body without one (chunked) is counted as it arrives and refused the moment it passes the
   limit, so no more than the limit (plus one network chunk) is ever held. 413,
-  `request_too_large`.
+  `request_too_large`. On a WebSocket (`/v1/responses` in WebSocket mode) it bounds each
+  message: a bigger one closes the socket with 1009 (message too big); `toolwire serve` also
+  sets uvicorn's `ws_max_size` to it, so such a frame is refused before it is buffered.
 - `max_json_depth` (default 64): deeper nesting of arrays and objects is a 400 (`json_too_deep`).
 - `max_input_items` (default 2,048) and `max_tools` (default 512): more `input` / `items` /
   `messages` entries or `tools` entries is a 400 naming the parameter (`too_many_items`,
   `too_many_tools`).
+- `max_socket_seconds` (default 3,600, as OpenAI's 60 minutes): how long a WebSocket of
+  `/v1/responses` stays open (`server/responses_socket.py`).
 
-`read_limited_json` applies the last three to a request body; `BodyLimitMiddleware` the first.
+`read_limited_json` (`parse_limited_json` for a WebSocket message) applies the last three to a
+request body; `BodyLimitMiddleware` the first.
 """
 
 from __future__ import annotations
@@ -35,6 +40,8 @@ class Limits:
     max_json_depth: int = 64
     max_input_items: int = 2048
     max_tools: int = 512
+    #: how long one WebSocket (WebSocket mode of /v1/responses) may stay open, as OpenAI's
+    max_socket_seconds: float = 3600.0
 
 
 class RequestTooLarge(ToolwireError):
@@ -58,6 +65,9 @@ class BodyLimitMiddleware:
         self.max_bytes = max_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "websocket":
+            await self.app(scope, self._limited_messages(receive, send), send)
+            return
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
@@ -84,6 +94,31 @@ class BodyLimitMiddleware:
             return message
 
         await self.app(scope, limited, send)
+
+    def _limited_messages(self, receive: Receive, send: Send) -> Receive:
+        """`receive` for a WebSocket: a message over the limit closes the socket (1009) and
+        reaches the app as the disconnect it is."""
+        limit = self.max_bytes
+
+        async def limited() -> Message:
+            message = await receive()
+            if message["type"] == "websocket.receive" and _over(message, limit):
+                await send({"type": "websocket.close", "code": 1009, "reason": "message too big"})
+                return {"type": "websocket.disconnect", "code": 1009}
+            return message
+
+        return limited
+
+
+def _over(message: Message, limit: int) -> bool:
+    """Whether a WebSocket message is over `limit` bytes (text is encoded only when its length
+    leaves it in doubt: UTF-8 takes 1 to 4 bytes a character)."""
+    text = message.get("text")
+    if text is None:
+        return len(message.get("bytes") or b"") > limit
+    if len(text) > limit:
+        return True
+    return len(text) * 4 > limit and len(text.encode()) > limit
 
 
 def check_depth(value: Any, limit: int) -> None:
@@ -137,7 +172,13 @@ def check_counts(body: Any, limits: Limits) -> None:
 async def read_limited_json(request: Request, limits: Limits) -> Any:
     """The request body as JSON, within the depth and count limits (the size limit is the
     middleware's)."""
-    raw = await request.body()
+    return parse_limited_json(await request.body(), limits)
+
+
+def parse_limited_json(raw: bytes | str, limits: Limits) -> Any:
+    """A JSON body (or WebSocket message), within the depth and count limits."""
+    if isinstance(raw, str):
+        raw = raw.encode()
     if not raw:
         raise InvalidRequestError("the request body is empty; expected a JSON object")
     try:

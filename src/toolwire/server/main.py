@@ -68,6 +68,7 @@ async def build_app(config: ServerConfig) -> Starlette:
                 max_json_depth=config.max_json_depth,
                 max_input_items=config.max_input_items,
                 max_tools=config.max_tools,
+                max_socket_seconds=config.websocket_max_seconds,
             ),
             allowed_origins=tuple(config.allowed_origins),
             allowed_hosts=tuple(config.allowed_hosts),
@@ -168,6 +169,11 @@ async def serve(config: ServerConfig) -> None:
             port=config.port,
             log_level=config.log_level,
             access_log=config.access_log,
+            # WebSocket mode of /v1/responses: the `websockets` implementation, and frames no
+            # bigger than a request body may be (a bigger one closes the socket with 1009
+            # before it is buffered). Its keep-alive pings find dead clients.
+            ws="websockets-sansio",
+            ws_max_size=config.max_body_bytes,
         )
     )
     await server.serve()

@@ -17,7 +17,7 @@ import asyncio
 import contextlib
 import secrets
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
@@ -37,7 +37,12 @@ from toolwire.loop.approvals import ApprovalSigner, approval_decisions
 from toolwire.loop.compaction import CompactionCodec, ContextPolicy, expand_compactions
 from toolwire.loop.driver import Checkpoint, LoopDriver
 from toolwire.loop.events import LoopEvent, LoopFinished, RunStarted, StepReached
-from toolwire.loop.items import items_to_transcript, normalize_input, resolve_references
+from toolwire.loop.items import (
+    check_outputs_answer_calls,
+    items_to_transcript,
+    normalize_input,
+    resolve_references,
+)
 from toolwire.loop.pump import pump
 from toolwire.loop.state import LoopRequest, LoopSettings
 from toolwire.observe.metrics import BACKGROUND_JOBS
@@ -74,10 +79,29 @@ class Prepared:
     """The API key that owns the response (None when the server runs without keys)."""
     not_offered: list[str] = field(default_factory=list)
     """Requested tool types the model was not offered (`x-toolwire-tools-not-offered`)."""
+    history_inline: bool = False
+    """The history came from the caller's memory (`LocalResponse`), not the store: a stored
+    response keeps a full copy, as its previous response may be stored nowhere."""
 
     @property
     def response_id(self) -> str:
         return self.header.response_id
+
+
+@dataclass(slots=True, frozen=True)
+class LocalResponse:
+    """A finished response its caller holds in memory (WebSocket mode keeps the socket's last
+    one): `previous_response_id` naming it continues from `history` without the store, so a
+    `store: false` response can be continued on the socket that made it."""
+
+    response_id: str
+    history: list[dict[str, Any]]
+    """Every item the model had seen when it ended: what a continuation starts from."""
+
+    @classmethod
+    def of(cls, prepared: Prepared, final: dict[str, Any]) -> LocalResponse:
+        items = prepared.history_items + prepared.input_items + list(final.get("output") or [])
+        return cls(final["id"], items)
 
 
 class ResponsesService:
@@ -134,14 +158,21 @@ class ResponsesService:
 
     # -- preparing: HTTP body -> LoopRequest ----------------------------------------------
 
-    async def prepare(self, body: Any, *, owner: str | None = None) -> Prepared:
+    async def prepare(
+        self, body: Any, *, owner: str | None = None, local: LocalResponse | None = None
+    ) -> Prepared:
+        """`local`: a response the caller holds (WebSocket mode), found by
+        `previous_response_id` before the store is asked."""
         request = parse_create(body)
         model = request.model or self.default_model
         if not model:
             raise InvalidRequestError("Missing required parameter: 'model'.", param="model")
         history: list[dict[str, Any]] = []
         conversation_id = request.conversation_id
-        if request.previous_response_id:
+        inline = local is not None and request.previous_response_id == local.response_id
+        if local is not None and inline:
+            history = list(local.history)
+        elif request.previous_response_id:
             record = await self.store.get_response_record(request.previous_response_id, owner=owner)
             if record is None:
                 raise NotFoundError(
@@ -161,6 +192,7 @@ class ResponsesService:
         if conversation_id is not None:
             await check_storable(self.store, input_items, "input")
         input_items = resolve_references(input_items, history)
+        check_outputs_answer_calls(history, input_items)
         tools = self._request_tools(request.tools)
         tool_choice = self._tool_choice(request, tools)
         approvals = approval_decisions(history, input_items, self.signer, owner)
@@ -212,6 +244,7 @@ class ResponsesService:
             client_tools={spec.name for spec in tools.specs},
             owner=owner,
             not_offered=tools.not_offered,
+            history_inline=inline,
         )
 
     def _context_policy(
@@ -366,6 +399,11 @@ class ResponsesService:
             stored = await self.store.save_response(
                 body,
                 input_items=prepared.input_items,
+                history=(
+                    prepared.history_items + prepared.input_items + list(output)
+                    if prepared.history_inline
+                    else None
+                ),
                 conversation_id=conversation_id,
                 conversation_items=len(prepared.history_items) if in_conversation else None,
                 owner=prepared.owner,
@@ -440,15 +478,23 @@ class ResponsesService:
         return builder.final
 
     async def stream(self, prepared: Prepared) -> AsyncIterator[bytes]:
-        """Streaming: `response.created` goes out before the upstream is even called; the
-        terminal event only once the final write is done."""
+        """Streaming over SSE: `events`, framed."""
+        async with contextlib.aclosing(self.events(prepared)) as events:
+            async for event in events:
+                yield encode_event(orjson.dumps(event), event["type"])
+
+    async def events(self, prepared: Prepared) -> AsyncGenerator[dict[str, Any], None]:
+        """The stream events of a run, as the SSE and WebSocket doors send them:
+        `response.created` goes out before the upstream is even called; the terminal event
+        only once the final write is done. Closing this early cancels the run."""
 
         async def run(emit: Any) -> None:
             outbox = _Outbox(emit)
             await self._run(prepared, ResponseBuilder(prepared.header, outbox), outbox)
 
-        async for event in pump(run):
-            yield encode_event(orjson.dumps(event), event["type"])
+        async with contextlib.aclosing(pump(run)) as events:
+            async for event in events:
+                yield event
 
     # -- background: a durable queue in the database -------------------------------------
 

@@ -29,7 +29,7 @@ import asyncio
 import collections
 import socket
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -122,10 +122,12 @@ class ScriptedUpstream:
         models: Sequence[str] = ("scripted-model",),
         host: str = "127.0.0.1",
         port: int = 0,
-        default: Turn | None = None,
+        default: Turn | Callable[[Any], Turn] | None = None,
     ) -> None:
         self._turns: collections.deque[Turn] = collections.deque(turns)
-        #: played whenever no scripted turn is left (None: answer HTTP 500 then)
+        #: played whenever no scripted turn is left (None: answer HTTP 500 then); a function
+        #: gets the decoded request body and picks the turn, for clients whose requests come
+        #: in no fixed order (a concurrent test suite)
         self.default = default
         self.models = list(models)
         self.requests: list[RecordedRequest] = []
@@ -287,7 +289,12 @@ class ScriptedUpstream:
                 },
             )
             return
-        turn = self._turns.popleft() if self._turns else self.default
+        if self._turns:
+            turn: Turn | None = self._turns.popleft()
+        elif callable(self.default):
+            turn = self.default(body)
+        else:
+            turn = self.default
         assert turn is not None
         wants_stream = isinstance(body, dict) and bool(body.get("stream"))
         model = body.get("model", "scripted-model") if isinstance(body, dict) else "scripted-model"
