@@ -23,7 +23,7 @@ from toolwire.config import ServerConfig
 from toolwire.server.main import build_app
 from toolwire.tools.envelope import render_envelope
 
-PROMPT = "What is the temperature in Paris right now?"
+PROMPT = "What is the weather in Paris right now?"
 
 
 def _free_port() -> int:
@@ -82,13 +82,16 @@ async def _trace(client: Any, console: Console) -> int:
         temperature=0,
         stream=True,
     )
+    names: dict[str, str] = {}  # mcp_call item id -> tool name
     async for event in stream:
         kind = event.type
         if kind == "response.output_text.delta":
             console.print(Text(event.delta), end="")
+        elif kind == "response.output_item.added" and event.item.type == "mcp_call":
+            names[event.item.id] = event.item.name
         elif kind == "response.mcp_call_arguments.done":
-            item_args = event.arguments
-            console.print(f"\n[cyan]tool call[/] get_weather({Text(item_args).markup})")
+            name = names.get(event.item_id, "tool")
+            console.print(f"\n[cyan]tool call[/] {name}({Text(event.arguments).markup})")
         elif kind == "response.output_item.done" and event.item.type == "mcp_call":
             item = event.item
             envelope = render_envelope(
