@@ -1,9 +1,10 @@
 """`toolwire demo`: a real model calling a real tool through the gateway, traced live.
 
 Starts the managed local model (SmolLM2-135M via llama-cpp-python), serves toolwire on a free
-loopback port with a demo weather tool, and drives one request with the official `openai`
-client, printing each step: the model call, the tool call, the envelope the tool returned (what
-the model read), the final answer, and the stored response id to continue from.
+loopback port with the demo weather tool (its result is written for a 135M model to restate), and
+drives one request with the official `openai` client, printing each step: the model call, the
+tool call, the envelope the tool returned (what the model read), the final answer, and the stored
+response id to continue from.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from toolwire.config import ServerConfig
 from toolwire.server.main import build_app
 from toolwire.tools.envelope import render_envelope
 
-PROMPT = "What is the temperature in Paris right now?"
+PROMPT = "What is the weather in Paris right now?"
 
 
 def _free_port() -> int:
@@ -76,19 +77,25 @@ async def _trace(client: Any, console: Console) -> int:
         model="smollm2-135m-instruct",
         input=PROMPT,
         # A 135M model: force the first call, then let it answer (max_tool_calls is a soft
-        # stop: one last model call without tools), greedily for a repeatable demo.
+        # stop: one last model call without tools), greedily and with a fixed seed for a
+        # repeatable demo; the answer is one sentence, far under the token budget.
         tool_choice={"type": "function", "name": "get_weather"},
         max_tool_calls=1,
         temperature=0,
+        max_output_tokens=200,
+        extra_body={"seed": 7},
         stream=True,
     )
+    names: dict[str, str] = {}  # mcp_call item id -> tool name
     async for event in stream:
         kind = event.type
         if kind == "response.output_text.delta":
             console.print(Text(event.delta), end="")
+        elif kind == "response.output_item.added" and event.item.type == "mcp_call":
+            names[event.item.id] = event.item.name
         elif kind == "response.mcp_call_arguments.done":
-            item_args = event.arguments
-            console.print(f"\n[cyan]tool call[/] get_weather({Text(item_args).markup})")
+            name = names.get(event.item_id, "tool")
+            console.print(f"\n[cyan]tool call[/] {name}({Text(event.arguments).markup})")
         elif kind == "response.output_item.done" and event.item.type == "mcp_call":
             item = event.item
             envelope = render_envelope(

@@ -87,7 +87,8 @@ def check_loop_completed(local: Local, response: Any) -> None:
     arguments = json.loads(first.arguments)
     assert isinstance(arguments.get("city"), str)
     assert first.error is None and first.output is not None
-    assert f"city: {arguments['city']}" in first.output  # the tool ran with the model's arguments
+    city = arguments["city"].strip(" ,.;:!?")  # as get_weather reads it
+    assert f"city: {city}\n" in first.output  # the tool ran with the model's arguments
     # max_tool_calls=1: after the tool, one last model call without tools answers.
     assert response.status in ("completed", "incomplete"), response.error
     assert response.output[-1].type == "message", response.model_dump_json(indent=1)
@@ -207,12 +208,21 @@ def _parent(pid: int) -> int:
     return int(stat.rsplit(")", 1)[1].split()[1])
 
 
-def test_toolwire_demo_shows_a_real_model_calling_a_real_tool(tmp_path: Path) -> None:
+def test_toolwire_demo_answers_right_from_the_tool(tmp_path: Path) -> None:
+    """`toolwire demo` (what `make run` runs), as a user runs it: the model calls get_weather
+    for Paris, and its final answer restates what the tool returned, with no number the tool
+    did not give (a wrong unit conversion or an invented figure fails)."""
+    import asyncio
+    import re
     import subprocess
     import sys
 
+    from toolwire.demo_tools import get_weather
+    from toolwire.store.database import Store
+
+    db = f"sqlite:///{tmp_path / 'demo.db'}"
     done = subprocess.run(
-        [sys.executable, "-m", "toolwire", "demo", "--db", f"sqlite:///{tmp_path / 'demo.db'}"],
+        [sys.executable, "-m", "toolwire", "demo", "--db", db],
         capture_output=True,
         text=True,
         timeout=300,
@@ -220,13 +230,38 @@ def test_toolwire_demo_shows_a_real_model_calling_a_real_tool(tmp_path: Path) ->
     )
     assert done.returncode == 0, done.stdout + done.stderr
     out = done.stdout
-    assert "model call 1" in out and "tool call get_weather(" in out
-    assert "envelope: get_weather" in out and "toolName:" in out and "temperature_c:" in out
-    assert "final answer" in out
-    assert "stored response id: resp_" in out and "previous_response_id=" in out
-    # the answer uses what the tool returned: Paris is 18 °C in the demo data
-    answer = out.split("final answer", 1)[1].split("stored response id", 1)[0]
-    assert "18" in answer, out
+    assert "model call 1" in out and 'tool call get_weather({"city":"Paris"})' in out
+    assert "envelope: get_weather" in out and "temperature_f: 64" in out
+    assert "final answer" in out and "previous_response_id=" in out
+    found = re.search(r"stored response id: (resp_\w+)", out)
+    assert found, out
+
+    async def stored() -> dict[str, Any]:
+        store = await Store.open(db)
+        try:
+            body = await store.get_response(found.group(1), owner=None)
+        finally:
+            await store.engine.dispose()
+        assert body is not None
+        return body
+
+    response = asyncio.run(stored())
+    assert response["status"] == "completed", response
+    calls = [item for item in response["output"] if item["type"] == "mcp_call"]
+    assert [(c["name"], json.loads(c["arguments"])) for c in calls] == [
+        ("get_weather", {"city": "Paris"})
+    ]
+    facts = asyncio.run(get_weather.run(get_weather.validate({"city": "Paris"})))
+    assert calls[0]["output"] == get_weather.render(facts) and calls[0]["error"] is None
+    message = response["output"][-1]
+    assert message["type"] == "message"
+    answer = " ".join(part["text"] for part in message["content"])
+    # the answer carries the tool's facts, and every number in it is one the tool gave
+    assert "18" in answer and "rain" in answer.lower(), answer
+    numbers = re.findall(r"\d+(?:[.,]\d+)?", answer)
+    given = {str(facts["temperature_c"]), str(facts["temperature_f"])}
+    assert set(numbers) <= given, (answer, given)
+    assert " ".join(answer.split()[:6]) in " ".join(out.split()), out  # and it was shown
 
 
 def test_the_local_server_dies_with_a_killed_gateway(tmp_path: Path) -> None:

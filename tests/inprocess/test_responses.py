@@ -188,7 +188,10 @@ async def test_server_side_tools_run_inside_the_loop_and_usage_is_summed(
     assert [item.type for item in response.output] == ["mcp_call", "message"]
     call = response.output[0]
     assert call.name == "get_weather" and call.server_label == "toolwire"  # type: ignore[union-attr]
-    assert call.output == "city: Paris\ntemperature_c: 18\nsky: light rain"  # type: ignore[union-attr]
+    assert call.output == (  # type: ignore[union-attr]
+        "city: Paris\ntemperature_c: 18\ntemperature_f: 64\nsky: light rain\n"
+        "summary: It is 18 °C (64 °F) in Paris, with light rain."
+    )
     assert response.usage is not None and response.usage.input_tokens == 20  # two model calls
     offered = [t["function"]["name"] for t in gw.upstream.chat_requests[0].body["tools"]]
     assert offered == ["get_weather", "convert_temperature"]
@@ -366,7 +369,10 @@ async def test_streamed_server_tool_calls_emit_mcp_call_events(gw: AppGateway) -
     ]
     assert [kinds.index(k) for k in order] == sorted(kinds.index(k) for k in order)
     assert [item["type"] for item in final["output"]] == ["message", "mcp_call", "message"]
-    assert final["output"][1]["output"] == "city: Oslo\ntemperature_c: 4\nsky: clear"
+    assert final["output"][1]["output"] == (
+        "city: Oslo\ntemperature_c: 4\ntemperature_f: 39\nsky: clear\n"
+        "summary: It is 4 °C (39 °F) in Oslo, with clear skies."
+    )
     assert final["output"][2]["content"][0]["text"] == "4 °C."
 
 

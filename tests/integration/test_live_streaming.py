@@ -122,7 +122,10 @@ def test_server_tool_arguments_stream_as_mcp_call_deltas(gw: Gateway) -> None:
     assert positions == sorted(positions)
     item = events[-1].response.output[0]
     assert item.type == "mcp_call" and item.arguments == arguments
-    assert item.output == "city: Oslo\ntemperature_c: 4\nsky: clear"
+    assert item.output == (
+        "city: Oslo\ntemperature_c: 4\ntemperature_f: 39\nsky: clear\n"
+        "summary: It is 4 °C (39 °F) in Oslo, with clear skies."
+    )
 
 
 def test_an_upstream_dying_mid_call_fails_the_response_and_closes_the_call(gw: Gateway) -> None:

@@ -133,7 +133,10 @@ def test_server_side_tools_run_inside_the_loop_and_usage_is_summed(gw: Gateway) 
     assert [item.type for item in response.output] == ["mcp_call", "message"]
     call = response.output[0]
     assert call.name == "get_weather" and call.server_label == "toolwire"
-    assert call.output == "city: Paris\ntemperature_c: 18\nsky: light rain"
+    assert call.output == (
+        "city: Paris\ntemperature_c: 18\ntemperature_f: 64\nsky: light rain\n"
+        "summary: It is 18 °C (64 °F) in Paris, with light rain."
+    )
     assert response.usage is not None and response.usage.input_tokens == 20  # two model calls
     offered = [t["function"]["name"] for t in gw.upstream.chat_requests[0].body["tools"]]
     assert offered == ["get_weather", "convert_temperature"]
@@ -271,7 +274,10 @@ def test_streamed_server_tool_calls_emit_mcp_call_events(gw: Gateway) -> None:
         "response.mcp_call.completed",
     ):
         assert kind in kinds
-    assert events[-1].response.output[0].output == "city: Oslo\ntemperature_c: 4\nsky: clear"
+    assert events[-1].response.output[0].output == (
+        "city: Oslo\ntemperature_c: 4\ntemperature_f: 39\nsky: clear\n"
+        "summary: It is 4 °C (39 °F) in Oslo, with clear skies."
+    )
 
 
 def test_response_created_is_sent_before_the_upstream_answers(gw: Gateway) -> None:
