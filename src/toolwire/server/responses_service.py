@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import secrets
 import time
 from collections.abc import AsyncIterator, Callable
@@ -57,6 +58,8 @@ from toolwire.tools.mcp.toolset import McpToolset
 from toolwire.upstream.base import Sampling, Upstream
 from toolwire.wire import responses as wire
 from toolwire.wire.sse import encode_event
+
+log = logging.getLogger("toolwire.server")
 
 
 @dataclass(slots=True)
@@ -252,25 +255,44 @@ class ResponsesService:
         background = prepared.request.background
         kind: Any = "background" if background else "foreground"
         hold = RunChange("hold", self.replica.id, kind)
+        # A non-streaming foreground response is stored once, when it ends: nobody can know
+        # its id before the answer carries it (no stream, no job), so an `in_progress` row and
+        # a lease would guard nothing, and a crash before the end loses nothing a client saw.
+        # Streams and background jobs are stored when they start (their id is out at once).
+        stored_at_start = outbox is not None or background
+        store = prepared.request.store
 
         async def record(event: LoopEvent) -> None:
             if isinstance(event, RunStarted):
-                if prepared.request.store:
+                if store and stored_at_start:
                     await self._write(
-                        lambda: self.persist(prepared, builder.body("in_progress"), run=hold)
+                        lambda: self.persist(
+                            prepared, builder.body("in_progress"), run=hold, fresh=not background
+                        )
                     )
             elif isinstance(event, StepReached):
                 if background:
                     await self._write(lambda: self.persist(prepared, builder.body("in_progress")))
             elif isinstance(event, LoopFinished) and builder.final is not None:
-                await self._finished(prepared, builder, event, outbox)
-                if timeline is not None and prepared.request.store:  # observe/: for /ui
-                    with contextlib.suppress(Exception):  # a lost timeline loses no answer
-                        await self.timelines.save(
-                            prepared.response_id, prepared.header.created_at, timeline.entries
-                        )
+                saved = (
+                    partial(self._save_timeline, prepared, timeline)
+                    if timeline is not None and store  # observe/: for /ui, same transaction
+                    else None
+                )
+                await self._finished(
+                    prepared, builder, event, outbox, stored=stored_at_start, also=saved
+                )
 
         return record
+
+    async def _save_timeline(self, prepared: Prepared, timeline: Timeline, connection: Any) -> None:
+        try:
+            async with connection.begin_nested():  # a lost timeline loses no answer
+                await self.timelines.save_in(
+                    connection, prepared.response_id, prepared.header.created_at, timeline.entries
+                )
+        except Exception:
+            log.warning("the timeline of %s was not stored", prepared.response_id, exc_info=True)
 
     async def _write(self, write: Callable[[], Any]) -> None:
         try:
@@ -286,7 +308,12 @@ class ResponsesService:
         builder: ResponseBuilder,
         event: LoopFinished,
         outbox: _Outbox | None,
+        *,
+        stored: bool = True,
+        also: Callable[[Any], Any] | None = None,
     ) -> None:
+        """`stored`: the response was stored when it started (it holds a lease to release);
+        else this is its first and only write."""
         final = builder.final
         assert final is not None
         response_id = prepared.response_id
@@ -304,7 +331,14 @@ class ResponsesService:
             return
         try:
             await self._write(
-                lambda: self.persist(prepared, final, run=RunChange("release"), finished=True)
+                lambda: self.persist(
+                    prepared,
+                    final,
+                    run=RunChange("release") if stored else None,
+                    finished=stored,
+                    fresh=not stored,
+                    also=also,
+                )
             )
         except StoreError as exc:
             # The run's answer cannot be recorded: the client is told it failed. The lease
@@ -325,7 +359,11 @@ class ResponsesService:
         *,
         run: RunChange | None = None,
         finished: bool = False,
+        fresh: bool = False,
+        also: Callable[[Any], Any] | None = None,
     ) -> None:
+        """`fresh`: the response's first write (an insert); `also`: more writes in the same
+        transaction."""
         output = body["output"]
         conversation_id = prepared.request.conversation_id
         in_conversation = conversation_id is not None and not prepared.request.previous_response_id
@@ -338,6 +376,8 @@ class ResponsesService:
                 owner=prepared.owner,
                 run=run,
                 only_if_active=finished,
+                fresh=fresh,
+                also=also,
             )
             if not stored:
                 return  # finalized meanwhile (cancelled, or taken for lost): that stands

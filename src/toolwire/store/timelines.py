@@ -38,15 +38,22 @@ class TimelineStore:
         "database is locked" under load instead of queueing."""
 
     async def save(self, response_id: str, created_at: int, entries: list[dict[str, Any]]) -> None:
-        values = {"response_id": response_id, "created_at": created_at, "entries": entries}
         async with self._write() as connection:
-            updated = await connection.execute(
-                run_timelines.update()
-                .where(run_timelines.c.response_id == response_id)
-                .values(**values)
-            )
-            if updated.rowcount == 0:
-                await connection.execute(run_timelines.insert().values(**values))
+            await self.save_in(connection, response_id, created_at, entries)
+
+    @staticmethod
+    async def save_in(
+        connection: Any, response_id: str, created_at: int, entries: list[dict[str, Any]]
+    ) -> None:
+        """The same, inside a transaction of the caller's (the response's final write)."""
+        values = {"response_id": response_id, "created_at": created_at, "entries": entries}
+        updated = await connection.execute(
+            run_timelines.update()
+            .where(run_timelines.c.response_id == response_id)
+            .values(**values)
+        )
+        if updated.rowcount == 0:
+            await connection.execute(run_timelines.insert().values(**values))
 
     async def get(self, response_id: str) -> list[dict[str, Any]] | None:
         async with self.engine.connect() as connection:
