@@ -275,7 +275,7 @@ class ResponsesService:
                     await self._write(lambda: self.persist(prepared, builder.body("in_progress")))
             elif isinstance(event, LoopFinished) and builder.final is not None:
                 saved = (
-                    partial(self._save_timeline, prepared, timeline)
+                    partial(self._save_timeline, prepared, timeline, not background)
                     if timeline is not None and store  # observe/: for /ui, same transaction
                     else None
                 )
@@ -285,14 +285,21 @@ class ResponsesService:
 
         return record
 
-    async def _save_timeline(self, prepared: Prepared, timeline: Timeline, connection: Any) -> None:
+    async def _save_timeline(
+        self, prepared: Prepared, timeline: Timeline, fresh: bool, connection: Any
+    ) -> None:
+        """In the response's final transaction (one commit). A lost timeline must lose no
+        answer: the entries are checked to serialize first (the one way they could fail), and
+        one that does not is left out."""
+        entries = timeline.entries
         try:
-            async with connection.begin_nested():  # a lost timeline loses no answer
-                await self.timelines.save_in(
-                    connection, prepared.response_id, prepared.header.created_at, timeline.entries
-                )
-        except Exception:
+            orjson.dumps(entries)
+        except TypeError:
             log.warning("the timeline of %s was not stored", prepared.response_id, exc_info=True)
+            return
+        await self.timelines.save_in(
+            connection, prepared.response_id, prepared.header.created_at, entries, fresh=fresh
+        )
 
     async def _write(self, write: Callable[[], Any]) -> None:
         try:

@@ -24,6 +24,9 @@ run_timelines = sa.Table(
 )
 
 
+_INSERT = run_timelines.insert()
+
+
 def _owned(table: sa.Table, query: Any, owner: str | None) -> Any:
     if owner is not None and "owner" in table.c:
         return query.where(table.c.owner == owner)
@@ -43,10 +46,19 @@ class TimelineStore:
 
     @staticmethod
     async def save_in(
-        connection: Any, response_id: str, created_at: int, entries: list[dict[str, Any]]
+        connection: Any,
+        response_id: str,
+        created_at: int,
+        entries: list[dict[str, Any]],
+        *,
+        fresh: bool = False,
     ) -> None:
-        """The same, inside a transaction of the caller's (the response's final write)."""
+        """The same, inside a transaction of the caller's (the response's final write);
+        `fresh`: no timeline was stored for this response yet (one insert)."""
         values = {"response_id": response_id, "created_at": created_at, "entries": entries}
+        if fresh:
+            await connection.execute(_INSERT, values)
+            return
         updated = await connection.execute(
             run_timelines.update()
             .where(run_timelines.c.response_id == response_id)
