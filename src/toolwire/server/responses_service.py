@@ -38,7 +38,7 @@ from toolwire.loop.approvals import ApprovalSigner, approval_decisions
 from toolwire.loop.driver import Checkpoint, LoopDriver
 from toolwire.loop.events import LoopEvent, LoopFinished, RunStarted, StepReached
 from toolwire.loop.items import items_to_transcript, normalize_input, resolve_references
-from toolwire.loop.pump import pump
+from toolwire.loop.pump import pump_batches
 from toolwire.loop.state import LoopRequest, LoopSettings
 from toolwire.observe.metrics import BACKGROUND_JOBS
 from toolwire.observe.timeline import Timeline
@@ -461,8 +461,12 @@ class ResponsesService:
             outbox = _Outbox(emit)
             await self._run(prepared, ResponseBuilder(prepared.header, outbox), outbox)
 
-        async for event in pump(run):
-            yield encode_event(orjson.dumps(event), event["type"])
+        dumps = orjson.dumps
+        async for batch in pump_batches(run):  # what is ready goes out in one write
+            if len(batch) == 1:
+                yield encode_event(dumps(batch[0]), batch[0]["type"])
+            else:
+                yield b"".join([encode_event(dumps(event), event["type"]) for event in batch])
 
     # -- background: a durable queue in the database -------------------------------------
 
