@@ -286,9 +286,11 @@ def render(results: dict[str, Any], plot_paths: list[Path]) -> str:
         + f"` on {results['date']} (commit {results['commit']}). "
         "Do not edit by hand: the run rewrites this file and `plots/`.\n"
     )
+    if results.get("note"):
+        w(f"> **Note:** {results['note']}\n")
     w(
-        "The same workload three ways, in one run: client → mock upstream (**direct**); client → **toolwire** → mock; "
-        "client → **LiteLLM** proxy → mock. The mock (`mock_upstream.py`) answers from pre-encoded bytes. "
+        "The same workload four ways, in one run: client → mock upstream (**direct**); client → **toolwire** → mock; "
+        "client → **Portkey** gateway → mock; client → **LiteLLM** proxy → mock. The mock (`mock_upstream.py`) answers from pre-encoded bytes. "
         "Published anchors, all against a mock upstream: Bifrost (Go) adds ~0.4–0.6 ms per request, Portkey ~2.4 ms, LiteLLM 2–12 ms.\n"
     )
     if variants or any(n.startswith("floor-") for n in a):
@@ -370,7 +372,9 @@ def render(results: dict[str, Any], plot_paths: list[Path]) -> str:
     pk = v.get("portkey")
     if pk:
         w(
-            f"- Portkey: `@portkey-ai/gateway@{pk['gateway']}` (npm, pinned, `benchmarks/.portkey`) on Node {pk['node']}: "
+            f"- Portkey: `@portkey-ai/gateway@{pk['gateway']}` (npm, pinned, `benchmarks/.portkey`; "
+            + ", ".join(f"`{k}` held at {x}" for k, x in pk.get("overrides", {}).items())
+            + f": newer ones break its streams, Portkey-AI/gateway#1389) on Node {pk['node']}: "
             "`node build/start-server.js --port=P --headless`, `NODE_ENV=production`, one process; the upstream named per request "
             "(`x-portkey-provider: openai`, `x-portkey-custom-host: MOCK`). Its `/v1/responses` passes the request through to "
             "the mock's own Responses endpoint (no loop, no storage, no bridge): a lighter job than toolwire's or LiteLLM's there"
@@ -469,7 +473,8 @@ def render(results: dict[str, Any], plot_paths: list[Path]) -> str:
     w(
         "`POST /v1/responses` (`input` text, two function tools); the answer is one `function_call` item. **direct** is the "
         "mock answering natively from pre-encoded Responses bytes; **toolwire** runs its loop (chat completions "
-        "upstream, the response stored in SQLite, as by default); **LiteLLM** runs its Responses → chat-completions bridge. "
+        "upstream, the response stored in SQLite, as by default); **LiteLLM** runs its Responses → chat-completions bridge; "
+        "**Portkey** passes the request through to the mock's own Responses endpoint (no loop, no storage). "
         "Checked: one `get_weather` `function_call` with the right arguments (streaming: in `response.completed`).\n"
     )
     for mode in ("non-streaming", "streaming"):

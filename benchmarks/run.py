@@ -722,6 +722,9 @@ def parse_args() -> argparse.Namespace:
         "--max-minutes", type=float, default=45.0, help="hard limit on the whole run"
     )
     parser.add_argument("--results-dir", default=str(HERE), help="where RESULTS.md and plots/ go")
+    parser.add_argument(
+        "--note", default="", help="a line for RESULTS.md (e.g. what else the machine was running)"
+    )
     args = parser.parse_args()
     quick = args.quick
     args.duration = args.duration if args.duration is not None else (3.0 if quick else 20.0)
@@ -921,6 +924,7 @@ def main() -> None:
         },
         "litellm_note": litellm_why,
         "portkey_note": portkey_why,
+        "note": args.note,
     }
     if not extra_why and EXTRA_SITE.exists():
         results["versions"]["extra_site"] = {
@@ -934,6 +938,7 @@ def main() -> None:
         results["versions"]["portkey"] = {
             "gateway": args.portkey_version,
             "node": node.stdout.strip(),
+            "overrides": PORTKEY_OVERRIDES,
         }
     if litellm_exe is not None:
         results["versions"]["litellm_env"] = versions_in(
