@@ -269,3 +269,21 @@ async def test_an_upstream_restart_loses_no_event(stream: bool) -> None:
             second.stop()
     finally:
         await upstream.aclose()
+
+
+@pytest.mark.parametrize("client", ["aiohttp", "httpx"])
+async def test_either_http_client_streams_and_answers(
+    client: str, scripted: ScriptedUpstream, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """aiohttp by default; TOOLWIRE_UPSTREAM_CLIENT=httpx is the fallback (docs/server.md)."""
+    monkeypatch.setenv("TOOLWIRE_UPSTREAM_CLIENT", client)
+    scripted.add(Reply(text="streamed"), Reply(text="whole"))
+    upstream = ChatCompletionsUpstream(scripted.base_url)
+    try:
+        assert text(await run(upstream, request(stream=True))) == "streamed"
+        assert text(await run(upstream, request(stream=False))) == "whole"
+        assert type(upstream._sender).__name__ == (
+            "AiohttpSender" if client == "aiohttp" else "HttpxSender"
+        )
+    finally:
+        await upstream.aclose()

@@ -15,6 +15,7 @@ raise httpx's exception classes for transport faults (`httpx.ConnectTimeout`, `R
 from __future__ import annotations
 
 import asyncio
+import os
 import ssl
 from collections.abc import AsyncIterator, Mapping
 from typing import Protocol
@@ -189,6 +190,15 @@ def sender(
     max_connections: int,
     transport: httpx.AsyncBaseTransport | None,
 ) -> Sender:
+    if transport is None and os.environ.get("TOOLWIRE_UPSTREAM_CLIENT") == "httpx":
+        # httpx's own pool on real sockets: a fallback should aiohttp misbehave with a server
+        limits = httpx.Limits(
+            max_connections=max_connections,
+            max_keepalive_connections=max_connections,
+            keepalive_expiry=60.0,
+        )
+        tls = ssl.create_default_context(cafile=certifi.where())
+        transport = httpx.AsyncHTTPTransport(limits=limits, verify=tls)
     if transport is not None:
         timeout = httpx.Timeout(read_timeout, connect=connect_timeout)
         return HttpxSender(headers, timeout, transport)
