@@ -137,6 +137,13 @@ def _added_ms(section: dict[str, Any], who: str) -> float:
     return (pct(section[who]["total_us"], 50) - pct(section["direct"]["total_us"], 50)) / 1000
 
 
+def _ms_figure(x: float, entry: dict[str, Any]) -> str:
+    """A latency figure, or why there is none (every request failed: the reason)."""
+    if x == x:
+        return f"{x:.3f} ms"
+    return f"all failed ({entry['why'].split(':')[0]})" if entry.get("why") else "–"
+
+
 def live_chunk_us(results: dict[str, Any], who: str = "toolwire") -> float | None:
     """Per streamed chunk with live argument deltas (f): (the 500-chunk call's p50 − the short
     call's p50 on the same door, (d) streaming) / 500, less the mock's own per-chunk time
@@ -164,7 +171,7 @@ def targets(
     rows.append(
         (
             f"chat door added p50 ≤ {TARGET_CHAT_ADDED_MS} ms",
-            f"{added:.3f} ms",
+            _ms_figure(added, a[who]),
             f"(a): {label} p50 {ms(pct(a[who]['total_us'], 50))} ms − direct p50 {ms(pct(a['direct']['total_us'], 50))} ms",
             added <= TARGET_CHAT_ADDED_MS,
         )
@@ -176,7 +183,7 @@ def targets(
             rows.append(
                 (
                     f"/v1/responses (SQLite) added p50 ≤ {TARGET_RESPONSES_ADDED_MS} ms, {title}",
-                    f"{x:.3f} ms",
+                    _ms_figure(x, section[who]),
                     f"(d) {mode}: {label} p50 {ms(pct(section[who]['total_us'], 50))} ms − direct p50 {ms(pct(section['direct']['total_us'], 50))} ms",
                     x <= TARGET_RESPONSES_ADDED_MS,
                 )
@@ -306,8 +313,8 @@ def render(results: dict[str, Any], plot_paths: list[Path]) -> str:
                 "- **floors** (`floors.py`): a bare ASGI callable served exactly as toolwire is (uvicorn + httptools, the stdlib "
                 "event loop), answering from pre-encoded bytes with no upstream, or after forwarding the client's body "
                 "unchanged to the mock and reading the whole answer, with a pooled httpx client (httpcore + h11 + anyio), "
-                "an aiohttp session, or httpx's API over aiohttp (`httpx_aiohttp.AiohttpTransport`, how toolwire's upstream "
-                "client is built). A Python gateway on this stack cannot add less than its floor."
+                "an aiohttp session (how toolwire's upstream client is built since issue #19: `upstream/transport.py`), or httpx's "
+                "API over aiohttp (`httpx_aiohttp.AiohttpTransport`). A Python gateway on this stack cannot add less than its floor."
             )
         w("")
     w("## Targets\n")
@@ -351,7 +358,9 @@ def render(results: dict[str, Any], plot_paths: list[Path]) -> str:
     w(
         f"- toolwire {tw.get('toolwire', '?')} on Python {tw.get('python', '?')}: uvicorn {tw.get('uvicorn', '?')}, starlette {tw.get('starlette', '?')}, "
         f"httpx {tw.get('httpx', '?')}, httpcore {tw.get('httpcore', '?')}, h11 {tw.get('h11', '?')}, anyio {tw.get('anyio', '?')}, orjson {tw.get('orjson', '?')}, "
-        f"uvloop {tw.get('uvloop', '?')}, httptools {tw.get('httptools', '?')}; "
+        f"uvloop {tw.get('uvloop', '?')}, httptools {tw.get('httptools', '?')}"
+        + (f", aiohttp {tw['aiohttp']}" if tw.get("aiohttp") else "")
+        + "; "
         "run as `python -m toolwire serve --upstream MOCK --db sqlite:///… --port P` with `TOOLWIRE_LOG_LEVEL=warning`, everything else default"
     )
     if v.get("extra_site"):
@@ -374,7 +383,9 @@ def render(results: dict[str, Any], plot_paths: list[Path]) -> str:
         w(
             f"- Portkey: `@portkey-ai/gateway@{pk['gateway']}` (npm, pinned, `benchmarks/.portkey`; "
             + ", ".join(f"`{k}` held at {x}" for k, x in pk.get("overrides", {}).items())
-            + f": newer ones break its streams, Portkey-AI/gateway#1389) on Node {pk['node']}: "
+            + f": newer ones make every answer fail, Portkey-AI/gateway#1389; its streams fail anyway on this Node, "
+            "HTTP 500 `TypeError: immutable`, #1550, fixed after 1.15.2, the newest in this machine's registry, so it has no "
+            f"streaming figures) on Node {pk['node']}: "
             "`node build/start-server.js --port=P --headless`, `NODE_ENV=production`, one process; the upstream named per request "
             "(`x-portkey-provider: openai`, `x-portkey-custom-host: MOCK`). Its `/v1/responses` passes the request through to "
             "the mock's own Responses endpoint (no loop, no storage, no bridge): a lighter job than toolwire's or LiteLLM's there"
