@@ -286,7 +286,8 @@ def sequential(spec: dict[str, Any]) -> dict[str, Any]:
     for name, client in clients.items():
         body = dict(spec["body"])
         body["model"] = spec.get("models", {}).get(name, body.get("model"))
-        requests[name] = client.request_bytes(json.dumps(body).encode())
+        extra = "".join(f"{k}: {v}\r\n" for k, v in spec.get("headers", {}).get(name, {}).items())
+        requests[name] = client.request_bytes(json.dumps(body).encode(), extra)
     results: dict[str, dict[str, Any]] = {
         name: {
             "total_us": [],
@@ -398,10 +399,10 @@ class _Conn(asyncio.Protocol):
 
 
 class _Throughput:
-    def __init__(self, url: str, body: bytes, duration: float) -> None:
+    def __init__(self, url: str, body: bytes, duration: float, extra_headers: str = "") -> None:
         parts = urlsplit(url)
         self.host, self.port = parts.hostname or "127.0.0.1", parts.port or 80
-        self.request = RawClient(url).request_bytes(body)
+        self.request = RawClient(url).request_bytes(body, extra_headers)
         self.duration = duration
         self.deadline = 0
         self.ok = 0
@@ -441,7 +442,9 @@ class _Throughput:
         }
 
 
-def throughput(url: str, body: bytes, concurrency: int, duration: float) -> dict[str, Any]:
+def throughput(
+    url: str, body: bytes, concurrency: int, duration: float, extra_headers: str = ""
+) -> dict[str, Any]:
     try:
         import uvloop
 
@@ -449,7 +452,7 @@ def throughput(url: str, body: bytes, concurrency: int, duration: float) -> dict
     except ImportError:
         factory = None
     with asyncio.Runner(loop_factory=factory) as runner:
-        return runner.run(_Throughput(url, body, duration).run(concurrency))
+        return runner.run(_Throughput(url, body, duration, extra_headers).run(concurrency))
 
 
 def main() -> None:
@@ -464,13 +467,15 @@ def main() -> None:
     thr.add_argument("--concurrency", type=int, required=True)
     thr.add_argument("--duration", type=float, required=True)
     thr.add_argument("--out", required=True)
+    thr.add_argument("--header", action="append", default=[], help="NAME: VALUE, repeatable")
     args = parser.parse_args()
     if args.cmd == "sequential":
         with open(args.spec) as f:
             result = sequential(json.load(f))
     else:
         with open(args.body, "rb") as f:
-            result = throughput(args.url, f.read(), args.concurrency, args.duration)
+            extra = "".join(f"{h}\r\n" for h in args.header)
+            result = throughput(args.url, f.read(), args.concurrency, args.duration, extra)
     with open(args.out, "w") as f:
         json.dump(result, f)
     sys.exit(0)

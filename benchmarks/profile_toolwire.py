@@ -91,9 +91,15 @@ def package(frame: str) -> str:
 
 
 def idle(frames: list[str]) -> bool:
-    """aiosqlite's worker thread waiting on its queue (`tx.get()`, a C call): py-spy does not see
-    it as idle, but it is; a query being run would show deeper frames."""
-    return frames[-1].startswith("_connection_worker_thread (aiosqlite/")
+    """A worker thread waiting on its queue: aiosqlite's (`tx.get()`, a C call) and the request
+    log's writer (`queue.get` -> `Condition.wait`). py-spy does not see them as idle, but they
+    are; a query being run or a line being written would show other frames."""
+    leaf = frames[-1]
+    if leaf.startswith("_connection_worker_thread (aiosqlite/"):
+        return True
+    return leaf.startswith("Condition.wait (threading.py") and any(
+        f.startswith("_LineWriter._drain (toolwire/observe/requests.py") for f in frames
+    )
 
 
 def summarise(stacks: list[tuple[list[str], int]]) -> dict[str, Any]:
@@ -207,7 +213,7 @@ def render(result: dict[str, Any]) -> str:
     for scenario, s in result.items():
         out.append(f"## {scenario}\n")
         out.append(
-            f"{s['samples']} busy samples ({s['idle_dropped']} samples of aiosqlite's idle worker thread left out); {s['py_spy']}\n"
+            f"{s['samples']} busy samples ({s['idle_dropped']} samples of idle worker threads left out: aiosqlite's, the request log's); {s['py_spy']}\n"
         )
         out.append("**Self time by package**\n")
         out.append("| package | % |\n|---|---:|")

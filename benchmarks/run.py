@@ -49,10 +49,22 @@ LITELLM_VENV = HERE / ".venv-litellm"
 PROJECT_PY = ROOT / ".venv" / "bin" / "python"
 EXTRA_SITE = HERE / ".pip-extras"
 EXTRA_REQUIREMENTS = ["aiohttp==3.14.5", "httpx-aiohttp==0.2.0"]
-# Two variants of "toolwire + proposed fixes" (toolwire_patched.py), measured side by side: the
-# upstream client through aiohttp, or httpx's own transport with a sharded pool.
-DEFAULT_PATCHES = "drain,aiohttp,uvloop,sink,restarts;drain,shard,uvloop,sink,restarts"
+# Variants of "toolwire + proposed fixes" (toolwire_patched.py), measured side by side. Every
+# patch proposed so far has landed in src/ (the aiohttp upstream client among them), so none by
+# default: `--patches drain,uvloop` still measures a patch set when a new one is proposed.
+DEFAULT_PATCHES = ""
 VARIANT_NAMES = ("patched", "patched-b")
+# The second peer: Portkey's open-source gateway (Node), pinned, installed with npm into
+# benchmarks/.portkey (git-ignored), run as `node build/start-server.js --port=P --headless`.
+PORTKEY_VERSION = "1.15.2"
+PORTKEY_DIR = HERE / ".portkey"
+# Portkey answers fail ("TypeError: immutable" in updateHeaders) with @hono/node-server newer
+# than 1.14.2, which its `^1.3.3` range lets npm pick (Portkey-AI/gateway issue #1389). Its
+# streams still fail on Node 20 with 1.14.2 (issue #1550; the fix, PR #1551, is not in 1.15.2,
+# the newest this machine's registry has): Portkey's streaming figures come out as failures.
+PORTKEY_OVERRIDES = {"@hono/node-server": "1.14.2"}
+# toolwire with `--workers 2` (throughput only): how far a second core takes it
+WORKERS = 2
 
 # The newest litellm[proxy] whose dependencies resolve on this machine's package index (1.103.8 to
 # 1.109.1 need certifi>=2026.10.19, which it does not carry).
@@ -235,6 +247,47 @@ def ensure_extra_site() -> str:
         return f"pip install --target failed: {done.stderr.strip().splitlines()[-1:]}"
     marker.touch()
     return ""
+
+
+def ensure_portkey(version: str) -> tuple[Path | None, str]:
+    """The pinned Portkey gateway in benchmarks/.portkey: (its start-server.js or None, why not)."""
+    script = PORTKEY_DIR / "node_modules" / "@portkey-ai" / "gateway" / "build" / "start-server.js"
+    meta = PORTKEY_DIR / "node_modules" / "@portkey-ai" / "gateway" / "package.json"
+    node, npm = shutil.which("node"), shutil.which("npm")
+    if node is None:
+        return None, "node is not installed"
+    package = PORTKEY_DIR / "package.json"
+    wanted = {
+        "name": "toolwire-bench-portkey",
+        "private": True,
+        "dependencies": {"@portkey-ai/gateway": version},
+        "overrides": PORTKEY_OVERRIDES,
+    }
+    if (
+        script.exists()
+        and meta.exists()
+        and json.loads(meta.read_text())["version"] == version
+        and json.loads(package.read_text()) == wanted
+    ):
+        return script, ""
+    if npm is None:
+        return None, "npm is not installed"
+    PORTKEY_DIR.mkdir(exist_ok=True)
+    package.write_text(json.dumps(wanted, indent=1) + "\n")
+    log(f"installing @portkey-ai/gateway@{version} into {PORTKEY_DIR.relative_to(ROOT)}")
+    try:
+        done = subprocess.run(
+            [npm, "install", "--no-audit", "--no-fund"],
+            cwd=PORTKEY_DIR,
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
+    except (subprocess.SubprocessError, OSError) as exc:
+        return None, f"npm install failed: {exc}"
+    if done.returncode != 0 or not script.exists():
+        return None, f"npm install failed: {done.stderr.strip().splitlines()[-1:]}"
+    return script, ""
 
 
 def find_wrk(allow_install: bool) -> str | None:
@@ -446,9 +499,11 @@ def sequential(
     models: dict[str, str],
     cpus: set[int] | None,
     block: int,
+    headers: dict[str, dict[str, str]] | None = None,
 ) -> Any:
     """One sequential workload (loadgen.py in its own process): per path, timings and checks."""
     spec = {
+        "headers": {n: h for n, h in (headers or {}).items() if n in targets},
         "targets": targets,
         "body": body,
         "stream": stream,
@@ -472,6 +527,7 @@ local f = io.open("%s", "rb"); wrk.body = f:read("*a"); f:close()
 wrk.method = "POST"
 wrk.headers["Content-Type"] = "application/json"
 wrk.headers["Authorization"] = "Bearer sk-bench"
+%s
 function done(summary, latency, requests)
   local e = summary.errors
   io.write(string.format('WRKJSON {"requests":%%d,"duration_us":%%d,"connect":%%d,"read":%%d,"write":%%d,"status":%%d,"timeout":%%d,"p50_us":%%d,"p99_us":%%d}\\n',
@@ -482,7 +538,13 @@ end
 
 
 def throughput(
-    url: str, body: bytes, concurrency: int, duration: float, wrk: str | None, cpus: set[int] | None
+    url: str,
+    body: bytes,
+    concurrency: int,
+    duration: float,
+    wrk: str | None,
+    cpus: set[int] | None,
+    headers: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     body_path = SCRATCH / "throughput-body.json"
     body_path.write_bytes(body)
@@ -498,12 +560,16 @@ def throughput(
                 str(concurrency),
                 "--duration",
                 str(duration),
+                *[f"--header={k}: {v}" for k, v in (headers or {}).items()],
             ],
             cpus,
             timeout=duration + 120,
         )
     script = SCRATCH / "post.lua"
-    script.write_text(WRK_SCRIPT % body_path)
+    extra = "\n".join(
+        f"wrk.headers[{json.dumps(k)}] = {json.dumps(v)}" for k, v in (headers or {}).items()
+    )
+    script.write_text(WRK_SCRIPT % (body_path, extra))
     preexec = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
     done = subprocess.run(
         [
@@ -626,6 +692,11 @@ def parse_args() -> argparse.Namespace:
         "--quick", action="store_true", help="a ~2 minute smoke run (short points, fewer requests)"
     )
     parser.add_argument("--skip-litellm", action="store_true", help="leave LiteLLM out")
+    parser.add_argument("--skip-portkey", action="store_true", help="leave Portkey out")
+    parser.add_argument("--portkey-version", default=PORTKEY_VERSION)
+    parser.add_argument(
+        "--no-workers", action="store_true", help=f"leave out toolwire --workers {WORKERS}"
+    )
     parser.add_argument("--litellm-version", default=LITELLM_VERSION)
     parser.add_argument(
         "--patches",
@@ -653,6 +724,9 @@ def parse_args() -> argparse.Namespace:
         "--max-minutes", type=float, default=45.0, help="hard limit on the whole run"
     )
     parser.add_argument("--results-dir", default=str(HERE), help="where RESULTS.md and plots/ go")
+    parser.add_argument(
+        "--note", default="", help="a line for RESULTS.md (e.g. what else the machine was running)"
+    )
     args = parser.parse_args()
     quick = args.quick
     args.duration = args.duration if args.duration is not None else (3.0 if quick else 20.0)
@@ -683,6 +757,8 @@ class Path_:
         *,
         responses: bool,
         all_levels: bool,
+        headers: dict[str, str] | None = None,
+        sequential: bool = True,
     ) -> None:
         self.name, self.base, self.proc, self.responses, self.all_levels = (
             name,
@@ -691,6 +767,8 @@ class Path_:
             responses,
             all_levels,
         )
+        self.headers = headers or {}
+        self.sequential = sequential  # False: throughput only
 
 
 def start_toolwire(
@@ -700,12 +778,16 @@ def start_toolwire(
     mock_url: str,
     port: int,
     cpus: set[int] | None,
+    extra: list[str] | None = None,
 ) -> subprocess.Popen[bytes]:
     db = SCRATCH / f"{name}.db"
     for suffix in ("", "-wal", "-shm"):
         with contextlib.suppress(FileNotFoundError):
             Path(str(db) + suffix).unlink()
-    env = {**os.environ, "TOOLWIRE_LOG_LEVEL": "warning"}
+    # this checkout's src/ first: the venv may hold an editable install of another checkout
+    pythonpath = os.pathsep.join(p for p in (str(ROOT / "src"), os.environ.get("PYTHONPATH")) if p)
+    env = {**os.environ, "TOOLWIRE_LOG_LEVEL": "warning", "PYTHONPATH": pythonpath}
+    env.pop("PROMETHEUS_MULTIPROC_DIR", None)
     proc = procs.start(
         name,
         [
@@ -717,6 +799,7 @@ def start_toolwire(
             f"sqlite:///{db}",
             "--port",
             str(port),
+            *(extra or []),
         ],
         env=env,
         cpus=cpus,
@@ -750,6 +833,13 @@ def main() -> None:
     )
     if litellm_exe is None:
         log(f"LiteLLM left out: {litellm_why}")
+    portkey_js, portkey_why = (
+        (None, "skipped (--skip-portkey)")
+        if args.skip_portkey
+        else ensure_portkey(args.portkey_version)
+    )
+    if portkey_js is None:
+        log(f"Portkey left out: {portkey_why}")
     wrk = None if args.no_wrk else find_wrk(allow_install=True)
     wants_aiohttp = any("aiohttp" in v for v in args.variants)
     extra_why = ensure_extra_site() if (not args.no_floors or wants_aiohttp) else ""
@@ -828,6 +918,7 @@ def main() -> None:
                     "orjson",
                     "uvloop",
                     "httptools",
+                    "aiohttp",
                 ],
             ),
             "bench_env": versions_in(
@@ -835,6 +926,8 @@ def main() -> None:
             ),
         },
         "litellm_note": litellm_why,
+        "portkey_note": portkey_why,
+        "note": args.note,
     }
     if not extra_why and EXTRA_SITE.exists():
         results["versions"]["extra_site"] = {
@@ -843,6 +936,13 @@ def main() -> None:
     if wrk:
         v = subprocess.run([wrk, "-v"], capture_output=True, text=True)
         results["versions"]["wrk"] = (v.stdout or v.stderr).split("[")[0].strip()
+    if portkey_js is not None:
+        node = subprocess.run(["node", "--version"], capture_output=True, text=True)
+        results["versions"]["portkey"] = {
+            "gateway": args.portkey_version,
+            "node": node.stdout.strip(),
+            "overrides": PORTKEY_OVERRIDES,
+        }
     if litellm_exe is not None:
         results["versions"]["litellm_env"] = versions_in(
             venv_python(LITELLM_VENV),
@@ -856,7 +956,13 @@ def main() -> None:
         long_args = long_arguments(STREAM_CHUNKS - 4)[0]
 
         # -- start everything --------------------------------------------------------------
-        planned = ["direct", "toolwire"] + list(variants) + (["litellm"] if litellm_exe else [])
+        planned = (
+            ["direct", "toolwire"]
+            + list(variants)
+            + (["litellm"] if litellm_exe else [])
+            + (["portkey"] if portkey_js else [])
+            + ([] if args.no_workers else ["toolwire-workers"])
+        )
         if not args.no_floors:
             planned += ["floor-bare", "floor-httpx"] + (
                 [] if extra_why else ["floor-aiohttp", "floor-httpx-aiohttp"]
@@ -991,6 +1097,66 @@ def main() -> None:
                 log(results["litellm_note"])
                 procs.stop(litellm)
 
+        if portkey_js is not None:
+            port = free_port()
+            portkey = procs.start(
+                "portkey",
+                ["node", str(portkey_js), f"--port={port}", "--headless"],
+                env={**os.environ, "NODE_ENV": "production"},
+                cpus=gw_cpus,
+                cwd=PORTKEY_DIR,
+            )
+            try:
+                wait_http(f"http://127.0.0.1:{port}/", portkey, "portkey", timeout=90)
+                # Portkey takes its upstream from each request's headers
+                paths.append(
+                    Path_(
+                        "portkey",
+                        f"http://127.0.0.1:{port}/v1",
+                        portkey,
+                        responses=True,
+                        all_levels=True,
+                        headers={
+                            "x-portkey-provider": "openai",
+                            "x-portkey-custom-host": upstream["portkey"],
+                        },
+                    )
+                )
+                log(
+                    f"Portkey {args.portkey_version} up at http://127.0.0.1:{port}/v1 (pid {portkey.pid})"
+                )
+            except RuntimeError as exc:
+                results["portkey_note"] = f"the Portkey gateway did not start: {exc}"
+                log(results["portkey_note"])
+                procs.stop(portkey)
+
+        if not args.no_workers:
+            # Not pinned: two workers need two cores, which they share with the load generator
+            # and the mock (a machine with more cores would pin them apart).
+            port = free_port()
+            workers = start_toolwire(
+                procs,
+                "toolwire-workers",
+                [str(PROJECT_PY), "-m", "toolwire"],
+                upstream["toolwire-workers"],
+                port,
+                None,
+                ["--workers", str(WORKERS)],
+            )
+            paths.append(
+                Path_(
+                    "toolwire-workers",
+                    f"http://127.0.0.1:{port}/v1",
+                    workers,
+                    responses=False,
+                    all_levels=False,
+                    sequential=False,
+                )
+            )
+            log(
+                f"toolwire --workers {WORKERS} up at http://127.0.0.1:{port}/v1 (pid {workers.pid})"
+            )
+
         if not args.no_floors:
             for mode in ("bare", "httpx", "aiohttp", "httpx-aiohttp"):
                 if "aiohttp" in mode and extra_why:
@@ -1030,7 +1196,9 @@ def main() -> None:
         sampler.start()
         time.sleep(1.0)
         idle_rss = {name: sampler.rss(name) for name in sampler.watch}
-        chat = {p.name: f"{p.base}/chat/completions" for p in paths}
+        chat_all = {p.name: f"{p.base}/chat/completions" for p in paths}
+        chat = {p.name: f"{p.base}/chat/completions" for p in paths if p.sequential}
+        headers = {p.name: p.headers for p in paths if p.headers}
 
         upstream_seen: dict[str, Any] = {}
         results["upstream"] = upstream_seen
@@ -1046,7 +1214,14 @@ def main() -> None:
         ) -> Any:
             before = stats.snapshot()
             out = sequential(
-                key, targets, body, warmup=warmup, requests=requests, cpus=client_cpus, **kw
+                key,
+                targets,
+                body,
+                warmup=warmup,
+                requests=requests,
+                cpus=client_cpus,
+                headers=headers,
+                **kw,
             )
             upstream_seen[key] = MockStats.delta(
                 before, stats.snapshot(), {n: warmup + requests for n in targets}
@@ -1103,6 +1278,20 @@ def main() -> None:
                 models=models_d,
                 block=25,
             )
+        # -- (f) /v1/responses streaming the 500-chunk call: argument deltas live ----------------
+        # toolwire relays every upstream chunk as a `response.function_call_arguments.delta`.
+        results["f"] = measured(
+            "f",
+            {"toolwire": responses["toolwire"]},
+            {**body_d, "model": "mock-stream", "stream": True},
+            stream=True,
+            kind="responses",
+            expected=long_args,
+            warmup=max(3, args.stream_requests // 10),
+            requests=args.stream_requests,
+            models={},
+            block=10,
+        )
         # -- (c) throughput at each concurrency, (e) RSS under it ------------------------------
         results["c"] = {}
         results["e"] = {"idle_rss": idle_rss, "peak_rss": {}, "cpu_us_per_request": {}}
@@ -1121,7 +1310,9 @@ def main() -> None:
                     sampler.active.add(name)
                     cpu0 = sampler.cpu_seconds(name)
                 before = stats.snapshot()
-                res = throughput(chat[name], body_c, level, args.duration, wrk, client_cpus)
+                res = throughput(
+                    chat_all[name], body_c, level, args.duration, wrk, client_cpus, p.headers
+                )
                 seen = MockStats.delta(
                     before, stats.snapshot(), {name: res["requests"] + res["errors"]}
                 )

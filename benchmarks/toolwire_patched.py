@@ -10,19 +10,8 @@ by the same harness (`run.py --patches ...`). Each patch mirrors a small change 
   httpcore cannot return the connection to the pool and every model call opens (and closes) a
   new TCP connection. The patch reads the rest of the body (bounded: 50 ms) before closing.
   Proposed src change: in `_streamed`, keep iterating `aiter_raw()` to its end after `[DONE]`.
-- `aiohttp`: the upstream client keeps httpx's API but sends through aiohttp
-  (`httpx_aiohttp.AiohttpTransport`: aiohttp's C HTTP parser instead of httpcore + h11 + anyio).
-  `src/` used this transport briefly and went back to httpx's own (commit b537ecf: a stream's
-  events were lost after an upstream restart), so the stronger proposal is an upstream adapter
-  on aiohttp itself (no httpx facade: compare the `aiohttp` and `httpx-aiohttp` floors), with
-  its own error mapping and a test for that restart case. Needs aiohttp (`.pip-extras`).
-- `shard`: keeps httpx's own transport but splits its pool into 32 small ones used in turn
-  (`BENCH_HTTPX_SHARDS`).
-  httpcore's `AsyncConnectionPool._assign_requests_to_connections` runs on every request and
-  every response and checks every pooled connection (`has_expired` -> `is_socket_readable`, a
-  `getpeername` through anyio's extra attributes), so its cost per request grows with the number
-  of pooled connections: at concurrency 64 it is ~95% of toolwire's CPU (PROFILE.md).
-  Proposed src change: the same sharding in `ChatCompletionsUpstream` (or aiohttp, above).
+- (`aiohttp` and `shard`, the two fixes for httpcore's per-request pool scans, are gone: the
+  upstream client is aiohttp since issue #19, src/toolwire/upstream/transport.py.)
 - `sink`: `ChatProxy.stream` passes every `LoopEvent` through an `asyncio.Queue` (a put, a get
   and a task wake-up per event), including the `ToolCallArgumentsDelta` of every streamed chunk
   that it then ignores. The patch drops the events the proxy does not use before the queue.
@@ -38,20 +27,16 @@ by the same harness (`run.py --patches ...`). Each patch mirrors a small change 
   uvloop is importable (uvicorn's own `loop="auto"` only applies to `uvicorn.run`).
 
     .venv/bin/python benchmarks/toolwire_patched.py drain,uvloop serve --upstream URL --port P ...
-    .venv/bin/python benchmarks/toolwire_patched.py --check drain,aiohttp,uvloop,sink,restarts
+    .venv/bin/python benchmarks/toolwire_patched.py --check drain,uvloop,sink,restarts
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
 import sys
-from pathlib import Path
 from typing import Any
 
-sys.path.append(str(Path(__file__).resolve().parent / ".pip-extras"))  # aiohttp, httpx-aiohttp
-
-KNOWN = ("drain", "aiohttp", "shard", "uvloop", "sink", "restarts")
+KNOWN = ("drain", "uvloop", "sink", "restarts")
 
 
 def patch_drain() -> None:
@@ -77,87 +62,6 @@ def patch_drain() -> None:
         return response
 
     ChatCompletionsUpstream._open_stream = _open_stream  # type: ignore[method-assign]
-
-
-def patch_aiohttp() -> None:
-    import httpx
-    from httpx_aiohttp import AiohttpTransport
-
-    from toolwire.upstream.chat_completions import ChatCompletionsUpstream
-
-    original = ChatCompletionsUpstream.__init__
-
-    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
-        original(self, *args, **kwargs)
-        old = self._clients[0] if hasattr(self, "_clients") else self._client
-        limits = httpx.Limits(
-            max_connections=self.config.max_connections,
-            max_keepalive_connections=self.config.max_connections,
-            keepalive_expiry=60.0,
-        )
-        client = httpx.AsyncClient(
-            base_url=old.base_url,
-            headers=old.headers,
-            timeout=old.timeout,
-            transport=AiohttpTransport(limits=limits),
-        )
-        if hasattr(self, "_clients"):  # src/ shards its pools: one aiohttp pool needs no sharding
-            self._clients = [client]
-            self._next_client = lambda: client
-        else:
-            self._client = client
-
-    ChatCompletionsUpstream.__init__ = __init__  # type: ignore[method-assign]
-
-
-def patch_shard() -> None:
-    import itertools
-
-    import httpx
-
-    from toolwire.upstream.chat_completions import ChatCompletionsUpstream
-
-    original = ChatCompletionsUpstream.__init__
-    shards = int(os.environ.get("BENCH_HTTPX_SHARDS", "32"))
-
-    class Sharded:
-        """Several small httpx pools used in turn: httpcore's pool bookkeeping scans every
-        connection of a pool on every request and response, so its cost grows with the pool."""
-
-        def __init__(self, clients: list[httpx.AsyncClient]) -> None:
-            self.clients = clients
-            self.next = itertools.cycle(clients).__next__
-
-        def build_request(self, *args: Any, **kwargs: Any) -> httpx.Request:
-            return self.clients[0].build_request(*args, **kwargs)
-
-        async def send(self, request: httpx.Request, **kwargs: Any) -> httpx.Response:
-            return await self.next().send(request, **kwargs)
-
-        async def request(self, *args: Any, **kwargs: Any) -> httpx.Response:
-            return await self.next().request(*args, **kwargs)
-
-        async def aclose(self) -> None:
-            for client in self.clients:
-                await client.aclose()
-
-    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
-        original(self, *args, **kwargs)
-        old = self._client
-        per = max(1, self.config.max_connections // shards)
-        limits = httpx.Limits(
-            max_connections=per, max_keepalive_connections=per, keepalive_expiry=60.0
-        )
-        self._client = Sharded(
-            [
-                httpx.AsyncClient(
-                    base_url=old.base_url, headers=old.headers, timeout=old.timeout, limits=limits
-                )
-                for _ in range(shards)
-            ]
-        )
-
-    ChatCompletionsUpstream.__init__ = __init__  # type: ignore[method-assign]
 
 
 def patch_sink() -> None:
@@ -224,14 +128,10 @@ def landed(name: str) -> bool:
     """Is the change this patch stands for already in src/? (Then the patch is skipped.)"""
     import inspect
 
-    if name in ("drain", "aiohttp"):
+    if name == "drain":
         from toolwire.upstream import chat_completions
 
-        return (
-            hasattr(chat_completions, "_drain")
-            if name == "drain"
-            else "AiohttpTransport" in vars(chat_completions)
-        )
+        return hasattr(chat_completions, "_drain")
     if name == "uvloop":
         import toolwire.cli
         import toolwire.server.main
@@ -241,10 +141,6 @@ def landed(name: str) -> bool:
         from toolwire.upstream.assembler import StreamAssembler
 
         return 'endswith("}")' in inspect.getsource(StreamAssembler._restarts)
-    if name == "shard":
-        from toolwire.upstream import chat_completions
-
-        return "_clients" in inspect.getsource(chat_completions)
     if name == "sink":
         from toolwire.server.chat_proxy import ChatProxy
 

@@ -67,13 +67,7 @@ async def app_gateway(
     """`db`: a SQLite file, or None for an in-memory database. `upstream_transport` replaces the transport to the scripted upstream (e.g. one that
     holds the upstream's answer until the test lets it go); `adapter_options` are
     `ChatCompletionsConfig` fields (defaults as the integration gateway: one retry)."""
-    # One pool shard: shards only spread real connections, and all share the one transport.
-    options: dict[str, Any] = {
-        "max_retries": 1,
-        "initial_backoff": 0.01,
-        "max_backoff": 0.02,
-        "pool_shards": 1,
-    }
+    options: dict[str, Any] = {"max_retries": 1, "initial_backoff": 0.01, "max_backoff": 0.02}
     options.update(adapter_options)
     adapter = ChatCompletionsUpstream(
         upstream.base_url, transport=upstream_transport or upstream.transport, **options

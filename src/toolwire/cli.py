@@ -112,6 +112,10 @@ def serve(
     db: Annotated[str | None, typer.Option(help="database URL, e.g. sqlite:///toolwire.db")] = None,
     host: Annotated[str | None, typer.Option(help="bind address (default 127.0.0.1)")] = None,
     port: Annotated[int | None, typer.Option(help="port (default 8080)")] = None,
+    workers: Annotated[
+        int | None,
+        typer.Option(help="server processes sharing the port and database (default 1; 1/core)"),
+    ] = None,
     config: Annotated[Path | None, typer.Option(help="YAML or TOML config file")] = None,
     tool_spec: Annotated[
         list[str], typer.Option("--tool", help="server-side tool module:object, repeatable")
@@ -173,6 +177,7 @@ def serve(
         "db": db,
         "host": host,
         "port": port,
+        "workers": workers,
         "tools": tool_spec,
         "allow_unauthenticated": True if allow_unauthenticated else None,
         "allowed_origins": allow_origin,

@@ -97,6 +97,11 @@ class ServerConfig(BaseModel):
     )
     host: str = "127.0.0.1"
     port: int = 8080
+    workers: int = Field(
+        default=1,
+        ge=1,
+        description="server processes sharing the port and the database (one per core)",
+    )
     tools: list[str] = Field(default_factory=list, description="server-side tools, module:object")
     leaked_calls: Literal["retry", "salvage", "off"] = "retry"
     leak_retries: int = 2

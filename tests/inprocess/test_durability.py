@@ -287,7 +287,7 @@ async def test_64_concurrent_streams_lose_nothing(
 ) -> None:
     count = 64
     fake_upstream.add(*[Reply(text=f"answer {n}") for n in range(count * 2)])
-    async with app_gateway(fake_upstream, pool_shards=4) as gw:
+    async with app_gateway(fake_upstream) as gw:
         gw.service.store = store = await Store.open(database_url)
         gw.service.replica.store = store
         gate = asyncio.Semaphore(count)  # 64 streams at a time, twice over

@@ -398,6 +398,34 @@ async def test_response_created_is_sent_before_the_upstream_answers(
     assert final["output"][0]["content"][0]["text"] == "late"
 
 
+async def test_a_non_streaming_response_is_stored_once_with_its_timeline_before_the_answer(
+    fake_upstream: ScriptedUpstream,
+) -> None:
+    """One write on the hot path: no `in_progress` row nor lease while it runs (nobody can know
+    its id yet), then the response and its /ui timeline in one transaction, committed before
+    the answer leaves: a GET right after sees it."""
+    gate = Gate(fake_upstream)
+    fake_upstream.add(Reply(text="done"))
+    async with app_gateway(fake_upstream, upstream_transport=gate.transport) as gw:
+        writes: list[str] = []
+        original = gw.store.save_response
+
+        async def counted(body: dict[str, Any], **kwargs: Any) -> bool:
+            writes.append(body["status"])
+            return await original(body, **kwargs)
+
+        gw.store.save_response = counted  # type: ignore[method-assign]
+        pending = asyncio.create_task(gw.client.responses.create(model="m", input="hi"))
+        await gate.reached.wait()
+        assert writes == []
+        gate.release.set()
+        answer = await pending
+        assert writes == ["completed"]
+        assert (await gw.client.responses.retrieve(answer.id)).status == "completed"
+        entries = await gw.service.timelines.get(answer.id)
+        assert entries and entries[-1]["type"] == "finished"
+
+
 async def test_a_streamed_response_is_retrievable_in_progress_while_it_runs(
     fake_upstream: ScriptedUpstream,
 ) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import socket
 
 import pytest
@@ -241,3 +242,48 @@ async def test_a_stream_dropped_after_events_went_out_is_not_retried(
     with pytest.raises(UpstreamStreamError):
         await run(fast, request())
     assert len(scripted.chat_requests) == 1
+
+
+@pytest.mark.parametrize("stream", [True, False])
+async def test_an_upstream_restart_loses_no_event(stream: bool) -> None:
+    """The pooled keep-alive connection dies with the old server; the next turn reaches the new
+    one on the same port, whole (the regression that once sent aiohttp back to httpx)."""
+    first = ScriptedUpstream([Reply(text="before the restart")]).start()
+    upstream = ChatCompletionsUpstream(first.base_url, initial_backoff=0.01, max_backoff=0.02)
+    try:
+        assert text(await run(upstream, request(stream))) == "before the restart"
+        port = first.port
+        first.stop()
+        second = ScriptedUpstream([Reply(text="after the restart, every word")], port=port)
+        for _ in range(100):  # the port frees once the old server's connections are gone
+            try:
+                second.start()
+                break
+            except OSError:
+                await asyncio.sleep(0.05)
+        try:
+            events = await run(upstream, request(stream))
+            assert text(events) == "after the restart, every word"
+            assert events[-1] == TurnEnd("stop")
+        finally:
+            second.stop()
+    finally:
+        await upstream.aclose()
+
+
+@pytest.mark.parametrize("client", ["aiohttp", "httpx"])
+async def test_either_http_client_streams_and_answers(
+    client: str, scripted: ScriptedUpstream, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """aiohttp by default; TOOLWIRE_UPSTREAM_CLIENT=httpx is the fallback (docs/server.md)."""
+    monkeypatch.setenv("TOOLWIRE_UPSTREAM_CLIENT", client)
+    scripted.add(Reply(text="streamed"), Reply(text="whole"))
+    upstream = ChatCompletionsUpstream(scripted.base_url)
+    try:
+        assert text(await run(upstream, request(stream=True))) == "streamed"
+        assert text(await run(upstream, request(stream=False))) == "whole"
+        assert type(upstream._sender).__name__ == (
+            "AiohttpSender" if client == "aiohttp" else "HttpxSender"
+        )
+    finally:
+        await upstream.aclose()

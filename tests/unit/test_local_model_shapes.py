@@ -81,10 +81,8 @@ def _chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
 
 
 async def _run(body: bytes, request: TurnRequest) -> list[ModelEvent]:
-    upstream = ChatCompletionsUpstream("http://model.test/v1", max_retries=0)
     transport = httpx.MockTransport(lambda _: httpx.Response(200, stream=httpx.ByteStream(body)))
-    upstream._clients = [httpx.AsyncClient(transport=transport)]
-    upstream._next_client = lambda: upstream._clients[0]
+    upstream = ChatCompletionsUpstream("http://model.test/v1", max_retries=0, transport=transport)
     try:
         return [event async for event in upstream.stream_turn(request)]
     finally:

@@ -43,3 +43,45 @@ async def pump(run: Callable[[Callable[[T], None]], Awaitable[Any]]) -> AsyncGen
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+
+
+async def pump_batches(
+    run: Callable[[Callable[[T], None]], Awaitable[Any]],
+) -> AsyncGenerator[list[T], None]:
+    """As `pump`, but everything emitted by the time the consumer looks comes as one list.
+
+    Nothing waits for a batch to fill: the consumer takes what is there the moment it runs
+    (the run emits a whole network read's worth of events between two awaits). An SSE door
+    then writes one frame group per socket write instead of one per event: each write crosses
+    the ASGI middlewares and the server's send (~10 µs per event at 500 events a stream)."""
+    queue: asyncio.Queue[T | _End[T]] = asyncio.Queue()
+    end: _End[T] = _End()
+
+    async def produce() -> None:
+        try:
+            await run(queue.put_nowait)
+        finally:
+            queue.put_nowait(end)
+
+    task = asyncio.create_task(produce())
+    try:
+        done = False
+        while not done:
+            batch: list[T] = []
+            item = await queue.get()
+            while True:
+                if item is end:
+                    done = True
+                    break
+                batch.append(item)  # type: ignore[arg-type]
+                if queue.empty():
+                    break
+                item = queue.get_nowait()
+            if batch:
+                yield batch
+        await task  # re-raises what the run raised
+    finally:
+        if not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task

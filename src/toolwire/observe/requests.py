@@ -8,6 +8,7 @@ otherwise one is made; it is returned as `x-request-id` and is `request.state.re
 
 from __future__ import annotations
 
+import itertools
 import queue
 import re
 import secrets
@@ -30,11 +31,21 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 LogFormat = Literal["text", "json", "off"]
 
 _SANE_ID = re.compile(rb"[A-Za-z0-9._:\-]{1,128}")
+# Made request ids: a random prefix per process and a counter (unique, and no system call per
+# request as secrets.token_hex would make); they name a request in logs, they grant nothing.
+_ID_PREFIX = b"req_" + secrets.token_hex(4).encode()
+_id_counter = itertools.count(1)
+
+
+_second: list[Any] = [-1, ""]  # the last whole second formatted, and its text
 
 
 def _timestamp() -> str:
     now = time.time()
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now % 1 * 1000):03d}Z"
+    whole = int(now)
+    if whole != _second[0]:  # strftime once a second, not once a request
+        _second[0], _second[1] = whole, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole))
+    return f"{_second[1]}.{int(now % 1 * 1000):03d}Z"
 
 
 class _LineWriter:
@@ -111,7 +122,7 @@ class ObserveMiddleware:
                     request_id = value
                 break
         if request_id is None:
-            request_id = b"req_" + secrets.token_hex(12).encode()
+            request_id = b"%s%016x" % (_ID_PREFIX, next(_id_counter))
         rid = request_id.decode("ascii")
         scope.setdefault("state", {})["request_id"] = rid
         status = 500

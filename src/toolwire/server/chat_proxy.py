@@ -31,7 +31,7 @@ from toolwire.loop.events import (
     OutputTextDelta,
     ReasoningTextDelta,
 )
-from toolwire.loop.pump import pump
+from toolwire.loop.pump import pump_batches
 from toolwire.loop.state import LoopRequest, LoopSettings
 from toolwire.server.responses_sink import arguments_text
 from toolwire.server.schemas.chat import check_chat_body
@@ -192,29 +192,36 @@ class ChatProxy:
         # raises from the first step, which the route turns into a real HTTP error; after
         # content, a failure is an in-band error frame and the stream ends without [DONE].
         opened = False
-        async for event in pump(run):
-            if isinstance(event, LoopFinished):
-                try:
-                    _raise_if_unanswered(event)
-                except ToolwireError as exc:
-                    if not opened:
-                        raise
-                    yield encode_event(orjson.dumps(exc.to_body()))
-                    return
-            if not opened:
-                opened = True
-                yield chunk({"role": "assistant", "content": ""})
-            if isinstance(event, OutputTextDelta):
-                yield chunk({"content": event.text})
-            elif isinstance(event, ReasoningTextDelta):
-                yield chunk({"reasoning_content": event.text})
-            elif isinstance(event, LoopFinished):
-                for index, pending in enumerate(event.pending_calls):
-                    yield chunk({"tool_calls": [{"index": index, **_call_json(pending)}]})
-                yield chunk({}, _finish_reason(event))
-                if call.include_usage:
-                    usage = {**base, "choices": [], "usage": _usage(event.usage)}
-                    yield encode_event(orjson.dumps(usage))
+        async for batch in pump_batches(run):  # what is ready goes out in one write
+            frames: list[bytes] = []
+            for event in batch:
+                if isinstance(event, LoopFinished):
+                    try:
+                        _raise_if_unanswered(event)
+                    except ToolwireError as exc:
+                        if not opened:
+                            raise
+                        frames.append(encode_event(orjson.dumps(exc.to_body())))
+                        yield b"".join(frames)
+                        return
+                if not opened:
+                    opened = True
+                    frames.append(chunk({"role": "assistant", "content": ""}))
+                if isinstance(event, OutputTextDelta):
+                    frames.append(chunk({"content": event.text}))
+                elif isinstance(event, ReasoningTextDelta):
+                    frames.append(chunk({"reasoning_content": event.text}))
+                elif isinstance(event, LoopFinished):
+                    for index, pending in enumerate(event.pending_calls):
+                        frames.append(
+                            chunk({"tool_calls": [{"index": index, **_call_json(pending)}]})
+                        )
+                    frames.append(chunk({}, _finish_reason(event)))
+                    if call.include_usage:
+                        usage = {**base, "choices": [], "usage": _usage(event.usage)}
+                        frames.append(encode_event(orjson.dumps(usage)))
+            if frames:
+                yield frames[0] if len(frames) == 1 else b"".join(frames)
         yield DONE_FRAME
 
 

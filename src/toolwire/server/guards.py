@@ -17,6 +17,7 @@ but the CORS wrapper, and only for allowed origins.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 from collections.abc import Iterable
 
@@ -127,8 +128,15 @@ class GuardMiddleware:
         await self.app(scope, receive, send)
 
     def _host_ok(self, host: bytes) -> bool:
-        text = host.decode("latin-1")
-        return is_loopback_host(text) or host_name(text) in self.hosts
+        return _host_allowed(host, self.hosts)
+
+
+@functools.lru_cache(maxsize=256)
+def _host_allowed(host: bytes, hosts: frozenset[str]) -> bool:
+    """Cached: a client sends the same few Host values on every request, and parsing one as an
+    IP address costs more than the rest of the guard (~4% of a proxied request)."""
+    text = host.decode("latin-1")
+    return is_loopback_host(text) or host_name(text) in hosts
 
 
 def _is_json(content_type: bytes | None) -> bool:

@@ -147,20 +147,26 @@ async def build_app(config: ServerConfig) -> Starlette:
     return app
 
 
-def run(config: ServerConfig) -> None:
+def run(config: ServerConfig, *, reuse_port: bool = False) -> None:
     """Serve until interrupted, on uvloop when it is installed (uvicorn[standard] brings it):
     `asyncio.run` would use the slower stdlib loop, as uvicorn's `loop="auto"` only applies to
-    `uvicorn.run`."""
+    `uvicorn.run`. `workers` > 1: one process per worker (server/workers.py); `reuse_port`: this
+    process is one of them, sharing the port."""
+    if config.workers > 1 and not reuse_port:
+        from toolwire.server.workers import run_workers
+
+        run_workers(config)
+        return
     try:
         import uvloop
     except ImportError:
-        asyncio.run(serve(config))
+        asyncio.run(serve(config, reuse_port=reuse_port))
         return
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
-        runner.run(serve(config))
+        runner.run(serve(config, reuse_port=reuse_port))
 
 
-async def serve(config: ServerConfig) -> None:
+async def serve(config: ServerConfig, *, reuse_port: bool = False) -> None:
     app = await build_app(config)
     server = uvicorn.Server(
         uvicorn.Config(
@@ -176,4 +182,9 @@ async def serve(config: ServerConfig) -> None:
             ws_max_size=config.max_body_bytes,
         )
     )
-    await server.serve()
+    if reuse_port:
+        from toolwire.server.workers import reuse_port_socket
+
+        await server.serve(sockets=[reuse_port_socket(config.host, config.port)])
+    else:
+        await server.serve()

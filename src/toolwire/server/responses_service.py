@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import secrets
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
@@ -43,7 +44,7 @@ from toolwire.loop.items import (
     normalize_input,
     resolve_references,
 )
-from toolwire.loop.pump import pump
+from toolwire.loop.pump import pump_batches
 from toolwire.loop.state import LoopRequest, LoopSettings
 from toolwire.observe.metrics import BACKGROUND_JOBS
 from toolwire.observe.timeline import Timeline
@@ -65,6 +66,8 @@ from toolwire.tools.mcp.toolset import McpToolset
 from toolwire.upstream.base import Sampling, Upstream
 from toolwire.wire import responses as wire
 from toolwire.wire.sse import encode_event
+
+log = logging.getLogger("toolwire.server")
 
 
 @dataclass(slots=True)
@@ -318,25 +321,51 @@ class ResponsesService:
         background = prepared.request.background
         kind: Any = "background" if background else "foreground"
         hold = RunChange("hold", self.replica.id, kind)
+        # A non-streaming foreground response is stored once, when it ends: nobody can know
+        # its id before the answer carries it (no stream, no job), so an `in_progress` row and
+        # a lease would guard nothing, and a crash before the end loses nothing a client saw.
+        # Streams and background jobs are stored when they start (their id is out at once).
+        stored_at_start = outbox is not None or background
+        store = prepared.request.store
 
         async def record(event: LoopEvent) -> None:
             if isinstance(event, RunStarted):
-                if prepared.request.store:
+                if store and stored_at_start:
                     await self._write(
-                        lambda: self.persist(prepared, builder.body("in_progress"), run=hold)
+                        lambda: self.persist(
+                            prepared, builder.body("in_progress"), run=hold, fresh=not background
+                        )
                     )
             elif isinstance(event, StepReached):
                 if background:
                     await self._write(lambda: self.persist(prepared, builder.body("in_progress")))
             elif isinstance(event, LoopFinished) and builder.final is not None:
-                await self._finished(prepared, builder, event, outbox)
-                if timeline is not None and prepared.request.store:  # observe/: for /ui
-                    with contextlib.suppress(Exception):  # a lost timeline loses no answer
-                        await self.timelines.save(
-                            prepared.response_id, prepared.header.created_at, timeline.entries
-                        )
+                saved = (
+                    partial(self._save_timeline, prepared, timeline, not background)
+                    if timeline is not None and store  # observe/: for /ui, same transaction
+                    else None
+                )
+                await self._finished(
+                    prepared, builder, event, outbox, stored=stored_at_start, also=saved
+                )
 
         return record
+
+    async def _save_timeline(
+        self, prepared: Prepared, timeline: Timeline, fresh: bool, connection: Any
+    ) -> None:
+        """In the response's final transaction (one commit). A lost timeline must lose no
+        answer: the entries are checked to serialize first (the one way they could fail), and
+        one that does not is left out."""
+        entries = timeline.entries
+        try:
+            orjson.dumps(entries)
+        except TypeError:
+            log.warning("the timeline of %s was not stored", prepared.response_id, exc_info=True)
+            return
+        await self.timelines.save_in(
+            connection, prepared.response_id, prepared.header.created_at, entries, fresh=fresh
+        )
 
     async def _write(self, write: Callable[[], Any]) -> None:
         try:
@@ -352,7 +381,12 @@ class ResponsesService:
         builder: ResponseBuilder,
         event: LoopFinished,
         outbox: _Outbox | None,
+        *,
+        stored: bool = True,
+        also: Callable[[Any], Any] | None = None,
     ) -> None:
+        """`stored`: the response was stored when it started (it holds a lease to release);
+        else this is its first and only write."""
         final = builder.final
         assert final is not None
         response_id = prepared.response_id
@@ -370,7 +404,14 @@ class ResponsesService:
             return
         try:
             await self._write(
-                lambda: self.persist(prepared, final, run=RunChange("release"), finished=True)
+                lambda: self.persist(
+                    prepared,
+                    final,
+                    run=RunChange("release") if stored else None,
+                    finished=stored,
+                    fresh=not stored,
+                    also=also,
+                )
             )
         except StoreError as exc:
             # The run's answer cannot be recorded: the client is told it failed. The lease
@@ -391,7 +432,11 @@ class ResponsesService:
         *,
         run: RunChange | None = None,
         finished: bool = False,
+        fresh: bool = False,
+        also: Callable[[Any], Any] | None = None,
     ) -> None:
+        """`fresh`: the response's first write (an insert); `also`: more writes in the same
+        transaction."""
         output = body["output"]
         conversation_id = prepared.request.conversation_id
         in_conversation = conversation_id is not None and not prepared.request.previous_response_id
@@ -409,6 +454,8 @@ class ResponsesService:
                 owner=prepared.owner,
                 run=run,
                 only_if_active=finished,
+                fresh=fresh,
+                also=also,
             )
             if not stored:
                 return  # finalized meanwhile (cancelled, or taken for lost): that stands
@@ -478,23 +525,35 @@ class ResponsesService:
         return builder.final
 
     async def stream(self, prepared: Prepared) -> AsyncIterator[bytes]:
-        """Streaming over SSE: `events`, framed."""
-        async with contextlib.aclosing(self.events(prepared)) as events:
-            async for event in events:
-                yield encode_event(orjson.dumps(event), event["type"])
+        """Streaming over SSE: `batches`, framed; what is ready goes out in one write."""
+        dumps = orjson.dumps
+        async with contextlib.aclosing(self.batches(prepared)) as batches:
+            async for batch in batches:
+                if len(batch) == 1:
+                    yield encode_event(dumps(batch[0]), batch[0]["type"])
+                else:
+                    yield b"".join([encode_event(dumps(event), event["type"]) for event in batch])
 
     async def events(self, prepared: Prepared) -> AsyncGenerator[dict[str, Any], None]:
-        """The stream events of a run, as the SSE and WebSocket doors send them:
-        `response.created` goes out before the upstream is even called; the terminal event
-        only once the final write is done. Closing this early cancels the run."""
+        """The stream events one by one (the WebSocket door sends each as a message)."""
+        async with contextlib.aclosing(self.batches(prepared)) as batches:
+            async for batch in batches:
+                for event in batch:
+                    yield event
+
+    async def batches(self, prepared: Prepared) -> AsyncGenerator[list[dict[str, Any]], None]:
+        """The stream events of a run, in batches of what was ready together, as the SSE and
+        WebSocket doors send them: `response.created` goes out before the upstream is even
+        called; the terminal event only once the final write is done. Closing this early
+        cancels the run."""
 
         async def run(emit: Any) -> None:
             outbox = _Outbox(emit)
             await self._run(prepared, ResponseBuilder(prepared.header, outbox), outbox)
 
-        async with contextlib.aclosing(pump(run)) as events:
-            async for event in events:
-                yield event
+        async with contextlib.aclosing(pump_batches(run)) as batches:
+            async for batch in batches:
+                yield batch
 
     # -- background: a durable queue in the database -------------------------------------
 

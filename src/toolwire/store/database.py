@@ -17,7 +17,7 @@ import asyncio
 import contextlib
 import secrets
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -134,9 +134,13 @@ class Store:
         owner: OwnerArg = INHERIT,
         run: RunChange | None = None,
         only_if_active: bool = False,
+        fresh: bool = False,
+        also: Callable[[AsyncConnection], Awaitable[None]] | None = None,
     ) -> bool:
         """Insert or replace a response (status changes rewrite the row). A row of another
         owner with the same id is never rewritten (the insert then fails on the id).
+        `fresh`: the id was never stored (a new response): one insert, no update first.
+        `also`: more writes in the same transaction (one commit on the hot path).
 
         History is by reference: the row links to `previous_response_id` (in the body) or, in
         a conversation, counts the `conversation_items` before it; `history` (a full copy)
@@ -157,18 +161,24 @@ class Store:
             "owner": who,
         }
         async with self.write() as connection:
-            query = responses.update().where(
-                responses.c.id == body["id"], owned_by(responses.c.owner, who)
-            )
-            if only_if_active:
-                query = query.where(responses.c.status.in_(("queued", "in_progress")))
-            updated = await connection.execute(query.values(**values))
-            if updated.rowcount == 0:
+            if fresh:
+                # a constant statement with parameters: compiled once, not once per call
+                await connection.execute(_INSERT_RESPONSE, values)
+            else:
+                query = responses.update().where(
+                    responses.c.id == body["id"], owned_by(responses.c.owner, who)
+                )
                 if only_if_active:
-                    return False
-                await connection.execute(responses.insert().values(**values))
+                    query = query.where(responses.c.status.in_(("queued", "in_progress")))
+                updated = await connection.execute(query.values(**values))
+                if updated.rowcount == 0:
+                    if only_if_active:
+                        return False
+                    await connection.execute(responses.insert().values(**values))
             if run is not None:
                 await apply_change(connection, body["id"], run, time.time())
+            if also is not None:
+                await also(connection)
         return True
 
     async def get_response(
@@ -427,6 +437,9 @@ class Store:
 
 def _conversation(conversation_id: str, owner: Owner) -> sa.ColumnElement[bool]:
     return sa.and_(conversations.c.id == conversation_id, owned_by(conversations.c.owner, owner))
+
+
+_INSERT_RESPONSE = responses.insert()
 
 
 async def _owns(connection: AsyncConnection, conversation_id: str, owner: Owner) -> bool:

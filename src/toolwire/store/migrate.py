@@ -8,23 +8,30 @@ under an advisory lock, so replicas starting together migrate once.
 
 from __future__ import annotations
 
+import ast
 from functools import lru_cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
-from alembic import command
-from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
 
 from toolwire.errors import ConfigError
 from toolwire.store.tables import metadata
+
+# Alembic is imported only when the schema must change (or `toolwire db` runs): a database
+# already at the head revision is recognized with one query, and alembic is ~22 MB of every
+# server's memory for the rest of its life.
+if TYPE_CHECKING:
+    from alembic.config import Config
+    from alembic.script import ScriptDirectory
 
 _LOCATION = str(Path(__file__).parent / "migrations")
 _ADVISORY_LOCK = 0x746F6F6C  # "tool"
 
 
 def _config(connection: sa.Connection | None = None) -> Config:
+    from alembic.config import Config
+
     config = Config()
     config.set_main_option("script_location", _LOCATION)
     if connection is not None:
@@ -34,10 +41,45 @@ def _config(connection: sa.Connection | None = None) -> Config:
 
 @lru_cache(maxsize=1)
 def _script() -> ScriptDirectory:
+    from alembic.script import ScriptDirectory
+
     return ScriptDirectory.from_config(_config())
 
 
+@lru_cache(maxsize=1)
 def head() -> str:
+    """The head revision, read from the scripts' `revision` / `down_revision` assignments (the
+    one revision no other script revises); alembic's own answer if they are not that plain."""
+    revisions: set[str] = set()
+    revised: set[str] = set()
+    for script in Path(_LOCATION, "versions").glob("*.py"):
+        found: dict[str, object] = {}
+        for node in ast.parse(script.read_text()).body:
+            if isinstance(node, ast.Assign) and len(node.targets) == 1:
+                target, value = node.targets[0], node.value
+            elif isinstance(node, ast.AnnAssign) and node.value is not None:
+                target, value = node.target, node.value
+            else:
+                continue
+            if isinstance(target, ast.Name) and target.id in ("revision", "down_revision"):
+                try:
+                    found[target.id] = ast.literal_eval(value)
+                except ValueError:
+                    found[target.id] = ...
+        if not found:
+            continue  # not a revision script (the package's __init__.py)
+        down = found.get("down_revision")
+        plain = down is None or isinstance(down, str)
+        if not isinstance(found.get("revision"), str) or not plain:
+            return _alembic_head()
+        revisions.add(str(found["revision"]))
+        if isinstance(down, str):
+            revised.add(down)
+    heads = revisions - revised
+    return heads.pop() if len(heads) == 1 else _alembic_head()
+
+
+def _alembic_head() -> str:
     revision = _script().get_current_head()
     assert revision is not None
     return revision
@@ -45,6 +87,15 @@ def head() -> str:
 
 def current(connection: sa.Connection) -> str | None:
     """The database's revision; None for an empty database or one from before migrations."""
+    if not sa.inspect(connection).has_table("alembic_version"):
+        return None
+    rows = connection.execute(sa.text("SELECT version_num FROM alembic_version")).all()
+    return rows[0][0] if len(rows) == 1 else _alembic_current(connection)
+
+
+def _alembic_current(connection: sa.Connection) -> str | None:
+    from alembic.runtime.migration import MigrationContext
+
     return MigrationContext.configure(connection).get_current_revision()
 
 
@@ -55,6 +106,8 @@ def ensure_schema(connection: sa.Connection, *, migrate: bool = True) -> None:
     if revision == head():
         return
     if revision is None and not sa.inspect(connection).get_table_names():
+        from alembic.runtime.migration import MigrationContext
+
         metadata.create_all(connection)
         MigrationContext.configure(connection).stamp(_script(), "head")
         return
@@ -67,4 +120,6 @@ def ensure_schema(connection: sa.Connection, *, migrate: bool = True) -> None:
 
 
 def upgrade(connection: sa.Connection, target: str = "head") -> None:
+    from alembic import command
+
     command.upgrade(_config(connection), target)

@@ -24,6 +24,9 @@ run_timelines = sa.Table(
 )
 
 
+_INSERT = run_timelines.insert()
+
+
 def _owned(table: sa.Table, query: Any, owner: str | None) -> Any:
     if owner is not None and "owner" in table.c:
         return query.where(table.c.owner == owner)
@@ -38,15 +41,31 @@ class TimelineStore:
         "database is locked" under load instead of queueing."""
 
     async def save(self, response_id: str, created_at: int, entries: list[dict[str, Any]]) -> None:
-        values = {"response_id": response_id, "created_at": created_at, "entries": entries}
         async with self._write() as connection:
-            updated = await connection.execute(
-                run_timelines.update()
-                .where(run_timelines.c.response_id == response_id)
-                .values(**values)
-            )
-            if updated.rowcount == 0:
-                await connection.execute(run_timelines.insert().values(**values))
+            await self.save_in(connection, response_id, created_at, entries)
+
+    @staticmethod
+    async def save_in(
+        connection: Any,
+        response_id: str,
+        created_at: int,
+        entries: list[dict[str, Any]],
+        *,
+        fresh: bool = False,
+    ) -> None:
+        """The same, inside a transaction of the caller's (the response's final write);
+        `fresh`: no timeline was stored for this response yet (one insert)."""
+        values = {"response_id": response_id, "created_at": created_at, "entries": entries}
+        if fresh:
+            await connection.execute(_INSERT, values)
+            return
+        updated = await connection.execute(
+            run_timelines.update()
+            .where(run_timelines.c.response_id == response_id)
+            .values(**values)
+        )
+        if updated.rowcount == 0:
+            await connection.execute(run_timelines.insert().values(**values))
 
     async def get(self, response_id: str) -> list[dict[str, Any]] | None:
         async with self.engine.connect() as connection:

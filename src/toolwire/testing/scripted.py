@@ -191,8 +191,13 @@ class ScriptedUpstream:
     def start(self) -> ScriptedUpstream:
         if self._in_process:
             return self
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        # IPPROTO_TCP, not 0: asyncio sets TCP_NODELAY only on sockets whose proto says TCP.
+        # Without it, Nagle holds each small SSE write until the client ACKs the one before,
+        # and a client's delayed ACK stalls the start of every stream on a kept-alive
+        # connection by ~40 ms (real servers bind through getaddrinfo and get it right).
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         sock.bind((self._host, self.port))
         self.port = sock.getsockname()[1]
         config = uvicorn.Config(

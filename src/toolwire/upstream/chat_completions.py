@@ -1,6 +1,7 @@
 """The adapter for OpenAI-compatible `/v1/chat/completions` servers.
 
-One pooled httpx client per upstream. Streams SSE (or not), feeds every chunk to the
+One pooled HTTP client per upstream (aiohttp; httpx through an injected transport: see
+upstream/transport.py). Streams SSE (or not), feeds every chunk to the
 `StreamAssembler`, and owns the fault handling: typed HTTP errors, bounded retries with backoff
 before anything was yielded, timeouts (an idle deadline on streams: no event for
 `idle_timeout` seconds, however many bytes trickle in), streams that end early, and servers
@@ -12,15 +13,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 import os
 import re
-import ssl
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
-import certifi
 import httpx
 import orjson
 from pydantic import BaseModel, Field, SecretStr
@@ -49,11 +47,15 @@ from toolwire.upstream.events import (
 )
 from toolwire.upstream.lowering import chat_messages, chat_tool_choice, chat_tools
 from toolwire.upstream.retry import RETRYABLE_STATUSES, RetryPolicy
+from toolwire.upstream.transport import Answer, sender
 from toolwire.wire.sse import SSEDecoder, SSEEventTooLarge
 
 MiB = 1024 * 1024
 #: How much of an error answer is read (the rest is dropped): enough for any real message.
 _ERROR_BODY_BYTES = 64 * 1024
+
+_STREAM_HEADERS = {"content-type": "application/json", "accept": "text/event-stream"}
+_JSON_HEADERS = {"content-type": "application/json"}
 
 _STREAM_REFUSALS = (
     "streaming tool choice is not supported",
@@ -77,7 +79,6 @@ class ChatCompletionsConfig(BaseModel):
     initial_backoff: float = 0.5
     max_backoff: float = 20.0
     max_connections: int = 256
-    pool_shards: int = 32
     name: str = "default"
     max_event_bytes: int = Field(
         default=8 * MiB, gt=0, description="the largest stream event (SSE data) accepted"
@@ -138,41 +139,21 @@ class ChatCompletionsUpstream:
         if key:
             headers["authorization"] = f"Bearer {key}"
         base = config.base_url.rstrip("/")
-        # Parsed once: httpx re-parses a string URL on every request (~60 µs each).
-        self._completions_url = httpx.URL(base + "/chat/completions")
-        self._models_url = httpx.URL(base + "/models")
+        self._completions_url = base + "/chat/completions"
+        self._models_url = base + "/models"
         root = base.removesuffix("/v1")
         # Tokenizers (loop/compaction.py counts prompts with them): llama-cpp-python's, then
         # the `/tokenize` of llama.cpp's server and vLLM's (SGLang's too).
-        self._tokenizers = [
-            (httpx.URL(root + "/extras/tokenize/count"), False),
-            (httpx.URL(root + "/tokenize"), True),
-        ]
+        self._tokenizers = [(root + "/extras/tokenize/count", False), (root + "/tokenize", True)]
         self._no_tokenizer_until = 0.0  # monotonic: none answered; estimate until then
-        # Several small connection pools used in turn rather than one large one: httpcore checks
-        # every pooled connection on each request and response, so with one pool the cost per
-        # request grows with concurrency (~95% of the CPU at 64 concurrent requests, see
-        # benchmarks/PROFILE.md). Keep-alive works within each pool as usual.
-        shards = max(1, min(config.pool_shards, config.max_connections))
-        per_pool = -(-config.max_connections // shards)
-        limits = httpx.Limits(
-            max_connections=per_pool, max_keepalive_connections=per_pool, keepalive_expiry=60.0
+        # aiohttp over real sockets, httpx through an injected transport (upstream/transport.py)
+        self._sender = sender(
+            headers,
+            connect_timeout=config.connect_timeout,
+            read_timeout=config.read_timeout,
+            max_connections=config.max_connections,
+            transport=transport,
         )
-        timeout = httpx.Timeout(config.read_timeout, connect=config.connect_timeout)
-        if transport is not None:
-            # Every shard shares the injected transport; httpx ignores limits and TLS for it.
-            self._clients = [
-                httpx.AsyncClient(headers=headers, timeout=timeout, transport=transport)
-                for _ in range(shards)
-            ]
-        else:
-            # One TLS context for every pool: each default client loads the CA bundle (~0.9 MB).
-            tls = ssl.create_default_context(cafile=certifi.where())
-            self._clients = [
-                httpx.AsyncClient(headers=headers, timeout=timeout, limits=limits, verify=tls)
-                for _ in range(shards)
-            ]
-        self._next_client = itertools.cycle(self._clients).__next__
 
     @property
     def refuses_streamed_tools(self) -> bool:
@@ -187,8 +168,7 @@ class ChatCompletionsUpstream:
         )
 
     async def aclose(self) -> None:
-        for client in self._clients:
-            await client.aclose()
+        await self._sender.aclose()
 
     async def list_models(self) -> list[dict[str, Any]]:
         _, content = await self._send("GET", self._models_url, None)
@@ -428,39 +408,33 @@ class ChatCompletionsUpstream:
         for event in assembler.finish():
             yield event
 
-    async def _open_stream(self, body: bytes, notes: list[ModelEvent]) -> httpx.Response:
-        headers = {"content-type": "application/json", "accept": "text/event-stream"}
+    async def _open_stream(self, body: bytes, notes: list[ModelEvent]) -> Answer:
+        headers = _STREAM_HEADERS
         traced = trace_headers()  # observe/: W3C trace context, only when tracing is on
         if traced:
-            headers.update(traced)
+            headers = {**headers, **traced}
 
-        def send() -> Awaitable[httpx.Response]:
-            client = self._next_client()
-            request = client.build_request(
-                "POST", self._completions_url, content=body, headers=headers
-            )
-            return client.send(request, stream=True)
+        def send() -> Awaitable[Answer]:
+            return self._sender.send("POST", self._completions_url, body, headers)
 
         return await self._with_retries(send, notes)
 
     async def _send(
         self,
         method: str,
-        url: httpx.URL,
+        url: str,
         body: dict[str, Any] | None,
         notes: list[ModelEvent] | None = None,
     ) -> tuple[int, bytes]:
         """Send, and read the answer within `max_response_bytes`: its status and body."""
         content = orjson.dumps(body) if body is not None else None
-        headers = {"content-type": "application/json"} if body is not None else None
+        headers = _JSON_HEADERS if body is not None else None
         traced = trace_headers()  # observe/: W3C trace context, only when tracing is on
         if traced:
             headers = {**(headers or {}), **traced}
 
-        def send() -> Awaitable[httpx.Response]:
-            client = self._next_client()
-            request = client.build_request(method, url, content=content, headers=headers)
-            return client.send(request, stream=True)
+        def send() -> Awaitable[Answer]:
+            return self._sender.send(method, url, content, headers)
 
         response = await self._with_retries(send, notes)
         try:
@@ -478,9 +452,9 @@ class ChatCompletionsUpstream:
 
     async def _with_retries(
         self,
-        send: Callable[[], Awaitable[httpx.Response]],
+        send: Callable[[], Awaitable[Answer]],
         notes: list[ModelEvent] | None = None,
-    ) -> httpx.Response:
+    ) -> Answer:
         """Send until a success, retrying 429 / 5xx / connection errors within the policy."""
         attempt = 0
         while True:
@@ -569,9 +543,7 @@ def _refuses_streamed_tools(error: UpstreamError) -> bool:
     )
 
 
-async def _read_bounded(
-    response: httpx.Response, most: int, *, truncate: bool = False
-) -> bytes | None:
+async def _read_bounded(response: Answer, most: int, *, truncate: bool = False) -> bytes | None:
     """The (decoded) body, or None once it passes `most` bytes; with `truncate`, its first
     `most` bytes. Never holds more than `most` plus one network chunk."""
     parts: list[bytes] = []
@@ -610,7 +582,7 @@ _CONTEXT_LENGTH_TYPES = ("context_length_exceeded", "exceed_context_size_error")
 """`error.code` / `error.type` values meaning the same (OpenAI, llama.cpp)."""
 
 
-def _http_error(response: httpx.Response, content: bytes) -> UpstreamHTTPError:
+def _http_error(response: Answer, content: bytes) -> UpstreamHTTPError:
     """An upstream's HTTP error as the client error it amounts to, with OpenAI's codes: the
     upstream's own message (its first line: never a traceback), never a home-made code. A
     prompt that does not fit the model's context is OpenAI's 400 `context_length_exceeded`

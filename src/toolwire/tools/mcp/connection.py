@@ -14,13 +14,12 @@ import os
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from mcp import ClientSession, StdioServerParameters
-from mcp.client.sse import sse_client
-from mcp.client.stdio import stdio_client
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
+# The SDK is imported when a connection opens, not with toolwire: it is ~37 MB of a server's
+# memory, and most servers never speak MCP.
+if TYPE_CHECKING:
+    from mcp import ClientSession
 
 Opener = Callable[[], AbstractAsyncContextManager[Any]]
 
@@ -51,6 +50,8 @@ class McpConnection:
             ) from None
 
     async def _own(self, ready: asyncio.Future[None]) -> None:
+        from mcp import ClientSession
+
         try:
             async with self._opener() as streams:
                 read, write = streams[0], streams[1]
@@ -105,6 +106,9 @@ def _reason(exc: BaseException) -> str:
 def streamable_http_opener(url: str, headers: dict[str, str]) -> Opener:
     @asynccontextmanager
     async def open_streamable() -> AsyncIterator[Any]:
+        from mcp.client.streamable_http import streamable_http_client
+        from mcp.shared._httpx_utils import create_mcp_http_client
+
         async with (
             create_mcp_http_client(headers=headers) as client,
             streamable_http_client(url, http_client=client) as streams,
@@ -117,6 +121,8 @@ def streamable_http_opener(url: str, headers: dict[str, str]) -> Opener:
 def sse_opener(url: str, headers: dict[str, str]) -> Opener:
     @asynccontextmanager
     async def open_sse() -> AsyncIterator[Any]:
+        from mcp.client.sse import sse_client
+
         async with sse_client(url, headers=headers) as streams:
             yield streams
 
@@ -128,6 +134,9 @@ def stdio_opener(
 ) -> Opener:
     @asynccontextmanager
     async def open_stdio() -> AsyncIterator[Any]:
+        from mcp import StdioServerParameters
+        from mcp.client.stdio import stdio_client
+
         params = StdioServerParameters(
             command=command, args=args, env={**os.environ, **(env or {})}, cwd=cwd
         )

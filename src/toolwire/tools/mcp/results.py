@@ -7,8 +7,6 @@ import base64
 import binascii
 from typing import Any
 
-from mcp import types
-
 
 def _size(data: str) -> int:
     try:
@@ -18,6 +16,8 @@ def _size(data: str) -> int:
 
 
 def render_content(blocks: list[Any]) -> str:
+    from mcp import types  # imported on use: see tools/mcp/connection.py
+
     parts: list[str] = []
     for block in blocks:
         if isinstance(block, types.TextContent):

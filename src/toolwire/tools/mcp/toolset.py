@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
-from mcp import types
 from pydantic import BaseModel, ConfigDict
 
 from toolwire.errors import InvalidRequestError
@@ -16,6 +15,9 @@ from toolwire.tools.mcp.connection import _reason
 from toolwire.tools.mcp.pool import McpPool, McpServerSpec
 from toolwire.tools.mcp.results import render_content
 from toolwire.transcript import ToolSpec
+
+if TYPE_CHECKING:  # the SDK is imported on use: see tools/mcp/connection.py
+    from mcp import types
 
 ApprovalRule = Callable[[str], bool]
 
@@ -103,6 +105,8 @@ class McpTool(Tool):
         return _AnyArguments.model_validate(arguments)
 
     async def run(self, arguments: BaseModel) -> types.CallToolResult:
+        from mcp import types
+
         connection = await self.pool.acquire(self.server)
         session = connection.session
         if session is None:
@@ -129,6 +133,8 @@ class McpTool(Tool):
         return result
 
     def render(self, output: Any) -> str:
+        from mcp import types
+
         return (
             render_content(output.content)
             if isinstance(output, types.CallToolResult)
@@ -139,6 +145,8 @@ class McpTool(Tool):
 async def list_server_tools(pool: McpPool, server: McpServerSpec) -> list[types.Tool]:
     connection = await pool.acquire(server)
     assert connection.session is not None
+    from mcp import types
+
     tools: list[types.Tool] = []
     cursor: str | None = None
     while True:
@@ -164,6 +172,8 @@ def tool_listing(tool: types.Tool) -> dict[str, Any]:
 
 
 def definition_from_listing(entry: dict[str, Any]) -> types.Tool:
+    from mcp import types
+
     return types.Tool(
         name=entry["name"],
         description=entry.get("description"),
