@@ -145,6 +145,7 @@ def normalize_input(value: str | list[Any], param: str = "input") -> list[dict[s
                 item.setdefault("status", "completed")
         elif kind in _CALLS:
             _require_str(item, ("call_id",), where)
+            _require_object(item, _CALLS[kind][1], where)
         elif kind == "compaction":
             _require_str(item, ("encrypted_content",), where)
         elif kind == "mcp_approval_response":
@@ -157,6 +158,9 @@ def normalize_input(value: str | list[Any], param: str = "input") -> list[dict[s
             _require_str(item, ("id",), where)
             items.append(item)
             continue
+        elif kind == "mcp_list_tools":
+            _require_str(item, ("server_label",), where)
+            _check_listed_tools(item.get("tools"), f"{where}.tools")
         elif kind in ("mcp_call", "mcp_approval_request"):
             _require_str(item, ("name",), where)
             _optional_str(item, ("arguments", "output", "error", "server_label"), where)
@@ -168,8 +172,37 @@ def normalize_input(value: str | list[Any], param: str = "input") -> list[dict[s
                 code="invalid_value",
             )
         item.setdefault("id", new_id(_ITEM_PREFIX.get(kind, "item")))
-        items.append(item)
+        items.append(_as_resource(item))
     return items
+
+
+def _as_resource(item: dict[str, Any]) -> dict[str, Any]:
+    """An input item in the shape OpenAI returns it: its document lets an input item leave out
+    or null fields that the returned item (`ConversationItem`, `ItemResource`) must carry, so
+    they are filled here, once, before the item is stored and echoed."""
+    if item.get("status", "") is None:
+        item["status"] = "completed"  # every item status enum has it
+    if item.get("acknowledged_safety_checks", "") is None:
+        del item["acknowledged_safety_checks"]  # optional when returned, but never null
+    kind = item["type"]
+    if kind in _CALL_RESOURCE_DEFAULTS:
+        for name, value in _CALL_RESOURCE_DEFAULTS[kind].items():
+            item.setdefault(name, value)
+    if kind == "shell_call" and isinstance(item.get("action"), dict):
+        item["action"] = {"timeout_ms": None, "max_output_length": None, **item["action"]}
+    return item
+
+
+# Fields the returned shape requires (nullable or with one sensible value) that the input
+# shape of the same item may omit. `execution`: an item sent back as input without it came
+# from the client's own history, so the client ran it.
+_CALL_RESOURCE_DEFAULTS: dict[str, dict[str, Any]] = {
+    "shell_call": {"status": "completed", "environment": None},
+    "computer_call": {"status": "completed", "pending_safety_checks": []},
+    "local_shell_call": {"status": "completed"},
+    "tool_search_call": {"status": "completed", "call_id": None, "execution": "client"},
+    "tool_search_output": {"status": "completed", "call_id": None, "execution": "client"},
+}
 
 
 def resolve_references(
@@ -246,6 +279,22 @@ def _optional_str(item: dict[str, Any], fields: tuple[str, ...], where: str) -> 
     for name in fields:
         if item.get(name) is not None and not isinstance(item[name], str):
             raise InvalidRequestError(f"{where}.{name} must be a string", param=f"{where}.{name}")
+
+
+def _require_object(item: dict[str, Any], name: str, where: str) -> None:
+    if not isinstance(item.get(name), dict):
+        raise InvalidRequestError(f"{where}.{name} must be an object", param=f"{where}.{name}")
+
+
+def _check_listed_tools(tools: Any, where: str) -> None:
+    """`mcp_list_tools.tools`: each a `name` and an `input_schema` object, as OpenAI requires."""
+    if not isinstance(tools, list):
+        raise InvalidRequestError(f"{where} must be an array", param=where)
+    for position, tool in enumerate(tools):
+        if not isinstance(tool, dict):
+            raise InvalidRequestError(f"{where}[{position}] must be an object", param=where)
+        _require_str(tool, ("name",), f"{where}[{position}]")
+        _require_object(tool, "input_schema", f"{where}[{position}]")
 
 
 def _require_str(item: dict[str, Any], fields: tuple[str, ...], where: str) -> None:

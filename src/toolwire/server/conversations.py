@@ -68,6 +68,15 @@ class ConversationsService:
 
         def check_compactions(items: list[dict[str, Any]], owner: str | None) -> None:
             for position, item in enumerate(items):
+                if item["type"] == "compaction_trigger":
+                    # A request to compact a response's input, not history: OpenAI's
+                    # conversation items (`ConversationItem`) have no such type.
+                    raise InvalidRequestError(
+                        "A compaction_trigger item can only end a response's input; "
+                        "it cannot be stored in a conversation.",
+                        param=f"items[{position}].type",
+                        code="invalid_value",
+                    )
                 if item["type"] == "compaction" and self.compaction is not None:
                     param = f"items[{position}].encrypted_content"
                     self.compaction.open(item.get("encrypted_content"), owner, param)
