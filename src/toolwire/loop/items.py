@@ -241,7 +241,7 @@ def _message(role: str, content: list[dict[str, Any]]) -> dict[str, Any]:
 def _content_parts(content: Any, role: str, where: str) -> list[dict[str, Any]]:
     text_type = "output_text" if role == "assistant" else "input_text"
     if isinstance(content, str):
-        return [{"type": text_type, "text": content}]
+        return [_text_part(text_type, content)]
     if not isinstance(content, list):
         raise InvalidRequestError(f"{where} must be a string or a list of parts", param=where)
     parts = []
@@ -252,7 +252,7 @@ def _content_parts(content: Any, role: str, where: str) -> list[dict[str, Any]]:
                 raise InvalidRequestError(
                     f"{where}[{index}].text must be a string", param=f"{where}[{index}].text"
                 )
-            parts.append({**part, "type": text_type if kind == "text" else kind})
+            parts.append(_text_part(text_type if kind == "text" else kind, part["text"], part))
         elif kind in ("input_image", "input_file", "input_audio", "refusal"):
             parts.append(part)
         else:
@@ -263,6 +263,17 @@ def _content_parts(content: Any, role: str, where: str) -> list[dict[str, Any]]:
                 code="invalid_value",
             )
     return parts
+
+
+def _text_part(kind: str, text: str, given: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A text part as OpenAI returns it: an `output_text` always carries its `annotations` and
+    `logprobs` lists (its input shape may leave them out)."""
+    part = {**(given or {}), "type": kind, "text": text}
+    if kind == "output_text":
+        for name in ("annotations", "logprobs"):
+            if part.get(name) is None:
+                part[name] = []
+    return part
 
 
 def _check_type_and_id(item: dict[str, Any], where: str) -> None:

@@ -81,6 +81,20 @@ class ConversationsService:
                     param = f"items[{position}].encrypted_content"
                     self.compaction.open(item.get("encrypted_content"), owner, param)
 
+        def without_references(items: list[dict[str, Any]], held: set[str]) -> list[dict[str, Any]]:
+            """`item_reference`s name items, they are not items: one naming an item the
+            conversation already holds adds nothing; any other names nothing here (404). A
+            conversation item is never of type `item_reference` (OpenAI's `ConversationItem`)."""
+            kept = []
+            for position, item in enumerate(items):
+                if item["type"] != "item_reference":
+                    kept.append(item)
+                elif item["id"] not in held:
+                    raise NotFoundError(
+                        f"Item with id '{item['id']}' not found.", param=f"items[{position}]"
+                    )
+            return kept
+
         async def add(conversation_id: str, items: list[dict[str, Any]], owner: str | None) -> None:
             try:
                 await store.add_items(conversation_id, items, wire.now(), owner=owner)
@@ -92,7 +106,7 @@ class ConversationsService:
         async def create(request: Request) -> Response:
             parsed = parse_body(CreateConversation, await body_of(request))
             meta = parsed.metadata or {}
-            items = normalize_input(parsed.items or [], "items")
+            items = without_references(normalize_input(parsed.items or [], "items"), set())
             await check_storable(store, items, "items")
             conversation_id = wire.new_id("conv")
             created = wire.now()
@@ -144,6 +158,9 @@ class ConversationsService:
             await self._require(conversation_id, owner)
             parsed = parse_body(AddItems, await body_of(request))
             items = normalize_input(parsed.items, "items")
+            if any(item["type"] == "item_reference" for item in items):
+                held = await store.list_items(conversation_id, owner=owner)
+                items = without_references(items, {item["id"] for item in held})
             check_compactions(items, owner)
             await check_storable(store, items, "items")
             await add(conversation_id, items, owner)
