@@ -24,6 +24,12 @@ HISTORY = [
         "acknowledged_safety_checks": None,
     },
     {"type": "shell_call", "call_id": "s1", "action": {"commands": ["ls"]}},
+    {
+        "type": "shell_call_output",
+        "call_id": "s1",
+        "output": [{"stdout": "a\n", "stderr": "", "outcome": {"type": "exit", "exit_code": 0}}],
+    },
+    {"type": "apply_patch_call_output", "call_id": "p1", "status": "completed"},
     {"type": "tool_search_call", "arguments": {"query": "weather"}},
     {
         "type": "mcp_list_tools",
@@ -114,5 +120,7 @@ async def test_items_openai_would_refuse_are_refused_not_stored(gw: AppGateway) 
     assert (await _refused(gw, schema_text))["param"] == "items[0].tools[0].input_schema"
     no_action = {"type": "shell_call", "call_id": "s1"}
     assert (await _refused(gw, no_action))["param"] == "items[0].action"
+    screen = {"type": "computer_call_output", "call_id": "c1", "output": {"text": "no"}}
+    assert (await _refused(gw, screen))["param"] == "items[0].output.type"
     trigger = {"type": "compaction_trigger"}
     assert (await _refused(gw, trigger))["param"] == "items[0].type"

@@ -143,6 +143,8 @@ def normalize_input(value: str | list[Any], param: str = "input") -> list[dict[s
                         param=f"{where}.output",
                     )
                 item.setdefault("status", "completed")
+            else:
+                _check_call_output(kind, output, f"{where}.output")
         elif kind in _CALLS:
             _require_str(item, ("call_id",), where)
             _require_object(item, _CALLS[kind][1], where)
@@ -202,6 +204,8 @@ _CALL_RESOURCE_DEFAULTS: dict[str, dict[str, Any]] = {
     "local_shell_call": {"status": "completed"},
     "tool_search_call": {"status": "completed", "call_id": None, "execution": "client"},
     "tool_search_output": {"status": "completed", "call_id": None, "execution": "client"},
+    "shell_call_output": {"status": "completed", "max_output_length": None},
+    "apply_patch_call_output": {"status": "completed"},
 }
 
 
@@ -290,6 +294,22 @@ def _optional_str(item: dict[str, Any], fields: tuple[str, ...], where: str) -> 
     for name in fields:
         if item.get(name) is not None and not isinstance(item[name], str):
             raise InvalidRequestError(f"{where}.{name} must be a string", param=f"{where}.{name}")
+
+
+def _check_call_output(kind: str, output: Any, where: str) -> None:
+    """The `output` of a built-in tool's call, in the one shape OpenAI takes for that tool."""
+    if kind == "computer_call_output":
+        if not isinstance(output, dict) or output.get("type") != "computer_screenshot":
+            raise InvalidRequestError(
+                f"{where} must be a computer_screenshot object", param=f"{where}.type"
+            )
+        _optional_str(output, ("image_url", "file_id"), where)
+    elif kind == "local_shell_call_output" and not isinstance(output, str):
+        raise InvalidRequestError(f"{where} must be a string", param=where)
+    elif kind == "shell_call_output" and not isinstance(output, list):
+        raise InvalidRequestError(f"{where} must be a list of output chunks", param=where)
+    elif kind == "apply_patch_call_output" and not isinstance(output, str | None):
+        raise InvalidRequestError(f"{where} must be a string", param=where)
 
 
 def _require_object(item: dict[str, Any], name: str, where: str) -> None:
