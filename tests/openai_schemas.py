@@ -15,7 +15,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from jsonschema import Draft202012Validator
+from jsonschema import Draft202012Validator, ValidationError
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 
@@ -48,11 +48,57 @@ def _patch(document: dict[str, Any]) -> None:
                     "/Error"
                 ):
                     content["schema"] = {"$ref": "#/components/schemas/ErrorResponse"}
+    # A `computer_call_output` may be sent `in_progress` (its input status is
+    # `FunctionCallItemStatus`) but is never returned so (`ComputerCallOutputStatus`): what a
+    # client sent is kept, so the returned status takes the input's values too.
+    status = schemas["ComputerCallOutputStatus"]
+    status["enum"] = [*status["enum"], "in_progress"]
+    _map_discriminators(document, document)
+
+
+def _branch_value(document: dict[str, Any], branch: dict[str, Any], name: str) -> str | None:
+    """The one value a `oneOf` branch allows its discriminator property (`type`)."""
+    schemas = document["components"]["schemas"]
+    while "$ref" in branch:
+        branch = schemas[branch["$ref"].rsplit("/", 1)[1]]
+    for part in [branch, *branch.get("allOf", [])]:
+        while "$ref" in part:
+            part = schemas[part["$ref"].rsplit("/", 1)[1]]
+        prop = part.get("properties", {}).get(name, {})
+        values = prop.get("enum") or ([prop["const"]] if "const" in prop else [])
+        if len(values) == 1 and isinstance(values[0], str):
+            return values[0]
+    return None
+
+
+def _map_discriminators(document: dict[str, Any], node: Any) -> None:
+    """A discriminator with no `mapping` means, by OpenAPI's rule, "the value is the schema's
+    name" (`FunctionShellCall`), which no OpenAI object says (`shell_call`): each branch's own
+    `type` value is made the mapping; where a branch has none, the discriminator is dropped
+    (the `oneOf` still checks the value)."""
+    if isinstance(node, dict):
+        discriminator = node.get("discriminator")
+        if isinstance(discriminator, dict) and "mapping" not in discriminator:
+            branches = node.get("oneOf") or node.get("anyOf") or []
+            name = discriminator["propertyName"]
+            values = [_branch_value(document, branch, name) for branch in branches]
+            if branches and all(values) and all("$ref" in branch for branch in branches):
+                refs = [branch["$ref"] for branch in branches]
+                discriminator["mapping"] = dict(zip(values, refs, strict=True))
+            else:
+                del node["discriminator"]
+        for value in node.values():
+            _map_discriminators(document, value)
+    elif isinstance(node, list):
+        for value in node:
+            _map_discriminators(document, value)
 
 
 DEVIATIONS = (
     "ConversationItemList/ResponseItemList first_id, last_id: null on an empty page",
     "404 bodies: ErrorResponse ({'error': Error}), not the bare Error",
+    "computer_call_output status: in_progress, as its input allows",
+    "discriminators without a mapping: each branch's own type value as the mapping",
 )
 
 
@@ -92,10 +138,31 @@ def violations(
     validator = Draft202012Validator({"$ref": ref}, registry=_registry())
     found = []
     for error in validator.iter_errors(body):
-        leaves = [error]
-        while any(leaf.context for leaf in leaves):
-            leaves = [child for leaf in leaves for child in (leaf.context or [leaf])]
-        for leaf in leaves:
+        for leaf in _leaves(error):
             where = "/".join(str(part) for part in leaf.absolute_path) or "(body)"
             found.append(f"{where}: {leaf.message[:200]}")
     return found
+
+
+def _leaves(error: ValidationError) -> list[ValidationError]:
+    """The errors under a `oneOf`/`anyOf`, from the branches for the value's own `type` only
+    (the others say just "wrong type"); the error itself when no branch is for that type."""
+    if not error.context:
+        return [error]
+    branches: dict[Any, list[ValidationError]] = {}
+    for child in error.context:
+        branches.setdefault(child.schema_path[0], []).append(child)
+    depth = len(error.absolute_path) + 1
+
+    def other_type(children: list[ValidationError]) -> bool:
+        return any(
+            len(child.absolute_path) == depth
+            and child.absolute_path[-1] == "type"
+            and child.validator in ("enum", "const")
+            for child in children
+        )
+
+    own = [children for children in branches.values() if not other_type(children)]
+    if not own:
+        return [error]
+    return [leaf for children in own for child in children for leaf in _leaves(child)]

@@ -30,6 +30,8 @@ HISTORY = [
         "output": [{"stdout": "a\n", "stderr": "", "outcome": {"type": "exit", "exit_code": 0}}],
     },
     {"type": "apply_patch_call_output", "call_id": "p1", "status": "completed"},
+    {"type": "function_call_output", "call_id": "f1", "output": "4", "namespace": None},
+    {"type": "additional_tools", "role": "developer", "tools": [{"type": "web_search"}]},
     {"type": "tool_search_call", "arguments": {"query": "weather"}},
     {
         "type": "mcp_list_tools",
@@ -83,6 +85,7 @@ async def test_history_items_come_back_in_openais_returned_shapes(gw: AppGateway
     assert "acknowledged_safety_checks" not in by_type["computer_call_output"]
     assert by_type["shell_call"]["action"]["timeout_ms"] is None
     assert by_type["message"]["content"][0]["annotations"] == []
+    assert "namespace" not in by_type["function_call_output"]
 
 
 async def test_item_references_in_a_conversation_name_items_it_holds(gw: AppGateway) -> None:
@@ -122,5 +125,7 @@ async def test_items_openai_would_refuse_are_refused_not_stored(gw: AppGateway) 
     assert (await _refused(gw, no_action))["param"] == "items[0].action"
     screen = {"type": "computer_call_output", "call_id": "c1", "output": {"text": "no"}}
     assert (await _refused(gw, screen))["param"] == "items[0].output.type"
+    tools = {"type": "additional_tools", "role": "developer", "tools": [1.5]}
+    assert (await _refused(gw, tools))["param"] == "items[0].tools[0].type"
     trigger = {"type": "compaction_trigger"}
     assert (await _refused(gw, trigger))["param"] == "items[0].type"

@@ -160,6 +160,8 @@ def normalize_input(value: str | list[Any], param: str = "input") -> list[dict[s
             _require_str(item, ("id",), where)
             items.append(item)
             continue
+        elif kind in ("additional_tools", "tool_search_output"):
+            _check_tool_list(item.get("tools"), f"{where}.tools")
         elif kind == "mcp_list_tools":
             _require_str(item, ("server_label",), where)
             _check_listed_tools(item.get("tools"), f"{where}.tools")
@@ -184,8 +186,9 @@ def _as_resource(item: dict[str, Any]) -> dict[str, Any]:
     they are filled here, once, before the item is stored and echoed."""
     if item.get("status", "") is None:
         item["status"] = "completed"  # every item status enum has it
-    if item.get("acknowledged_safety_checks", "") is None:
-        del item["acknowledged_safety_checks"]  # optional when returned, but never null
+    for name in _NEVER_NULL_WHEN_RETURNED:
+        if name in item and item[name] is None:
+            del item[name]
     kind = item["type"]
     if kind in _CALL_RESOURCE_DEFAULTS:
         for name, value in _CALL_RESOURCE_DEFAULTS[kind].items():
@@ -195,12 +198,16 @@ def _as_resource(item: dict[str, Any]) -> dict[str, Any]:
     return item
 
 
+# Optional in a returned item but, unlike in an input item, never null there.
+_NEVER_NULL_WHEN_RETURNED = ("acknowledged_safety_checks", "name", "namespace")
+
 # Fields the returned shape requires (nullable or with one sensible value) that the input
 # shape of the same item may omit. `execution`: an item sent back as input without it came
 # from the client's own history, so the client ran it.
 _CALL_RESOURCE_DEFAULTS: dict[str, dict[str, Any]] = {
     "shell_call": {"status": "completed", "environment": None},
     "computer_call": {"status": "completed", "pending_safety_checks": []},
+    "computer_call_output": {"status": "completed"},
     "local_shell_call": {"status": "completed"},
     "tool_search_call": {"status": "completed", "call_id": None, "execution": "client"},
     "tool_search_output": {"status": "completed", "call_id": None, "execution": "client"},
@@ -315,6 +322,17 @@ def _check_call_output(kind: str, output: Any, where: str) -> None:
 def _require_object(item: dict[str, Any], name: str, where: str) -> None:
     if not isinstance(item.get(name), dict):
         raise InvalidRequestError(f"{where}.{name} must be an object", param=f"{where}.{name}")
+
+
+def _check_tool_list(tools: Any, where: str) -> None:
+    """Tool definitions carried by an item: objects naming their `type`. (Their fields are
+    not checked further here: the loop never offers these tools to the model.)"""
+    if not isinstance(tools, list):
+        raise InvalidRequestError(f"{where} must be an array of tools", param=where)
+    for position, tool in enumerate(tools):
+        if not isinstance(tool, dict) or not isinstance(tool.get("type"), str):
+            at = f"{where}[{position}]"
+            raise InvalidRequestError(f"{at} must be a tool with a type", param=f"{at}.type")
 
 
 def _check_listed_tools(tools: Any, where: str) -> None:
