@@ -31,6 +31,19 @@ HISTORY = [
     },
     {"type": "apply_patch_call_output", "call_id": "p1", "status": "completed"},
     {"type": "function_call_output", "call_id": "f1", "output": "4", "namespace": None},
+    {
+        "type": "function_call_output",
+        "call_id": "f2",
+        "output": [
+            {"type": "input_file", "file_url": "https://example.com/a.pdf", "file_data": None},
+            {"type": "input_image", "image_url": "https://example.com/a.png"},
+        ],
+    },
+    {
+        "type": "message",
+        "role": "user",
+        "content": [{"type": "input_text", "text": "see", "prompt_cache_breakpoint": None}],
+    },
     {"type": "additional_tools", "role": "developer", "tools": [{"type": "web_search"}]},
     {"type": "tool_search_call", "arguments": {"query": "weather"}},
     {
@@ -84,7 +97,7 @@ async def test_history_items_come_back_in_openais_returned_shapes(gw: AppGateway
     assert by_type["computer_call_output"]["status"] == "completed"
     assert "acknowledged_safety_checks" not in by_type["computer_call_output"]
     assert by_type["shell_call"]["action"]["timeout_ms"] is None
-    assert by_type["message"]["content"][0]["annotations"] == []
+    assert listed["data"][0]["content"][0]["annotations"] == []
     assert "namespace" not in by_type["function_call_output"]
 
 

@@ -142,6 +142,8 @@ def normalize_input(value: str | list[Any], param: str = "input") -> list[dict[s
                         f"{where}.output must be a string or a list of content parts",
                         param=f"{where}.output",
                     )
+                if isinstance(output, list):
+                    item["output"] = [_part_as_resource(part) for part in output]
                 item.setdefault("status", "completed")
             else:
                 _check_call_output(kind, output, f"{where}.output")
@@ -265,7 +267,7 @@ def _content_parts(content: Any, role: str, where: str) -> list[dict[str, Any]]:
                 )
             parts.append(_text_part(text_type if kind == "text" else kind, part["text"], part))
         elif kind in ("input_image", "input_file", "input_audio", "refusal"):
-            parts.append(part)
+            parts.append(_part_as_resource(part))
         else:
             raise InvalidRequestError(
                 f"{where}[{index}].type {kind!r} is not a content part type "
@@ -276,10 +278,24 @@ def _content_parts(content: Any, role: str, where: str) -> list[dict[str, Any]]:
     return parts
 
 
+# Content part fields that may be null in an input part but are left out, never null, in the
+# part OpenAI returns (`InputFileContent`, `InputImageContent`, `InputTextContent`).
+_PART_NEVER_NULL = ("filename", "file_data", "file_url", "prompt_cache_breakpoint")
+
+
+def _part_as_resource(part: dict[str, Any]) -> dict[str, Any]:
+    """A content part as OpenAI returns it (see `_PART_NEVER_NULL`); an image's `detail`,
+    optional on input, is always there (`auto`, the default)."""
+    part = {k: v for k, v in part.items() if not (v is None and k in _PART_NEVER_NULL)}
+    if part.get("type") == "input_image" and part.get("detail") is None:
+        part["detail"] = "auto"
+    return part
+
+
 def _text_part(kind: str, text: str, given: dict[str, Any] | None = None) -> dict[str, Any]:
     """A text part as OpenAI returns it: an `output_text` always carries its `annotations` and
     `logprobs` lists (its input shape may leave them out)."""
-    part = {**(given or {}), "type": kind, "text": text}
+    part = _part_as_resource({**(given or {}), "type": kind, "text": text})
     if kind == "output_text":
         for name in ("annotations", "logprobs"):
             if part.get(name) is None:
