@@ -134,6 +134,8 @@ async def test_items_openai_would_refuse_are_refused_not_stored(gw: AppGateway) 
     assert error["param"] == "items[0].tools[0].input_schema"
     schema_text = {**listing, "tools": [{"name": "t", "input_schema": ""}]}
     assert (await _refused(gw, schema_text))["param"] == "items[0].tools[0].input_schema"
+    described = {**listing, "tools": [{"name": "t", "input_schema": {}, "description": []}]}
+    assert (await _refused(gw, described))["param"] == "items[0].tools[0].description"
     no_action = {"type": "shell_call", "call_id": "s1"}
     assert (await _refused(gw, no_action))["param"] == "items[0].action"
     screen = {"type": "computer_call_output", "call_id": "c1", "output": {"text": "no"}}

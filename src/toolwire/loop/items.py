@@ -352,14 +352,19 @@ def _check_tool_list(tools: Any, where: str) -> None:
 
 
 def _check_listed_tools(tools: Any, where: str) -> None:
-    """`mcp_list_tools.tools`: each a `name` and an `input_schema` object, as OpenAI requires."""
+    """`mcp_list_tools.tools`: each a `name`, an `input_schema` object and, when given, a
+    `description` string and an `annotations` object, as OpenAI requires."""
     if not isinstance(tools, list):
         raise InvalidRequestError(f"{where} must be an array", param=where)
     for position, tool in enumerate(tools):
         if not isinstance(tool, dict):
             raise InvalidRequestError(f"{where}[{position}] must be an object", param=where)
-        _require_str(tool, ("name",), f"{where}[{position}]")
-        _require_object(tool, "input_schema", f"{where}[{position}]")
+        at = f"{where}[{position}]"
+        _require_str(tool, ("name",), at)
+        _optional_str(tool, ("description",), at)
+        _require_object(tool, "input_schema", at)
+        if tool.get("annotations") is not None:
+            _require_object(tool, "annotations", at)
 
 
 def _require_str(item: dict[str, Any], fields: tuple[str, ...], where: str) -> None:
