@@ -142,9 +142,14 @@ def normalize_input(value: str | list[Any], param: str = "input") -> list[dict[s
                         f"{where}.output must be a string or a list of content parts",
                         param=f"{where}.output",
                     )
+                if isinstance(output, list):
+                    item["output"] = [_part_as_resource(part) for part in output]
                 item.setdefault("status", "completed")
+            else:
+                _check_call_output(kind, output, f"{where}.output")
         elif kind in _CALLS:
             _require_str(item, ("call_id",), where)
+            _require_object(item, _CALLS[kind][1], where)
         elif kind == "compaction":
             _require_str(item, ("encrypted_content",), where)
         elif kind == "mcp_approval_response":
@@ -157,6 +162,11 @@ def normalize_input(value: str | list[Any], param: str = "input") -> list[dict[s
             _require_str(item, ("id",), where)
             items.append(item)
             continue
+        elif kind in ("additional_tools", "tool_search_output"):
+            _check_tool_list(item.get("tools"), f"{where}.tools")
+        elif kind == "mcp_list_tools":
+            _require_str(item, ("server_label",), where)
+            _check_listed_tools(item.get("tools"), f"{where}.tools")
         elif kind in ("mcp_call", "mcp_approval_request"):
             _require_str(item, ("name",), where)
             _optional_str(item, ("arguments", "output", "error", "server_label"), where)
@@ -168,8 +178,44 @@ def normalize_input(value: str | list[Any], param: str = "input") -> list[dict[s
                 code="invalid_value",
             )
         item.setdefault("id", new_id(_ITEM_PREFIX.get(kind, "item")))
-        items.append(item)
+        items.append(_as_resource(item))
     return items
+
+
+def _as_resource(item: dict[str, Any]) -> dict[str, Any]:
+    """An input item in the shape OpenAI returns it: its document lets an input item leave out
+    or null fields that the returned item (`ConversationItem`, `ItemResource`) must carry, so
+    they are filled here, once, before the item is stored and echoed."""
+    if item.get("status", "") is None:
+        item["status"] = "completed"  # every item status enum has it
+    for name in _NEVER_NULL_WHEN_RETURNED:
+        if name in item and item[name] is None:
+            del item[name]
+    kind = item["type"]
+    if kind in _CALL_RESOURCE_DEFAULTS:
+        for name, value in _CALL_RESOURCE_DEFAULTS[kind].items():
+            item.setdefault(name, value)
+    if kind == "shell_call" and isinstance(item.get("action"), dict):
+        item["action"] = {"timeout_ms": None, "max_output_length": None, **item["action"]}
+    return item
+
+
+# Optional in a returned item but, unlike in an input item, never null there.
+_NEVER_NULL_WHEN_RETURNED = ("acknowledged_safety_checks", "name", "namespace")
+
+# Fields the returned shape requires (nullable or with one sensible value) that the input
+# shape of the same item may omit. `execution`: an item sent back as input without it came
+# from the client's own history, so the client ran it.
+_CALL_RESOURCE_DEFAULTS: dict[str, dict[str, Any]] = {
+    "shell_call": {"status": "completed", "environment": None},
+    "computer_call": {"status": "completed", "pending_safety_checks": []},
+    "computer_call_output": {"status": "completed"},
+    "local_shell_call": {"status": "completed"},
+    "tool_search_call": {"status": "completed", "call_id": None, "execution": "client"},
+    "tool_search_output": {"status": "completed", "call_id": None, "execution": "client"},
+    "shell_call_output": {"status": "completed", "max_output_length": None},
+    "apply_patch_call_output": {"status": "completed"},
+}
 
 
 def resolve_references(
@@ -208,7 +254,7 @@ def _message(role: str, content: list[dict[str, Any]]) -> dict[str, Any]:
 def _content_parts(content: Any, role: str, where: str) -> list[dict[str, Any]]:
     text_type = "output_text" if role == "assistant" else "input_text"
     if isinstance(content, str):
-        return [{"type": text_type, "text": content}]
+        return [_text_part(text_type, content)]
     if not isinstance(content, list):
         raise InvalidRequestError(f"{where} must be a string or a list of parts", param=where)
     parts = []
@@ -219,9 +265,9 @@ def _content_parts(content: Any, role: str, where: str) -> list[dict[str, Any]]:
                 raise InvalidRequestError(
                     f"{where}[{index}].text must be a string", param=f"{where}[{index}].text"
                 )
-            parts.append({**part, "type": text_type if kind == "text" else kind})
+            parts.append(_text_part(text_type if kind == "text" else kind, part["text"], part))
         elif kind in ("input_image", "input_file", "input_audio", "refusal"):
-            parts.append(part)
+            parts.append(_part_as_resource(part))
         else:
             raise InvalidRequestError(
                 f"{where}[{index}].type {kind!r} is not a content part type "
@@ -230,6 +276,31 @@ def _content_parts(content: Any, role: str, where: str) -> list[dict[str, Any]]:
                 code="invalid_value",
             )
     return parts
+
+
+# Content part fields that may be null in an input part but are left out, never null, in the
+# part OpenAI returns (`InputFileContent`, `InputImageContent`, `InputTextContent`).
+_PART_NEVER_NULL = ("filename", "file_data", "file_url", "prompt_cache_breakpoint")
+
+
+def _part_as_resource(part: dict[str, Any]) -> dict[str, Any]:
+    """A content part as OpenAI returns it (see `_PART_NEVER_NULL`); an image's `detail`,
+    optional on input, is always there (`auto`, the default)."""
+    part = {k: v for k, v in part.items() if not (v is None and k in _PART_NEVER_NULL)}
+    if part.get("type") == "input_image" and part.get("detail") is None:
+        part["detail"] = "auto"
+    return part
+
+
+def _text_part(kind: str, text: str, given: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A text part as OpenAI returns it: an `output_text` always carries its `annotations` and
+    `logprobs` lists (its input shape may leave them out)."""
+    part = _part_as_resource({**(given or {}), "type": kind, "text": text})
+    if kind == "output_text":
+        for name in ("annotations", "logprobs"):
+            if part.get(name) is None:
+                part[name] = []
+    return part
 
 
 def _check_type_and_id(item: dict[str, Any], where: str) -> None:
@@ -246,6 +317,54 @@ def _optional_str(item: dict[str, Any], fields: tuple[str, ...], where: str) -> 
     for name in fields:
         if item.get(name) is not None and not isinstance(item[name], str):
             raise InvalidRequestError(f"{where}.{name} must be a string", param=f"{where}.{name}")
+
+
+def _check_call_output(kind: str, output: Any, where: str) -> None:
+    """The `output` of a built-in tool's call, in the one shape OpenAI takes for that tool."""
+    if kind == "computer_call_output":
+        if not isinstance(output, dict) or output.get("type") != "computer_screenshot":
+            raise InvalidRequestError(
+                f"{where} must be a computer_screenshot object", param=f"{where}.type"
+            )
+        _optional_str(output, ("image_url", "file_id"), where)
+    elif kind == "local_shell_call_output" and not isinstance(output, str):
+        raise InvalidRequestError(f"{where} must be a string", param=where)
+    elif kind == "shell_call_output" and not isinstance(output, list):
+        raise InvalidRequestError(f"{where} must be a list of output chunks", param=where)
+    elif kind == "apply_patch_call_output" and not isinstance(output, str | None):
+        raise InvalidRequestError(f"{where} must be a string", param=where)
+
+
+def _require_object(item: dict[str, Any], name: str, where: str) -> None:
+    if not isinstance(item.get(name), dict):
+        raise InvalidRequestError(f"{where}.{name} must be an object", param=f"{where}.{name}")
+
+
+def _check_tool_list(tools: Any, where: str) -> None:
+    """Tool definitions carried by an item: objects naming their `type`. (Their fields are
+    not checked further here: the loop never offers these tools to the model.)"""
+    if not isinstance(tools, list):
+        raise InvalidRequestError(f"{where} must be an array of tools", param=where)
+    for position, tool in enumerate(tools):
+        if not isinstance(tool, dict) or not isinstance(tool.get("type"), str):
+            at = f"{where}[{position}]"
+            raise InvalidRequestError(f"{at} must be a tool with a type", param=f"{at}.type")
+
+
+def _check_listed_tools(tools: Any, where: str) -> None:
+    """`mcp_list_tools.tools`: each a `name`, an `input_schema` object and, when given, a
+    `description` string and an `annotations` object, as OpenAI requires."""
+    if not isinstance(tools, list):
+        raise InvalidRequestError(f"{where} must be an array", param=where)
+    for position, tool in enumerate(tools):
+        if not isinstance(tool, dict):
+            raise InvalidRequestError(f"{where}[{position}] must be an object", param=where)
+        at = f"{where}[{position}]"
+        _require_str(tool, ("name",), at)
+        _optional_str(tool, ("description",), at)
+        _require_object(tool, "input_schema", at)
+        if tool.get("annotations") is not None:
+            _require_object(tool, "annotations", at)
 
 
 def _require_str(item: dict[str, Any], fields: tuple[str, ...], where: str) -> None:

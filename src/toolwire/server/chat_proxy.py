@@ -140,7 +140,7 @@ class ChatProxy:
         _raise_if_unanswered(finished)
         text = "".join(e.text for e in events if isinstance(e, OutputTextDelta))
         reasoning = "".join(e.text for e in events if isinstance(e, ReasoningTextDelta))
-        message: dict[str, Any] = {"role": "assistant", "content": text or None}
+        message: dict[str, Any] = {"role": "assistant", "content": text or None, "refusal": None}
         if reasoning:
             message["reasoning_content"] = reasoning
         if finished.pending_calls:

@@ -68,9 +68,32 @@ class ConversationsService:
 
         def check_compactions(items: list[dict[str, Any]], owner: str | None) -> None:
             for position, item in enumerate(items):
+                if item["type"] == "compaction_trigger":
+                    # A request to compact a response's input, not history: OpenAI's
+                    # conversation items (`ConversationItem`) have no such type.
+                    raise InvalidRequestError(
+                        "A compaction_trigger item can only end a response's input; "
+                        "it cannot be stored in a conversation.",
+                        param=f"items[{position}].type",
+                        code="invalid_value",
+                    )
                 if item["type"] == "compaction" and self.compaction is not None:
                     param = f"items[{position}].encrypted_content"
                     self.compaction.open(item.get("encrypted_content"), owner, param)
+
+        def without_references(items: list[dict[str, Any]], held: set[str]) -> list[dict[str, Any]]:
+            """`item_reference`s name items, they are not items: one naming an item the
+            conversation already holds adds nothing; any other names nothing here (404). A
+            conversation item is never of type `item_reference` (OpenAI's `ConversationItem`)."""
+            kept = []
+            for position, item in enumerate(items):
+                if item["type"] != "item_reference":
+                    kept.append(item)
+                elif item["id"] not in held:
+                    raise NotFoundError(
+                        f"Item with id '{item['id']}' not found.", param=f"items[{position}]"
+                    )
+            return kept
 
         async def add(conversation_id: str, items: list[dict[str, Any]], owner: str | None) -> None:
             try:
@@ -83,7 +106,7 @@ class ConversationsService:
         async def create(request: Request) -> Response:
             parsed = parse_body(CreateConversation, await body_of(request))
             meta = parsed.metadata or {}
-            items = normalize_input(parsed.items or [], "items")
+            items = without_references(normalize_input(parsed.items or [], "items"), set())
             await check_storable(store, items, "items")
             conversation_id = wire.new_id("conv")
             created = wire.now()
@@ -135,6 +158,9 @@ class ConversationsService:
             await self._require(conversation_id, owner)
             parsed = parse_body(AddItems, await body_of(request))
             items = normalize_input(parsed.items, "items")
+            if any(item["type"] == "item_reference" for item in items):
+                held = await store.list_items(conversation_id, owner=owner)
+                items = without_references(items, {item["id"] for item in held})
             check_compactions(items, owner)
             await check_storable(store, items, "items")
             await add(conversation_id, items, owner)

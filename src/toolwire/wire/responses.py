@@ -87,7 +87,8 @@ def usage_object(
 ) -> dict[str, Any]:
     return {
         "input_tokens": input_tokens,
-        "input_tokens_details": {"cached_tokens": cached_tokens},
+        # toolwire cannot see cache writes upstream; OpenAI's document requires the count.
+        "input_tokens_details": {"cached_tokens": cached_tokens, "cache_write_tokens": 0},
         "output_tokens": output_tokens,
         "output_tokens_details": {"reasoning_tokens": reasoning_tokens},
         "total_tokens": input_tokens + output_tokens,
@@ -147,7 +148,8 @@ def response_object(
         "top_p": settings.get("top_p", 1.0),
         "truncation": settings.get("truncation", "disabled"),
         "usage": usage,
-        "user": settings.get("user"),
+        # `user` is a string when set; OpenAI's document has no null for it, so it is left out.
+        **({"user": settings["user"]} if settings.get("user") is not None else {}),
     }
 
 
