@@ -2,6 +2,12 @@
 operations toolwire serves, with the components they reference.
 
     python tests/fuzz/filter_openai_document.py openapi.json COMMIT > tests/data/openai-openapi-toolwire.json
+
+With `--tool-schema`, instead: OpenAI's `Tool` schema and what it references, the JSON Schema
+toolwire checks tool definitions carried by items against (`loop/tool_schema.py`):
+
+    python tests/fuzz/filter_openai_document.py --tool-schema openapi.json COMMIT \
+        > src/toolwire/loop/data/openai_tool_schema.json
 """
 
 from __future__ import annotations
@@ -69,6 +75,32 @@ def filtered(document: dict[str, Any], commit: str) -> dict[str, Any]:
     }
 
 
+def tool_schema(document: dict[str, Any], commit: str) -> dict[str, Any]:
+    """`Tool` and its references, as a JSON Schema whose `$ref`s resolve inside it."""
+    schemas = document["components"]["schemas"]
+    keep: set[str] = set()
+    todo = {"#/components/schemas/Tool"}
+    while todo:
+        ref = todo.pop()
+        if ref not in keep:
+            keep.add(ref)
+            todo |= refs(schemas[ref.rsplit("/", 1)[1]])
+    names = sorted(ref.rsplit("/", 1)[1] for ref in keep)
+    return {
+        "$comment": (
+            f"From https://github.com/openai/openai-openapi/blob/{commit}/openapi.json "
+            "(MIT, Copyright (c) OpenAI): the Tool schema and what it references."
+        ),
+        "$ref": "#/components/schemas/Tool",
+        "components": {"schemas": {name: schemas[name] for name in names}},
+    }
+
+
 if __name__ == "__main__":
-    with open(sys.argv[1]) as source:
-        print(json.dumps(filtered(json.load(source), sys.argv[2]), separators=(",", ":")))
+    arguments = sys.argv[1:]
+    build = filtered
+    if arguments and arguments[0] == "--tool-schema":
+        build = tool_schema
+        arguments = arguments[1:]
+    with open(arguments[0]) as source:
+        print(json.dumps(build(json.load(source), arguments[1]), separators=(",", ":")))

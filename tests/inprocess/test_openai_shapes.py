@@ -142,5 +142,19 @@ async def test_items_openai_would_refuse_are_refused_not_stored(gw: AppGateway) 
     assert (await _refused(gw, screen))["param"] == "items[0].output.type"
     tools = {"type": "additional_tools", "role": "developer", "tools": [1.5]}
     assert (await _refused(gw, tools))["param"] == "items[0].tools[0].type"
+    message = {
+        "type": "message",
+        "role": "user",
+        "content": [{"type": "input_file", "file_id": True}],
+    }
+    assert (await _refused(gw, message))["param"] == "items[0].content[0].file_id"
+    # a tool definition's fields, checked against OpenAI's own `Tool` schema
+    located = {"type": "web_search", "user_location": {"type": "approximate", "timezone": 5}}
+    located_tools = {**tools, "tools": [located]}
+    error = await _refused(gw, located_tools)
+    assert error["param"] == "items[0].tools[0].user_location.timezone"
+    boxed = {"type": "code_interpreter", "container": {"type": "auto", "memory_limit": "huge"}}
+    searched = {"type": "tool_search_output", "tools": [boxed]}
+    assert (await _refused(gw, searched))["param"] == "items[0].tools[0].container.memory_limit"
     trigger = {"type": "compaction_trigger"}
     assert (await _refused(gw, trigger))["param"] == "items[0].type"

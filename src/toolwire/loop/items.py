@@ -13,6 +13,7 @@ from typing import Any
 import orjson
 
 from toolwire.errors import InvalidRequestError, NotFoundError
+from toolwire.loop.tool_schema import check_tool_definition
 from toolwire.loop.tool_types import ClientTools
 from toolwire.tools.envelope import render_envelope
 from toolwire.transcript import (
@@ -267,6 +268,7 @@ def _content_parts(content: Any, role: str, where: str) -> list[dict[str, Any]]:
                 )
             parts.append(_text_part(text_type if kind == "text" else kind, part["text"], part))
         elif kind in ("input_image", "input_file", "input_audio", "refusal"):
+            _optional_str(part, _PART_STRINGS, f"{where}[{index}]")
             parts.append(_part_as_resource(part))
         else:
             raise InvalidRequestError(
@@ -277,6 +279,10 @@ def _content_parts(content: Any, role: str, where: str) -> list[dict[str, Any]]:
             )
     return parts
 
+
+# Content part fields that are strings (or null) wherever they appear (found by schemathesis:
+# a boolean `file_id` was stored and returned).
+_PART_STRINGS = ("file_id", "image_url", "filename", "file_data", "file_url", "detail", "refusal")
 
 # Content part fields that may be null in an input part but are left out, never null, in the
 # part OpenAI returns (`InputFileContent`, `InputImageContent`, `InputTextContent`).
@@ -341,14 +347,15 @@ def _require_object(item: dict[str, Any], name: str, where: str) -> None:
 
 
 def _check_tool_list(tools: Any, where: str) -> None:
-    """Tool definitions carried by an item: objects naming their `type`. (Their fields are
-    not checked further here: the loop never offers these tools to the model.)"""
+    """Tool definitions carried by an item: objects naming their `type`, each as OpenAI's `Tool`
+    schema requires (the loop never offers them to the model, but stores and returns them)."""
     if not isinstance(tools, list):
         raise InvalidRequestError(f"{where} must be an array of tools", param=where)
     for position, tool in enumerate(tools):
+        at = f"{where}[{position}]"
         if not isinstance(tool, dict) or not isinstance(tool.get("type"), str):
-            at = f"{where}[{position}]"
             raise InvalidRequestError(f"{at} must be a tool with a type", param=f"{at}.type")
+        check_tool_definition(tool, at)
 
 
 def _check_listed_tools(tools: Any, where: str) -> None:
