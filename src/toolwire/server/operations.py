@@ -48,7 +48,10 @@ OPERATIONS = (
         description=(
             'With `"stream": true` the answer is `text/event-stream`: one `event: TYPE` / '
             "`data: JSON` frame per ResponseStreamEvent. With `background: true` it is the "
-            "queued response."
+            "queued response. The same path also takes a WebSocket upgrade (WebSocket mode, "
+            "which OpenAPI cannot describe): each `response.create` message sent runs a "
+            "response and each ResponseStreamEvent comes back as a text message; errors are "
+            "`error` messages (docs/server.md)."
         ),
     ),
     Operation(
