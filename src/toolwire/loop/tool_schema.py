@@ -13,12 +13,13 @@ from __future__ import annotations
 import json
 from functools import cache
 from importlib import resources
-from typing import Any
-
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import ValidationError, best_match
+from typing import TYPE_CHECKING, Any
 
 from toolwire.errors import InvalidRequestError
+
+if TYPE_CHECKING:  # imported when first needed: most requests carry no such items
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import ValidationError
 
 
 @cache
@@ -32,6 +33,8 @@ def _schema() -> dict[str, Any]:
 def _branches() -> dict[str, Draft202012Validator]:
     """One validator per tool `type`: the `Tool` branch that declares it (a `oneOf` error
     would only say that no branch matched)."""
+    from jsonschema import Draft202012Validator
+
     schema = _schema()
     definitions = schema["components"]["schemas"]
     out: dict[str, Draft202012Validator] = {}
@@ -46,6 +49,8 @@ def _branches() -> dict[str, Draft202012Validator]:
 
 def check_tool_definition(tool: dict[str, Any], where: str) -> None:
     """Raise a 400 naming the first field of `tool` that OpenAI's `Tool` schema refuses."""
+    from jsonschema.exceptions import best_match
+
     branches = _branches()
     validator = branches.get(tool.get("type"))  # type: ignore[arg-type]
     if validator is None:
@@ -70,6 +75,8 @@ def check_tool_definition(tool: dict[str, Any], where: str) -> None:
 
 def _leaf(error: ValidationError) -> ValidationError:
     """The most specific cause inside a `oneOf` / `anyOf`."""
+    from jsonschema.exceptions import best_match
+
     while error.context:
         deeper = best_match(error.context)
         if deeper is None:
