@@ -353,3 +353,20 @@ async def test_openapi_document_is_served(gw: AppGateway) -> None:
     document = (await gw.http.get("/openapi.json")).json()
     assert document["openapi"] == "3.1.0"
     assert "/v1/responses" in document["paths"]
+
+
+async def test_item_lists_take_only_openais_include_values(gw: AppGateway) -> None:
+    """Found by schemathesis against OpenAI's document: `include=` (empty) was accepted."""
+    conversation = (await gw.http.post("/v1/conversations", json={})).json()["id"]
+    path = f"/v1/conversations/{conversation}/items"
+    for query in ("include=", "include=everything", "include[]=message.nope"):
+        answer = await gw.http.get(f"{path}?{query}")
+        assert answer.status_code == 400, (query, answer.text)
+        error = answer.json()["error"]
+        assert (error["param"], error["code"]) == ("include", "invalid_value")
+    both = "include=reasoning.encrypted_content&include[]=message.output_text.logprobs"
+    assert (await gw.http.get(f"{path}?{both}")).status_code == 200
+    page = await gw.client.conversations.items.list(
+        conversation, include=["message.input_image.image_url"]
+    )
+    assert page.data == []

@@ -138,6 +138,10 @@ async def test_items_openai_would_refuse_are_refused_not_stored(gw: AppGateway) 
     assert (await _refused(gw, described))["param"] == "items[0].tools[0].description"
     no_action = {"type": "shell_call", "call_id": "s1"}
     assert (await _refused(gw, no_action))["param"] == "items[0].action"
+    limits = {**no_action, "action": {"commands": ["ls"], "max_output_length": 1.5}}
+    assert (await _refused(gw, limits))["param"] == "items[0].action.max_output_length"
+    commands = {**no_action, "action": {"commands": [["ls"]]}}
+    assert (await _refused(gw, commands))["param"] == "items[0].action.commands"
     screen = {"type": "computer_call_output", "call_id": "c1", "output": {"text": "no"}}
     assert (await _refused(gw, screen))["param"] == "items[0].output.type"
     tools = {"type": "additional_tools", "role": "developer", "tools": [1.5]}

@@ -151,6 +151,8 @@ def normalize_input(value: str | list[Any], param: str = "input") -> list[dict[s
         elif kind in _CALLS:
             _require_str(item, ("call_id",), where)
             _require_object(item, _CALLS[kind][1], where)
+            if kind in ("shell_call", "local_shell_call"):
+                _check_shell_action(item["action"], f"{where}.action")
         elif kind == "compaction":
             _require_str(item, ("encrypted_content",), where)
         elif kind == "mcp_approval_response":
@@ -339,6 +341,23 @@ def _check_call_output(kind: str, output: Any, where: str) -> None:
         raise InvalidRequestError(f"{where} must be a list of output chunks", param=where)
     elif kind == "apply_patch_call_output" and not isinstance(output, str | None):
         raise InvalidRequestError(f"{where} must be a string", param=where)
+
+
+def _check_shell_action(action: dict[str, Any], where: str) -> None:
+    """A shell call's action as OpenAI types it: its command list of strings, its limits
+    integers (found by schemathesis: a float `max_output_length` was stored and returned)."""
+    for name in ("commands", "command"):
+        commands = action.get(name)
+        if commands is not None and (
+            not isinstance(commands, list) or not all(isinstance(c, str) for c in commands)
+        ):
+            raise InvalidRequestError(
+                f"{where}.{name} must be an array of strings", param=f"{where}.{name}"
+            )
+    for name in ("timeout_ms", "max_output_length"):
+        value = action.get(name)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+            raise InvalidRequestError(f"{where}.{name} must be an integer", param=f"{where}.{name}")
 
 
 def _require_object(item: dict[str, Any], name: str, where: str) -> None:

@@ -67,8 +67,34 @@ async def read_json(request: Request) -> Any:
         raise InvalidRequestError(f"the request body is not valid JSON: {exc}") from None
 
 
+#: OpenAI's `IncludeEnum`: what a list of items may be asked to include. toolwire returns
+#: items whole, so a valid value changes nothing; an unknown one is refused as OpenAI does.
+INCLUDABLE = frozenset(
+    {
+        "file_search_call.results",
+        "web_search_call.results",
+        "web_search_call.action.sources",
+        "message.input_image.image_url",
+        "computer_call_output.output.image_url",
+        "code_interpreter_call.outputs",
+        "reasoning.encrypted_content",
+        "message.output_text.logprobs",
+    }
+)
+
+
 def paginate(items: list[dict[str, Any]], request: Request) -> dict[str, Any]:
-    """OpenAI list pagination: `order` (asc|desc), `after`, `limit` (1-100, default 20)."""
+    """OpenAI list pagination: `order` (asc|desc), `after`, `limit` (1-100, default 20), and
+    `include` (checked against OpenAI's values; items are returned whole either way)."""
+    for name in ("include", "include[]"):
+        for value in request.query_params.getlist(name):
+            if value not in INCLUDABLE:
+                raise InvalidRequestError(
+                    f"Invalid value: {value[:100]!r}. include must be one of: "
+                    f"{', '.join(sorted(INCLUDABLE))}.",
+                    param="include",
+                    code="invalid_value",
+                )
     order = request.query_params.get("order", "desc")
     if order not in ("asc", "desc"):
         raise InvalidRequestError("order must be asc or desc", param="order")

@@ -19,6 +19,7 @@ from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
 import toolwire
+from toolwire.server.http import INCLUDABLE
 
 Method = Literal["get", "post", "delete", "put", "patch"]
 REF = "#/components/schemas/{model}"
@@ -75,6 +76,11 @@ LIST_QUERY = (
     Query("limit", {"type": "integer", "minimum": 1, "maximum": 100, "default": 20}),
     Query("order", {"type": "string", "enum": ["asc", "desc"], "default": "desc"}),
     Query("after", {"type": "string"}, "Return items after this item id."),
+    Query(
+        "include",
+        {"type": "array", "items": {"type": "string", "enum": sorted(INCLUDABLE)}},
+        "OpenAI's include values; accepted, and items are returned whole anyway.",
+    ),
 )
 
 
