@@ -17,9 +17,7 @@ messages and the summary, and the items before it are not sent to the model
 
 from __future__ import annotations
 
-import base64
 import hashlib
-import hmac
 import re
 import secrets
 from collections.abc import Callable
@@ -27,9 +25,9 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 import orjson
-from cryptography.fernet import Fernet, InvalidToken
 
 from toolwire.errors import InvalidRequestError, ToolwireError, UpstreamError
+from toolwire.sealed import Sealer, SealError
 from toolwire.transcript import (
     AssistantMessage,
     SystemMessage,
@@ -119,13 +117,12 @@ def _input_part(part: dict[str, Any]) -> dict[str, Any]:
 class CompactionCodec:
     """Seals a `CompactedContext` into a compaction item's `encrypted_content`, and opens it.
 
-    Fernet (AES-CBC and HMAC-SHA256, from `cryptography`) under a key derived from the server
-    secret (the one that signs approval requests, shared by replicas): a label keeps the two
-    uses apart. The owner (API key) is inside the token and checked on opening."""
+    Sealed (`toolwire/sealed.py`) under a key derived from the server secret (the one that
+    signs approval requests, shared by replicas): a label keeps the two uses apart. The owner
+    (API key) is inside the token and checked on opening."""
 
     def __init__(self, secret: bytes) -> None:
-        key = hmac.new(secret, b"toolwire compaction v1", hashlib.sha256).digest()
-        self._fernet = Fernet(base64.urlsafe_b64encode(key))
+        self._sealer = Sealer(secret, label=b"toolwire compaction v1")
 
     @staticmethod
     def _owner_tag(owner: str | None) -> str:
@@ -133,7 +130,7 @@ class CompactionCodec:
 
     def seal(self, context: CompactedContext, owner: str | None) -> str:
         payload = {"v": 1, "o": self._owner_tag(owner), "s": context.summary, "u": context.kept}
-        return self._fernet.encrypt(orjson.dumps(payload)).decode()
+        return self._sealer.seal(payload)
 
     def open(self, token: Any, owner: str | None, param: str | None = None) -> CompactedContext:
         if not isinstance(token, str) or not token:
@@ -141,8 +138,8 @@ class CompactionCodec:
                 "The compaction item has no encrypted_content string.", param=param
             )
         try:
-            payload = orjson.loads(self._fernet.decrypt(token.encode()))
-        except (InvalidToken, orjson.JSONDecodeError, ValueError):
+            payload = self._sealer.open(token)
+        except (SealError, UnicodeEncodeError):
             raise CompactionError(
                 "The encrypted content of this compaction item could not be verified: it was "
                 "altered, or it was not made by this gateway.",

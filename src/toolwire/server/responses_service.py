@@ -48,6 +48,8 @@ from toolwire.loop.pump import pump_batches
 from toolwire.loop.state import LoopRequest, LoopSettings
 from toolwire.observe.metrics import BACKGROUND_JOBS
 from toolwire.observe.timeline import Timeline
+from toolwire.sealed import SECRET_NAME as SEALED_SECRET
+from toolwire.sealed import Sealer, SealError
 from toolwire.server.durable import DurabilitySettings, Replica, retrying
 from toolwire.server.item_ids import check_storable, check_unique, is_duplicate_key, taken_item
 from toolwire.server.mcp_tools import McpServerUse
@@ -57,8 +59,6 @@ from toolwire.server.requests import CreateResponse, parse_create
 from toolwire.server.responses_sink import ResponseBuilder, ResponseHeader
 from toolwire.store.database import Store
 from toolwire.store.runs import TERMINAL, Job, RunChange
-from toolwire.store.sealed import SECRET_NAME as SEALED_SECRET
-from toolwire.store.sealed import Sealer, SealError
 from toolwire.store.timelines import TimelineStore
 from toolwire.tools.base import Tool
 from toolwire.tools.mcp.pool import McpPool
@@ -563,7 +563,7 @@ class ResponsesService:
         queued = ResponseBuilder(prepared.header, None).body("queued")
         sealer = await self._sealer()
         request = {
-            # sealed: the body may carry MCP credentials (store/sealed.py)
+            # sealed: the body may carry MCP credentials (toolwire/sealed.py)
             "sealed_body": sealer.seal(body if body is not None else _request_body(prepared)),
             "owner": prepared.owner,
         }

@@ -1,0 +1,45 @@
+"""Sealing: JSON encrypted and authenticated with Fernet (AES-CBC + HMAC, from `cryptography`,
+not hand-rolled) under a 32-byte secret. One mechanism for every use, each under its own key:
+
+- Job requests (`server/responses_service.py`). A queued job must keep its whole request so
+  that any replica can run it, and that request may carry secrets (an MCP server's
+  `authorization` or headers). The row keeps it sealed under a key every replica on the
+  database shares (`Store.secret`) and is deleted when the job ends. A database dump, a log of
+  the row or a backup shows no credential in clear; someone who can read the secrets table as
+  well can still open it, so the database itself stays a secret store (docs/security.md).
+- Compaction items (`loop/compaction.py`): the summary a client hands back, which it must
+  neither read nor alter.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+from typing import Any
+
+import orjson
+from cryptography.fernet import Fernet, InvalidToken
+
+SECRET_NAME = "job_requests"
+
+
+class SealError(Exception):
+    """The sealed value was not sealed with this database's key, or was altered."""
+
+
+class Sealer:
+    def __init__(self, secret: bytes, label: bytes = b"") -> None:
+        """`label` derives a key of its own from `secret` (HMAC), so that uses sharing one
+        secret cannot open each other's tokens."""
+        key = hmac.new(secret, label, hashlib.sha256).digest() if label else secret[:32]
+        self._fernet = Fernet(base64.urlsafe_b64encode(key))
+
+    def seal(self, value: Any) -> str:
+        return self._fernet.encrypt(orjson.dumps(value)).decode("ascii")
+
+    def open(self, token: str) -> Any:
+        try:
+            return orjson.loads(self._fernet.decrypt(token.encode("ascii")))
+        except (InvalidToken, ValueError) as exc:
+            raise SealError("the sealed value cannot be opened") from exc
