@@ -251,6 +251,12 @@ def tool_choice(
             )
         return choice
     kind = choice.get("type")
+    if not isinstance(kind, str):
+        raise InvalidRequestError(
+            f"Invalid type for 'tool_choice.type': expected a string, got {type(kind).__name__}.",
+            param="tool_choice.type",
+            code="invalid_type",
+        )
     if kind in ("function", "custom"):
         name = choice.get("name")
         if not isinstance(name, str):
