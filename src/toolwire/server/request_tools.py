@@ -257,7 +257,7 @@ def tool_choice(
             param="tool_choice.type",
             code="invalid_type",
         )
-    if kind in ("function", "custom"):
+    if kind == "function" or kind == "custom":
         name = choice.get("name")
         if not isinstance(name, str):
             raise InvalidRequestError("tool_choice.name must be a string", param="tool_choice")
