@@ -261,7 +261,9 @@ def tool_choice(
         name = choice.get("name")
         if not isinstance(name, str):
             raise InvalidRequestError("tool_choice.name must be a string", param="tool_choice")
-        model_name = tools.client.model_name(kind, None, name)
+        model_name = tools.client.model_name(
+            "custom" if kind == "custom" else "function", None, name
+        )
         if model_name not in tools.client and model_name not in server_names:
             raise InvalidRequestError(
                 f"tool_choice names an unknown tool {name!r}", param="tool_choice"
