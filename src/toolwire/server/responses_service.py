@@ -25,7 +25,7 @@ from toolwire.config import McpServerConfig, WebSearchConfig
 from toolwire.errors import RunStatus
 from toolwire.loop.approvals import ApprovalSigner
 from toolwire.loop.compaction import CompactionCodec
-from toolwire.loop.driver import LoopDriver
+from toolwire.loop.driver import LoopDriver, Observe
 from toolwire.loop.events import LoopEvent, LoopFinished
 from toolwire.loop.pump import pump_batches
 from toolwire.loop.state import Cancellation, LoopSettings
@@ -59,8 +59,11 @@ class ResponsesService:
         approval_secret: bytes | None = None,
         web_search: WebSearchConfig | None = None,
         durability: DurabilitySettings | None = None,
+        observe: Observe | None = None,
     ) -> None:
-        self.driver = LoopDriver(upstream)
+        """`observe`: the run observers (metrics, traces; `observe/setup.py`), declared here,
+        when the app is built."""
+        self.driver = LoopDriver(upstream, observe=observe)
         # Without a secret from the store (shared by replicas, kept across restarts), requests
         # issued by this process can only be approved while it runs.
         secret = approval_secret or secrets.token_bytes(32)
