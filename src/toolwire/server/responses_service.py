@@ -31,7 +31,7 @@ from toolwire.loop.pump import pump_batches
 from toolwire.loop.state import Cancellation, LoopSettings
 from toolwire.observe.timeline import Timeline
 from toolwire.server.durable import BackgroundQueue, DurabilitySettings, Replica
-from toolwire.server.preparation import LocalResponse, Prepared, Preparer
+from toolwire.server.preparation import LocalResponse, Prepared, Preparer, Resumption
 from toolwire.server.response_record import ResponseRecorder
 from toolwire.server.responses_sink import ResponseBuilder
 from toolwire.store.database import Store
@@ -106,11 +106,16 @@ class ResponsesService:
         await self.replica.stop()
 
     async def prepare(
-        self, body: Any, *, owner: str | None = None, local: LocalResponse | None = None
+        self,
+        body: Any,
+        *,
+        owner: str | None = None,
+        local: LocalResponse | None = None,
+        resume: Resumption | None = None,
     ) -> Prepared:
         """`local`: a response the caller holds (WebSocket mode), found by
-        `previous_response_id` before the store is asked."""
-        return await self.preparer.prepare(body, owner=owner, local=local)
+        `previous_response_id` before the store is asked; `resume`: a queued job."""
+        return await self.preparer.prepare(body, owner=owner, local=local, resume=resume)
 
     # -- the three ways to run ------------------------------------------------------------
 
@@ -141,6 +146,7 @@ class ResponsesService:
                     prepared, builder, streamed=streamed, timeline=timeline
                 ),
                 cancellation=cancellation,
+                services=prepared.services,
             )
         finally:
             self.replica.active.discard(response_id)
