@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from toolwire.errors import InvalidRequestError, NotFoundError, ToolwireError
-from toolwire.loop.events import CancelCause, LoopFinished
-from toolwire.loop.state import Cancellation
+from toolwire.loop.events import CancelCause
+from toolwire.loop.state import Cancellation, RunOutcome
 from toolwire.observe.metrics import BACKGROUND_JOBS
 from toolwire.sealed import SECRET_NAME as SEALED_SECRET
 from toolwire.sealed import Sealer, SealError
@@ -184,7 +184,7 @@ class Replica:
         return len(orphans)
 
 
-Run = Callable[[Prepared, ResponseBuilder, Cancellation], Awaitable[LoopFinished]]
+Run = Callable[[Prepared, ResponseBuilder, Cancellation], Awaitable[RunOutcome]]
 Prepare = Callable[..., Awaitable[Prepared]]
 
 
