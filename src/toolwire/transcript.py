@@ -11,6 +11,8 @@ from typing import Any, Literal
 
 import orjson
 
+from toolwire.wire.chat import ChatPart
+
 JSONObject = dict[str, Any]
 
 
@@ -69,7 +71,7 @@ class SystemMessage:
 class UserMessage:
     """A user turn: plain text, or OpenAI-style content parts (text, images) kept verbatim."""
 
-    content: str | list[JSONObject]
+    content: str | list[ChatPart]
     #: A message toolwire added for the model only (a leak correction); never shown as output.
     hidden: bool = False
 
@@ -88,7 +90,7 @@ class ToolMessage:
     call_id: str
     name: str
     content: str
-    attachments: list[JSONObject] = field(default_factory=list)
+    attachments: list[ChatPart] = field(default_factory=list)
     """Images (and files) the tool returned, as chat-completions content parts: a vision
     upstream sees them after the result; a text-only one reads a one-line note instead."""
 

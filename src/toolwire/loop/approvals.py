@@ -16,11 +16,11 @@ import hashlib
 import hmac
 import secrets
 from dataclasses import dataclass, field
-from typing import Any
 
 from toolwire.errors import InvalidRequestError
 from toolwire.loop.items import call_from_item
 from toolwire.transcript import ToolCall
+from toolwire.wire.items import Item
 
 ALREADY_USED = "this approval was already used; the call did not run again"
 DENIED = "the user denied approval for this call; it did not run"
@@ -45,7 +45,7 @@ class ApprovalSigner:
         nonce = secrets.token_hex(_NONCE // 2)
         return _PREFIX + nonce + self._mac(nonce, owner, label, name, arguments)
 
-    def verify(self, request: dict[str, Any], owner: str | None) -> bool:
+    def verify(self, request: Item, owner: str | None) -> bool:
         request_id = request.get("id")
         if not isinstance(request_id, str) or len(request_id) != len(_PREFIX) + _NONCE + _MAC:
             return False
@@ -69,8 +69,8 @@ class ApprovalDecisions:
 
 
 def approval_decisions(
-    history: list[dict[str, Any]],
-    input_items: list[dict[str, Any]],
+    history: list[Item],
+    input_items: list[Item],
     signer: ApprovalSigner,
     owner: str | None = None,
 ) -> ApprovalDecisions:
@@ -96,6 +96,7 @@ def approval_decisions(
         if item.get("type") != "mcp_approval_response":
             continue
         request_id = item["approval_request_id"]
+        assert request_id is not None  # required on a response, checked at the door
         request = requests.get(request_id)
         if request is None:
             raise InvalidRequestError(

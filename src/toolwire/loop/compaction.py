@@ -38,6 +38,8 @@ from toolwire.transcript import (
 )
 from toolwire.upstream.base import Sampling, TurnRequest, Upstream
 from toolwire.upstream.events import TextDelta, Usage
+from toolwire.wire.chat import ChatFunctionSpec, ChatPart, ImageUrl
+from toolwire.wire.items import ContentPart, Item
 
 SUMMARY_PROMPT = (
     "You are compacting a conversation between a user and an AI assistant so that the "
@@ -85,7 +87,7 @@ class CompactedContext:
     (their content as the transcript holds it: text, or parts) kept word for word."""
 
     summary: str
-    kept: tuple[str | list[dict[str, Any]], ...] = ()
+    kept: tuple[str | list[ChatPart], ...] = ()
 
     def transcript(self) -> Transcript:
         """What the model reads in place of everything the compaction replaced."""
@@ -93,11 +95,11 @@ class CompactedContext:
         messages.append(UserMessage(SUMMARY_PREFIX + self.summary))
         return messages
 
-    def items(self) -> list[dict[str, Any]]:
+    def items(self) -> list[Item]:
         """The same, as the message items a client would have sent."""
-        out: list[dict[str, Any]] = []
+        out: list[Item] = []
         for content in [*self.kept, SUMMARY_PREFIX + self.summary]:
-            parts = (
+            parts: list[ContentPart] = (
                 [{"type": "input_text", "text": content}]
                 if isinstance(content, str)
                 else [_input_part(part) for part in content]
@@ -106,10 +108,10 @@ class CompactedContext:
         return out
 
 
-def _input_part(part: dict[str, Any]) -> dict[str, Any]:
+def _input_part(part: ChatPart) -> ContentPart:
     """A chat-completions content part (as a transcript keeps it) as a Responses input part."""
     if part.get("type") == "image_url":
-        image = part.get("image_url") or {}
+        image = part.get("image_url") or ImageUrl()
         return {"type": "input_image", "image_url": image.get("url", ""), "detail": "auto"}
     return {"type": "input_text", "text": str(part.get("text", ""))}
 
@@ -152,11 +154,11 @@ class CompactionCodec:
 
 
 def expand_compactions(
-    history: list[dict[str, Any]],
-    input_items: list[dict[str, Any]],
+    history: list[Item],
+    input_items: list[Item],
     codec: CompactionCodec,
     owner: str | None,
-) -> list[dict[str, Any]]:
+) -> list[Item]:
     """History plus input as the model should read them: every compaction item is checked
     (400 if any is not ours), and the latest one replaces itself and all items before it with
     the messages it stands for."""
@@ -174,11 +176,11 @@ def expand_compactions(
     return [*context.items(), *_answerable(combined[index + 1 :])]
 
 
-def _answerable(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _answerable(items: list[Item]) -> list[Item]:
     """Tool outputs whose call was compacted away become a user message saying what came
     back: a chat-completions server refuses a tool result with no call before it."""
     calls = {item.get("call_id") for item in items if item.get("call_id") and "output" not in item}
-    out = []
+    out: list[Item] = []
     for item in items:
         call_id = item.get("call_id")
         if call_id and str(item.get("type")).endswith("_output") and call_id not in calls:
@@ -231,11 +233,11 @@ async def count_tokens(upstream: Upstream, turn: TurnRequest) -> int:
     return counted + MESSAGE_OVERHEAD * messages
 
 
-def _spec_json(tool: ToolSpec) -> dict[str, Any]:
+def _spec_json(tool: ToolSpec) -> ChatFunctionSpec:
     return {"name": tool.name, "description": tool.description, "parameters": tool.parameters}
 
 
-def _content_text(content: str | list[dict[str, Any]]) -> str:
+def _content_text(content: str | list[ChatPart]) -> str:
     if isinstance(content, str):
         return content
     texts = [str(part.get("text", "")) for part in content if part.get("text") is not None]
@@ -324,11 +326,11 @@ class Compactor:
             summary = body[-budget:]
         return CompactedContext(summary, tuple(kept))
 
-    def recent_user_messages(self, transcript: Transcript) -> list[str | list[dict[str, Any]]]:
+    def recent_user_messages(self, transcript: Transcript) -> list[str | list[ChatPart]]:
         """The latest user messages, newest first until `keep_tokens` is spent, in order. The
         summary of an earlier compaction is not one of them (the new summary covers it)."""
         budget = self.keep_tokens * BYTES_PER_TOKEN
-        kept: list[str | list[dict[str, Any]]] = []
+        kept: list[str | list[ChatPart]] = []
         for message in reversed(transcript):
             if not isinstance(message, UserMessage) or message.hidden:
                 continue

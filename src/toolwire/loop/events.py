@@ -7,12 +7,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Literal
 
 from toolwire.errors import RunStatus, StopReason, ToolwireError
 from toolwire.tools.executor import ToolResult
 from toolwire.transcript import AssistantMessage, ToolCall
 from toolwire.upstream.events import FirstToken, Repair, UpstreamRetry, Usage
+from toolwire.wire.items import McpListedTool
 
 
 class CallTarget(StrEnum):
@@ -54,7 +55,7 @@ class ToolListingFinished:
     """An MCP server's tools were listed (`tools`), or could not be (`error`)."""
 
     label: str
-    tools: list[dict[str, Any]]
+    tools: list[McpListedTool]
     error: str | None = None
 
 

@@ -8,7 +8,8 @@ other tool result.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, cast
 
 import orjson
 
@@ -24,6 +25,8 @@ from toolwire.transcript import (
     Transcript,
     UserMessage,
 )
+from toolwire.wire.chat import ChatPart
+from toolwire.wire.items import ContentPart, Item, ToolOutput
 from toolwire.wire.responses import new_id
 
 _ITEM_PREFIX = {
@@ -129,11 +132,12 @@ def disposition(kind: str) -> str | None:
 IMAGE_NOT_SHOWN = "[image omitted: this model cannot see images]"
 
 
-def normalize_input(value: str | list[Any], param: str = "input") -> list[dict[str, Any]]:
-    """Input as a string or items -> items with a `type` and an `id`, validated."""
+def normalize_input(value: str | list[Any], param: str = "input") -> list[Item]:
+    """Input as a string or items (the client's JSON) -> `Item`s with a `type` and an `id`,
+    validated: what the checks below let through has the shape `Item` names."""
     if isinstance(value, str):
         return [_message("user", [{"type": "input_text", "text": value}])]
-    items: list[dict[str, Any]] = []
+    items: list[Item] = []
     for position, raw in enumerate(value):
         where = f"{param}[{position}]"
         if not isinstance(raw, dict):
@@ -193,7 +197,7 @@ def normalize_input(value: str | list[Any], param: str = "input") -> list[dict[s
                 )
         elif kind == "item_reference":
             _require_str(item, ("id",), where)
-            items.append(item)
+            items.append(cast(Item, item))
             continue
         elif kind in ("additional_tools", "tool_search_output"):
             _check_tool_list(item.get("tools"), f"{where}.tools")
@@ -215,7 +219,7 @@ def normalize_input(value: str | list[Any], param: str = "input") -> list[dict[s
     return items
 
 
-def _as_resource(item: dict[str, Any]) -> dict[str, Any]:
+def _as_resource(item: dict[str, object]) -> Item:
     """An input item in the shape OpenAI returns it: its document lets an input item leave out
     or null fields that the returned item (`ConversationItem`, `ItemResource`) must carry, so
     they are filled here, once, before the item is stored and echoed."""
@@ -224,13 +228,14 @@ def _as_resource(item: dict[str, Any]) -> dict[str, Any]:
     for name in _NEVER_NULL_WHEN_RETURNED:
         if name in item and item[name] is None:
             del item[name]
-    kind = item["type"]
+    kind = str(item["type"])
     if kind in _CALL_RESOURCE_DEFAULTS:
         for name, value in _CALL_RESOURCE_DEFAULTS[kind].items():
             item.setdefault(name, value)
-    if kind == "shell_call" and isinstance(item.get("action"), dict):
-        item["action"] = {"timeout_ms": None, "max_output_length": None, **item["action"]}
-    return item
+    action = item.get("action")
+    if kind == "shell_call" and isinstance(action, dict):
+        item["action"] = {"timeout_ms": None, "max_output_length": None, **action}
+    return cast(Item, item)  # checked by `normalize_input`
 
 
 # Optional in a returned item but, unlike in an input item, never null there.
@@ -239,7 +244,7 @@ _NEVER_NULL_WHEN_RETURNED = ("acknowledged_safety_checks", "name", "namespace")
 # Fields the returned shape requires (nullable or with one sensible value) that the input
 # shape of the same item may omit. `execution`: an item sent back as input without it came
 # from the client's own history, so the client ran it.
-_CALL_RESOURCE_DEFAULTS: dict[str, dict[str, Any]] = {
+_CALL_RESOURCE_DEFAULTS: dict[str, dict[str, object]] = {
     "shell_call": {"status": "completed", "environment": None},
     "computer_call": {"status": "completed", "pending_safety_checks": []},
     "computer_call_output": {"status": "completed"},
@@ -251,9 +256,7 @@ _CALL_RESOURCE_DEFAULTS: dict[str, dict[str, Any]] = {
 }
 
 
-def resolve_references(
-    items: list[dict[str, Any]], history: list[dict[str, Any]], param: str = "input"
-) -> list[dict[str, Any]]:
+def resolve_references(items: list[Item], history: list[Item], param: str = "input") -> list[Item]:
     """`item_reference`s replaced by the items they name, looked up in the history this
     request continues (a previous response's or a conversation's items)."""
     if not any(item.get("type") == "item_reference" for item in items):
@@ -274,7 +277,7 @@ def resolve_references(
     return out
 
 
-def _message(role: str, content: list[dict[str, Any]]) -> dict[str, Any]:
+def _message(role: str, content: list[ContentPart]) -> Item:
     return {
         "id": new_id("msg"),
         "type": "message",
@@ -284,7 +287,7 @@ def _message(role: str, content: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def _content_parts(content: Any, role: str, where: str) -> list[dict[str, Any]]:
+def _content_parts(content: Any, role: str, where: str) -> list[ContentPart]:
     text_type = "output_text" if role == "assistant" else "input_text"
     if isinstance(content, str):
         return [_text_part(text_type, content)]
@@ -321,27 +324,28 @@ _PART_STRINGS = ("file_id", "image_url", "filename", "file_data", "file_url", "d
 _PART_NEVER_NULL = ("filename", "file_data", "file_url", "prompt_cache_breakpoint")
 
 
-def _part_as_resource(part: dict[str, Any]) -> dict[str, Any]:
+def _part_as_resource(part: Mapping[str, object]) -> ContentPart:
     """A content part as OpenAI returns it (see `_PART_NEVER_NULL`); an image's `detail`,
     optional on input, is always there (`auto`, the default)."""
-    part = {k: v for k, v in part.items() if not (v is None and k in _PART_NEVER_NULL)}
-    if part.get("type") == "input_image" and part.get("detail") is None:
-        part["detail"] = "auto"
-    return part
+    kept = {k: v for k, v in part.items() if not (v is None and k in _PART_NEVER_NULL)}
+    if kept.get("type") == "input_image" and kept.get("detail") is None:
+        kept["detail"] = "auto"
+    return cast(ContentPart, kept)  # a part `_content_parts` checked
 
 
-def _text_part(kind: str, text: str, given: dict[str, Any] | None = None) -> dict[str, Any]:
+def _text_part(kind: str, text: str, given: Mapping[str, object] | None = None) -> ContentPart:
     """A text part as OpenAI returns it: an `output_text` always carries its `annotations` and
     `logprobs` lists (its input shape may leave them out)."""
     part = _part_as_resource({**(given or {}), "type": kind, "text": text})
     if kind == "output_text":
-        for name in ("annotations", "logprobs"):
-            if part.get(name) is None:
-                part[name] = []
+        if part.get("annotations") is None:
+            part["annotations"] = []
+        if part.get("logprobs") is None:
+            part["logprobs"] = []
     return part
 
 
-def _check_type_and_id(item: dict[str, Any], where: str) -> None:
+def _check_type_and_id(item: dict[str, object], where: str) -> None:
     """`type` is a string; `id`, when given (not null), is a non-empty string."""
     if not isinstance(item["type"], str):
         raise InvalidRequestError(f"{where}.type must be a string", param=f"{where}.type")
@@ -351,7 +355,7 @@ def _check_type_and_id(item: dict[str, Any], where: str) -> None:
         raise InvalidRequestError(f"{where}.id must be a non-empty string", param=f"{where}.id")
 
 
-def _optional_str(item: dict[str, Any], fields: tuple[str, ...], where: str) -> None:
+def _optional_str(item: Mapping[str, object], fields: tuple[str, ...], where: str) -> None:
     for name in fields:
         if item.get(name) is not None and not isinstance(item[name], str):
             raise InvalidRequestError(f"{where}.{name} must be a string", param=f"{where}.{name}")
@@ -373,7 +377,7 @@ def _check_call_output(kind: str, output: Any, where: str) -> None:
         raise InvalidRequestError(f"{where} must be a string", param=where)
 
 
-def _check_shell_action(action: dict[str, Any], where: str) -> None:
+def _check_shell_action(action: Mapping[str, object], where: str) -> None:
     """A shell call's action as OpenAI types it: its command list of strings, its limits
     integers (found by schemathesis: a float `max_output_length` was stored and returned)."""
     for name in ("commands", "command"):
@@ -390,7 +394,7 @@ def _check_shell_action(action: dict[str, Any], where: str) -> None:
             raise InvalidRequestError(f"{where}.{name} must be an integer", param=f"{where}.{name}")
 
 
-def _require_object(item: dict[str, Any], name: str, where: str) -> None:
+def _require_object(item: Mapping[str, object], name: str, where: str) -> None:
     if not isinstance(item.get(name), dict):
         raise InvalidRequestError(f"{where}.{name} must be an object", param=f"{where}.{name}")
 
@@ -423,20 +427,20 @@ def _check_listed_tools(tools: Any, where: str) -> None:
             _require_object(tool, "annotations", at)
 
 
-def _require_str(item: dict[str, Any], fields: tuple[str, ...], where: str) -> None:
+def _require_str(item: Mapping[str, object], fields: tuple[str, ...], where: str) -> None:
     for name in fields:
         if not isinstance(item.get(name), str):
             raise InvalidRequestError(f"{where}.{name} must be a string", param=f"{where}.{name}")
 
 
-def _text(content: list[dict[str, Any]]) -> str:
+def _text(content: list[ContentPart]) -> str:
     return "".join(p.get("text", "") for p in content if isinstance(p.get("text"), str))
 
 
-def _user_content(content: list[dict[str, Any]]) -> str | list[dict[str, Any]]:
+def _user_content(content: list[ContentPart]) -> str | list[ChatPart]:
     if all(p.get("type") in ("input_text", "output_text") for p in content):
         return _text(content)
-    parts: list[dict[str, Any]] = []
+    parts: list[ChatPart] = []
     for part in content:
         media = media_part(part)
         if media is not None:
@@ -446,7 +450,7 @@ def _user_content(content: list[dict[str, Any]]) -> str | list[dict[str, Any]]:
     return parts
 
 
-def media_part(part: dict[str, Any]) -> dict[str, Any] | None:
+def media_part(part: ContentPart) -> ChatPart | None:
     """An image or file content part (Responses shape) as a chat-completions part: an image
     becomes an `image_url` part; a file that is an image too; any other file a one-line note,
     since chat-completions servers take no files."""
@@ -471,21 +475,20 @@ def media_part(part: dict[str, Any]) -> dict[str, Any] | None:
     return None
 
 
-def _output_content(output: Any) -> tuple[str, list[dict[str, Any]]]:
+def _output_content(output: ToolOutput) -> tuple[str, list[ChatPart]]:
     """A tool output (text, or content parts) -> its text, and its images and files as
     chat-completions parts for the model to see after the result."""
     if isinstance(output, str):
         return output, []
-    if isinstance(output, dict):
-        output = [output]
-    if not isinstance(output, list):
+    if not isinstance(output, dict | list):
         return "", []
+    parts: list[object] = [output] if isinstance(output, dict) else list(output)
     texts: list[str] = []
-    media: list[dict[str, Any]] = []
-    for part in output:
+    media: list[ChatPart] = []
+    for part in parts:
         if not isinstance(part, dict):
             continue
-        converted = media_part(part)
+        converted = media_part(cast(ContentPart, part))
         if converted is None:
             if isinstance(part.get("text"), str):
                 texts.append(part["text"])
@@ -509,7 +512,7 @@ UNANSWERED_APPROVAL = (
 
 
 def items_to_transcript(
-    items: list[dict[str, Any]],
+    items: list[Item],
     answering: frozenset[str] = frozenset(),
     tools: ClientTools | None = None,
 ) -> Transcript:
@@ -539,7 +542,7 @@ def items_to_transcript(
         names[call.id] = call.name
         open_assistant().tool_calls.append(call)
 
-    def add_result(call_id: str, text: str, media: list[dict[str, Any]], ok: bool = True) -> None:
+    def add_result(call_id: str, text: str, media: list[ChatPart], ok: bool = True) -> None:
         name = names.get(call_id, "function")
         envelope = render_envelope(name, ok=ok, output=text if ok else "", error="" if ok else text)
         transcript.append(ToolMessage(call_id, name, envelope, media))
@@ -570,7 +573,7 @@ def items_to_transcript(
             add_call(ToolCall(item["call_id"], name, freeform, orjson.dumps(freeform).decode()))
         elif kind in _CALLS:
             name, field_name = _CALLS[kind]
-            arguments = item.get(field_name)
+            arguments = cast(Mapping[str, object], item).get(field_name)
             add_call(_call_of(item["call_id"], name, arguments))
         elif kind in _OUTPUTS:
             call_id = item["call_id"]
@@ -582,9 +585,10 @@ def items_to_transcript(
         elif kind in _HOSTED:
             name, argument_fields, result_fields = _HOSTED[kind]
             call_id = item.get("id") or new_id("call")
-            arguments = {f: item[f] for f in argument_fields if item.get(f) is not None}
+            fields = cast(Mapping[str, object], item)  # the fields `_HOSTED` names, by name
+            arguments = {f: fields[f] for f in argument_fields if fields.get(f) is not None}
             add_call(_call_of(call_id, name, arguments))
-            results = {f: item[f] for f in result_fields if item.get(f) is not None}
+            results = {f: fields[f] for f in result_fields if fields.get(f) is not None}
             status = item.get("status") or "completed"
             text = orjson.dumps(results).decode() if results else f"{name} {status}"
             add_result(call_id, text, [], ok=status != "failed")
@@ -603,7 +607,7 @@ def items_to_transcript(
             open_assistant().tool_calls.append(call)
             error = item.get("error")
             envelope = render_envelope(
-                call.name, ok=not error, output=item.get("output") or "", error=error or ""
+                call.name, ok=not error, output=str(item.get("output") or ""), error=error or ""
             )
             transcript.append(ToolMessage(call.id, call.name, envelope))
         elif kind not in KEPT and kind not in RESOLVED:
@@ -630,9 +634,7 @@ def call_from_item(call_id: str, name: str, arguments: str) -> ToolCall:
     return ToolCall(call_id, name, parsed, arguments)
 
 
-def check_outputs_answer_calls(
-    history: list[dict[str, Any]], input_items: list[dict[str, Any]]
-) -> None:
+def check_outputs_answer_calls(history: list[Item], input_items: list[Item]) -> None:
     """400 for a tool output in the input that answers no call in the history or earlier in
     the input, as OpenAI refuses it ("No tool call found for function call output …"): the
     model would read a result of a call it never made. Skipped when the items hold a

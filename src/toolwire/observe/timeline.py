@@ -9,7 +9,7 @@ outputs are clipped to `CLIP` characters.
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, cast
 
 from toolwire.loop.events import (
     ApprovalRequested,
@@ -27,6 +27,7 @@ from toolwire.loop.events import (
 )
 from toolwire.loop.state import LoopRequest
 from toolwire.upstream.events import FirstToken, Repair, UpstreamRetry
+from toolwire.wire.timeline import TimelineEntry
 
 CLIP = 4000
 
@@ -43,16 +44,17 @@ class Timeline:
         self._request = request
         self._start = time.perf_counter()
         self.started_at = time.time()
-        self.entries: list[dict[str, Any]] = []
-        self._call: dict[str, Any] | None = None
-        self._tools: dict[str, tuple[dict[str, Any], float]] = {}
+        self.entries: list[TimelineEntry] = []
+        self._call: TimelineEntry | None = None
+        self._tools: dict[str, tuple[TimelineEntry, float]] = {}
         self._ended: LoopFinished | None = None
 
     def _t(self) -> float:
         return round(time.perf_counter() - self._start, 6)
 
-    def _add(self, entry_type: str, **fields: Any) -> dict[str, Any]:
-        entry = {"type": entry_type, "t": self._t(), **fields}
+    def _add(self, entry_type: str, **fields: Any) -> TimelineEntry:
+        # the keyword names are `TimelineEntry`'s fields (mypy cannot check **fields)
+        entry = cast(TimelineEntry, {"type": entry_type, "t": self._t(), **fields})
         self.entries.append(entry)
         return entry
 

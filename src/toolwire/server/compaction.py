@@ -23,8 +23,9 @@ from toolwire.server.item_ids import check_unique
 from toolwire.server.openapi import API, ApiSpec, Operation
 from toolwire.server.requests import validation_error
 from toolwire.server.responses_service import ResponsesService
-from toolwire.server.schemas.objects import Item
+from toolwire.server.schemas.objects import Item as ItemSchema
 from toolwire.wire import responses as wire
+from toolwire.wire.items import Item
 
 
 class CompactRequest(BaseModel):
@@ -58,7 +59,7 @@ class CompactedResponse(BaseModel):
     id: str
     object: Literal["response.compaction"]
     created_at: int
-    output: list[Item]
+    output: list[ItemSchema]
     usage: Usage
 
 
@@ -95,7 +96,7 @@ class CompactionService:
         model = request.model or responses.default_model
         if not model:
             raise InvalidRequestError("Missing required parameter: 'model'.", param="model")
-        history: list[dict[str, Any]] = []
+        history: list[Item] = []
         if request.previous_response_id:
             record = await responses.store.get_response_record(
                 request.previous_response_id, owner=owner
@@ -106,7 +107,7 @@ class CompactionService:
                     param="previous_response_id",
                     code="previous_response_not_found",
                 )
-            history = list(record["history"])
+            history = list(record["history"] or [])
         input_items = normalize_input(request.input if request.input is not None else [])
         check_unique(input_items, "input")
         input_items = resolve_references(input_items, history)

@@ -26,7 +26,9 @@ from toolwire.server.schemas.conversations import (
     parse_body,
 )
 from toolwire.store.database import Store
+from toolwire.store.records import ConversationRecord
 from toolwire.wire import responses as wire
+from toolwire.wire.items import ConversationObject, Item
 
 JSONReader = Callable[[Request], Awaitable[Any]]
 
@@ -38,7 +40,7 @@ class ConversationsService:
         """Checks `compaction` items before they are stored: one this gateway did not make for
         this key would make every later response on the conversation a 400."""
 
-    def _object(self, row: dict[str, Any]) -> dict[str, Any]:
+    def _object(self, row: ConversationRecord) -> ConversationObject:
         return {
             "id": row["id"],
             "object": "conversation",
@@ -46,7 +48,7 @@ class ConversationsService:
             "metadata": row["metadata"] or {},
         }
 
-    async def _require(self, conversation_id: str, owner: str | None) -> dict[str, Any]:
+    async def _require(self, conversation_id: str, owner: str | None) -> ConversationRecord:
         row = await self.store.get_conversation(conversation_id, owner=owner)
         if row is None:
             raise NotFoundError(
@@ -66,7 +68,7 @@ class ConversationsService:
                 raise InvalidRequestError("the request body must be a JSON object")
             return body
 
-        def check_compactions(items: list[dict[str, Any]], owner: str | None) -> None:
+        def check_compactions(items: list[Item], owner: str | None) -> None:
             for position, item in enumerate(items):
                 if item["type"] == "compaction_trigger":
                     # A request to compact a response's input, not history: OpenAI's
@@ -81,7 +83,7 @@ class ConversationsService:
                     param = f"items[{position}].encrypted_content"
                     self.compaction.open(item.get("encrypted_content"), owner, param)
 
-        def without_references(items: list[dict[str, Any]], held: set[str]) -> list[dict[str, Any]]:
+        def without_references(items: list[Item], held: set[str]) -> list[Item]:
             """`item_reference`s name items, they are not items: one naming an item the
             conversation already holds adds nothing; any other names nothing here (404). A
             conversation item is never of type `item_reference` (OpenAI's `ConversationItem`)."""
@@ -95,7 +97,7 @@ class ConversationsService:
                     )
             return kept
 
-        async def add(conversation_id: str, items: list[dict[str, Any]], owner: str | None) -> None:
+        async def add(conversation_id: str, items: list[Item], owner: str | None) -> None:
             try:
                 await store.add_items(conversation_id, items, wire.now(), owner=owner)
             except Exception as exc:

@@ -44,8 +44,10 @@ from toolwire.server.response_record import ResponseRecorder, resumable
 from toolwire.server.responses_sink import ResponseBuilder
 from toolwire.store.database import Store
 from toolwire.store.notify import Listener
+from toolwire.store.records import QueuedRequest
 from toolwire.store.runs import TERMINAL, Job, RunChange, host_key
 from toolwire.wire import responses as wire
+from toolwire.wire.items import ResponseObject
 
 log = logging.getLogger("toolwire.durable")
 
@@ -225,12 +227,12 @@ class BackgroundQueue:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
 
-    async def start_background(self, prepared: Prepared, body: Any | None = None) -> dict[str, Any]:
+    async def start_background(self, prepared: Prepared, body: Any | None = None) -> ResponseObject:
         """Queue the response (its request kept, so that any replica can run it); if this
         replica has room, it is queued claimed by this replica and starts here at once."""
         queued = ResponseBuilder(prepared.header, None).body("queued")
         sealer = await self._sealer()
-        request = {
+        request: QueuedRequest = {
             # sealed: the body may carry MCP credentials (toolwire/sealed.py)
             "sealed_body": sealer.seal(body if body is not None else request_body(prepared)),
             "owner": prepared.owner,
@@ -296,7 +298,7 @@ class BackgroundQueue:
         stored = await self.store.get_response(job.response_id, owner=owner)
         if stored is None:
             raise NotFoundError(f"Response with id '{job.response_id}' not found.")
-        output = resumable(list(stored.get("output") or []))
+        output = resumable(list(stored["output"] or []))
         resumption = Resumption(job.response_id, stored["created_at"], output)
         return await self.prepare(await self._job_body(job), owner=owner, resume=resumption)
 
@@ -315,7 +317,7 @@ class BackgroundQueue:
         except SealError as exc:
             raise ToolwireError(str(exc), code="server_error") from None
 
-    async def cancel(self, response_id: str, *, owner: str | None = None) -> dict[str, Any]:
+    async def cancel(self, response_id: str, *, owner: str | None = None) -> ResponseObject:
         """Cancel a background response wherever it runs (idempotent). Here: at once. On
         another replica: its cancel flag is set and that replica stops it within
         `poll_seconds`; this waits up to `cancel_wait_seconds` for the outcome. Queued, or

@@ -12,6 +12,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 
 from toolwire.errors import InvalidRequestError, ToolwireError
+from toolwire.wire.items import Item, ItemList
 
 T = TypeVar("T")
 
@@ -83,7 +84,7 @@ INCLUDABLE = frozenset(
 )
 
 
-def paginate(items: list[dict[str, Any]], request: Request) -> dict[str, Any]:
+def paginate(items: list[Item], request: Request) -> ItemList:
     """OpenAI list pagination: `order` (asc|desc), `after`, `limit` (1-100, default 20), and
     `include` (checked against OpenAI's values; items are returned whole either way)."""
     for name in ("include", "include[]"):

@@ -12,13 +12,12 @@ there. `item_reference` items name an existing item on purpose and are skipped.
 
 from __future__ import annotations
 
-from typing import Any
-
 import sqlalchemy as sa
 
 from toolwire.errors import InvalidRequestError
 from toolwire.store.database import Store
 from toolwire.store.tables import conversation_items
+from toolwire.wire.items import Item
 
 #: The longest id a stored item may have (the column's width).
 MAX_ID_LENGTH = 80
@@ -43,7 +42,7 @@ def taken_item(param: str) -> InvalidRequestError:
     )
 
 
-def _owned_ids(items: list[dict[str, Any]], param: str) -> dict[str, str]:
+def _owned_ids(items: list[Item], param: str) -> dict[str, str]:
     """id -> the param naming it, for the items that carry their own id."""
     seen: dict[str, str] = {}
     for position, item in enumerate(items):
@@ -57,12 +56,12 @@ def _owned_ids(items: list[dict[str, Any]], param: str) -> dict[str, str]:
     return seen
 
 
-def check_unique(items: list[dict[str, Any]], param: str) -> None:
+def check_unique(items: list[Item], param: str) -> None:
     """400 when two items of one request carry the same id."""
     _owned_ids(items, param)
 
 
-async def check_storable(store: Store, items: list[dict[str, Any]], param: str) -> None:
+async def check_storable(store: Store, items: list[Item], param: str) -> None:
     """400 when items about to be added to a conversation carry an id that is too long for the
     store, or that an item in the database already has."""
     ids = _owned_ids(items, param)

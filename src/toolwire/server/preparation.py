@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from functools import partial
-from typing import Any
+from typing import Any, cast
 
 from toolwire.config import McpServerConfig, WebSearchConfig
 from toolwire.errors import InvalidRequestError, NotFoundError
@@ -35,14 +35,15 @@ from toolwire.tools.mcp.pool import McpPool
 from toolwire.tools.mcp.toolset import McpToolset
 from toolwire.upstream.base import Sampling
 from toolwire.wire import responses as wire
+from toolwire.wire.items import Item, McpListedTool, ResponseObject
 
 
 @dataclass(slots=True)
 class Prepared:
     request: CreateResponse
     header: ResponseHeader
-    input_items: list[dict[str, Any]]
-    history_items: list[dict[str, Any]]
+    input_items: list[Item]
+    history_items: list[Item]
     loop_request: LoopRequest
     client_tools: set[str] = field(default_factory=set)
     owner: str | None = None
@@ -54,7 +55,7 @@ class Prepared:
     response keeps a full copy, as its previous response may be stored nowhere."""
     services: RunServices = field(default_factory=RunServices)
     """What the run uses beside its request: the approval ledger and signer, the seal."""
-    resumed: list[dict[str, Any]] = field(default_factory=list)
+    resumed: list[Item] = field(default_factory=list)
     """Output an earlier attempt of this response stored; the run goes on after it."""
 
     @property
@@ -69,7 +70,7 @@ class Resumption:
 
     response_id: str
     created_at: int
-    output: list[dict[str, Any]] = field(default_factory=list)
+    output: list[Item] = field(default_factory=list)
 
 
 @dataclass(slots=True, frozen=True)
@@ -79,12 +80,12 @@ class LocalResponse:
     `store: false` response can be continued on the socket that made it."""
 
     response_id: str
-    history: list[dict[str, Any]]
+    history: list[Item]
     """Every item the model had seen when it ended: what a continuation starts from."""
 
     @classmethod
-    def of(cls, prepared: Prepared, final: dict[str, Any]) -> LocalResponse:
-        items = prepared.history_items + prepared.input_items + list(final.get("output") or [])
+    def of(cls, prepared: Prepared, final: ResponseObject) -> LocalResponse:
+        items = prepared.history_items + prepared.input_items + list(final["output"] or [])
         return cls(final["id"], items)
 
 
@@ -131,7 +132,7 @@ class Preparer:
         model = request.model or self.default_model
         if not model:
             raise InvalidRequestError("Missing required parameter: 'model'.", param="model")
-        history: list[dict[str, Any]] = []
+        history: list[Item] = []
         conversation_id = request.conversation_id
         inline = local is not None and request.previous_response_id == local.response_id
         if local is not None and inline:
@@ -144,7 +145,7 @@ class Preparer:
                     param="previous_response_id",
                     code="previous_response_not_found",
                 )
-            history = list(record["history"])
+            history = list(record["history"] or [])
         elif conversation_id is not None:
             if await self.store.get_conversation(conversation_id, owner=owner) is None:
                 raise NotFoundError(
@@ -219,7 +220,7 @@ class Preparer:
         )
 
     def _context_policy(
-        self, request: CreateResponse, input_items: list[dict[str, Any]], owner: str | None
+        self, request: CreateResponse, input_items: list[Item], owner: str | None
     ) -> ContextPolicy | None:
         """`context_management` for the loop, or a `compaction_trigger` ending the input (only
         there, as OpenAI requires); compaction items are sealed for this key."""
@@ -239,9 +240,7 @@ class Preparer:
             compact_now=bool(triggers),
         )
 
-    def _toolsets(
-        self, uses: list[McpServerUse], history: list[dict[str, Any]]
-    ) -> list[McpToolset]:
+    def _toolsets(self, uses: list[McpServerUse], history: list[Item]) -> list[McpToolset]:
         """One toolset per MCP server; a server this history already listed is not listed
         again (its `mcp_list_tools` item is reused, as OpenAI does)."""
         known = {
@@ -258,7 +257,10 @@ class Preparer:
                     self.mcp_pool,
                     use.rule,
                     use.allowed,
-                    listing=list(listed.get("tools", [])) if listed is not None else None,
+                    # an `mcp_list_tools` item: its tools are listings (checked at the door)
+                    listing=list(cast(list[McpListedTool], listed.get("tools", [])))
+                    if listed is not None
+                    else None,
                     call_timeout=self.mcp_call_timeout,
                 )
             )

@@ -34,6 +34,7 @@ from toolwire.store.database import Store
 from toolwire.store.runs import RunChange
 from toolwire.store.timelines import TimelineStore
 from toolwire.wire import responses as wire
+from toolwire.wire.items import ErrorObject, Item, ResponseObject
 
 log = logging.getLogger("toolwire.server")
 T = TypeVar("T")
@@ -125,7 +126,7 @@ class ResponseRecorder:
     async def _finished(
         self,
         prepared: Prepared,
-        final: dict[str, Any],
+        final: ResponseObject,
         event: LoopFinished,
         *,
         stored: bool = True,
@@ -138,7 +139,10 @@ class ResponseRecorder:
         response_id = prepared.response_id
         if prepared.request.background and event.cause is CancelCause.SHUTDOWN:
             # Shutting down: the job goes back to the queue with what it has done so far.
-            partial = {**final, "status": "in_progress", "completed_at": None, "error": None}
+            partial = final.copy()
+            partial["status"] = "in_progress"
+            partial["completed_at"] = None
+            partial["error"] = None
             with contextlib.suppress(Exception):
                 await self.persist(prepared, partial)
                 await self.store.runs.release(response_id, self.replica_id, time.time())
@@ -162,7 +166,7 @@ class ResponseRecorder:
     async def persist(
         self,
         prepared: Prepared,
-        body: dict[str, Any],
+        body: ResponseObject,
         *,
         run: RunChange | None = None,
         finished: bool = False,
@@ -205,12 +209,10 @@ class ResponseRecorder:
                 # lost the race): the response is not left saying it completed.
                 error = taken_item("input")
                 if prepared.request.store:
-                    failed = {
-                        **body,
-                        "status": "failed",
-                        # error.code on a response object is one of OpenAI's ResponseErrorCode
-                        "error": {"code": "server_error", "message": error.message},
-                    }
+                    failed = body.copy()
+                    failed["status"] = "failed"
+                    # error.code on a response object is one of OpenAI's ResponseErrorCode
+                    failed["error"] = {"code": "server_error", "message": error.message}
                     await self.store.save_response(
                         failed,
                         input_items=prepared.input_items,
@@ -220,12 +222,12 @@ class ResponseRecorder:
                 raise error from None
         return True
 
-    async def queue(self, prepared: Prepared, queued: dict[str, Any], claim: RunChange) -> None:
+    async def queue(self, prepared: Prepared, queued: ResponseObject, claim: RunChange) -> None:
         """A background response's first write: the response `queued`, its job in the queue."""
         await self._write(lambda: self.persist(prepared, queued, run=claim))
 
     async def finalize(
-        self, response_id: str, status: str, error: dict[str, Any] | None = None, **run: Any
+        self, response_id: str, status: str, error: ErrorObject | None = None, **run: Any
     ) -> None:
         """A job that ends without running (cancelled while queued, or unpreparable)."""
         await self.store.runs.finalize(response_id, status, error, wire.now(), **run)
@@ -237,13 +239,13 @@ INTERRUPTED = (
 )
 
 
-def resumable(output: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def resumable(output: list[Item]) -> list[Item]:
     """The stored `output` of an earlier attempt, ready for a run to go on after it: items
     left in progress are closed (a server call that had started is reported to the model as
     interrupted, never run again). Preparation (`Resumption`) lowers it with the history."""
-    kept: list[dict[str, Any]] = []
+    kept: list[Item] = []
     for original in output:
-        item = dict(original)
+        item = original.copy()
         if item.get("status") == "in_progress":
             if item.get("type") == "mcp_call":
                 item["status"] = "failed"

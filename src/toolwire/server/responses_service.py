@@ -39,6 +39,7 @@ from toolwire.store.timelines import TimelineStore
 from toolwire.tools.base import Tool
 from toolwire.tools.mcp.pool import McpPool
 from toolwire.upstream.base import Upstream
+from toolwire.wire.items import ResponseObject, StreamEvent
 from toolwire.wire.sse import encode_event
 
 __all__ = ["LocalResponse", "Prepared", "ResponsesService"]
@@ -147,7 +148,7 @@ class ResponsesService:
         assert state.outcome is not None
         return state.outcome
 
-    async def create(self, prepared: Prepared) -> dict[str, Any]:
+    async def create(self, prepared: Prepared) -> ResponseObject:
         """Non-streaming: the finished response, or the error if the run failed (stored as
         failed either way)."""
         builder = ResponseBuilder(prepared.header, None)
@@ -167,14 +168,14 @@ class ResponsesService:
                 else:
                     yield b"".join([encode_event(dumps(event), event["type"]) for event in batch])
 
-    async def events(self, prepared: Prepared) -> AsyncGenerator[dict[str, Any], None]:
+    async def events(self, prepared: Prepared) -> AsyncGenerator[StreamEvent, None]:
         """The stream events one by one (the WebSocket door sends each as a message)."""
         async with contextlib.aclosing(self.batches(prepared)) as batches:
             async for batch in batches:
                 for event in batch:
                     yield event
 
-    async def batches(self, prepared: Prepared) -> AsyncGenerator[list[dict[str, Any]], None]:
+    async def batches(self, prepared: Prepared) -> AsyncGenerator[list[StreamEvent], None]:
         """The stream events of a run, in batches of what was ready together, as the SSE and
         WebSocket doors send them: `response.created` goes out before the upstream is even
         called; the terminal event only once the final write is done. Closing this early
@@ -192,10 +193,10 @@ class ResponsesService:
     ) -> RunOutcome:
         return await self._run(prepared, builder, cancellation=cancellation)
 
-    async def start_background(self, prepared: Prepared, body: Any | None = None) -> dict[str, Any]:
+    async def start_background(self, prepared: Prepared, body: Any | None = None) -> ResponseObject:
         """Queue the response (`server/durable.py`); it starts here at once if there is room."""
         return await self.queue.start_background(prepared, body)
 
-    async def cancel(self, response_id: str, *, owner: str | None = None) -> dict[str, Any]:
+    async def cancel(self, response_id: str, *, owner: str | None = None) -> ResponseObject:
         """Cancel a background response wherever it runs (idempotent)."""
         return await self.queue.cancel(response_id, owner=owner)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from toolwire.errors import RunStatus, error_code
 from toolwire.loop.events import (
@@ -40,8 +40,9 @@ from toolwire.server.request_tools import SearchBackend
 from toolwire.transcript import ToolCall
 from toolwire.upstream.events import Usage
 from toolwire.wire import responses as wire
+from toolwire.wire.items import Item, ResponseObject, StreamEvent
 
-Emit = Callable[[dict[str, Any]], None]
+Emit = Callable[[StreamEvent], None]
 
 _TERMINAL_EVENT = {
     RunStatus.COMPLETED: "response.completed",
@@ -63,7 +64,8 @@ class ResponseHeader:
     response_id: str
     created_at: int
     model: str
-    settings: dict[str, Any]
+    settings: dict[str, object]
+    """The request's settings as the response object echoes them (the client's JSON)."""
     client_tools: ClientTools = field(default_factory=ClientTools)
     """Caller-side tools by the name the model knows them: a call goes back as the client
     declared the tool (`function_call` with its `namespace`, or `custom_tool_call`)."""
@@ -79,20 +81,20 @@ class ResponseBuilder:
         header: ResponseHeader,
         emit: Emit | None,
         *,
-        output: list[dict[str, Any]] | None = None,
+        output: list[Item] | None = None,
     ) -> None:
         """`output`: items an earlier attempt of this response stored (a resumed run goes
         on after them)."""
         self.header = header
         self._emit = emit
         self.sequence = 0
-        self.output: list[dict[str, Any]] = list(output or [])
-        self.final: dict[str, Any] | None = None
-        self._settled: tuple[LoopFinished, dict[str, Any]] | None = None
-        self._message: dict[str, Any] | None = None
+        self.output: list[Item] = list(output or [])
+        self.final: ResponseObject | None = None
+        self._settled: tuple[LoopFinished, ResponseObject] | None = None
+        self._message: Item | None = None
         self._message_index = 0
         self._message_text: list[str] = []
-        self._reasoning: dict[str, Any] | None = None
+        self._reasoning: Item | None = None
         self._reasoning_index = 0
         self._reasoning_text: list[str] = []
         self._live: dict[int, int] = {}  # stream key -> output index, this model turn
@@ -108,7 +110,7 @@ class ResponseBuilder:
         *,
         finished: LoopFinished | None = None,
         usage: Usage | None = None,
-    ) -> dict[str, Any]:
+    ) -> ResponseObject:
         header = self.header
         error = None
         incomplete = None
@@ -136,8 +138,9 @@ class ResponseBuilder:
             incomplete_reason=incomplete,
             completed_at=wire.now() if status not in ("queued", "in_progress") else None,
         )
-        if incomplete and finished is not None and finished.message:
-            body["incomplete_details"]["message"] = finished.message
+        details = body["incomplete_details"]
+        if details is not None and finished is not None and finished.message:
+            details["message"] = finished.message
         return body
 
     # -- plumbing -------------------------------------------------------------------------
@@ -145,11 +148,12 @@ class ResponseBuilder:
     def event(self, kind: str, **fields: Any) -> None:
         if self._emit is None:
             return
-        payload = {"type": kind, "sequence_number": self.sequence, **fields}
+        # the keyword names are `StreamEvent`'s fields (mypy cannot check **fields)
+        payload = cast(StreamEvent, {"type": kind, "sequence_number": self.sequence, **fields})
         self.sequence += 1
         self._emit(payload)
 
-    def _add(self, item: dict[str, Any]) -> int:
+    def _add(self, item: Item) -> int:
         index = len(self.output)
         self.output.append(item)
         self.event("response.output_item.added", output_index=index, item=dict(item))
@@ -203,7 +207,7 @@ class ResponseBuilder:
         elif isinstance(event, LoopFinished):
             self._finished(event)
 
-    def settle(self, event: LoopFinished) -> dict[str, Any]:
+    def settle(self, event: LoopFinished) -> ResponseObject:
         """The final response object for an outcome the driver is about to announce: the
         recorder stores it first, then the terminal event carries this same object. Items
         still open close here (their `.done` events go out; the terminal one does not)."""
@@ -219,13 +223,13 @@ class ResponseBuilder:
         status = event.status
         self.final = self.settle(event)
         if status is RunStatus.FAILED:
-            error = self.final["error"] or {}
-            code = error.get("code")
+            error = self.final["error"]
+            code = error["code"] if error else None
             if event.error is not None and event.error.status == 400 and event.error.code:
                 # The `error` event's code is free (the response's is OpenAI's enum): a
                 # refused request keeps its exact code there (`context_length_exceeded`).
                 code = event.error.code
-            self.event("error", code=code, message=error.get("message"), param=None)
+            self.event("error", code=code, message=error["message"] if error else None, param=None)
         self.event(_TERMINAL_EVENT[status], response=self.final)
 
     # -- MCP tool listings ----------------------------------------------------------------
@@ -239,7 +243,7 @@ class ResponseBuilder:
     def _compacted(self, event: ContextCompacted) -> None:
         """The compaction item, whole at once (it has no deltas), as OpenAI streams it."""
         self.close_open_items()
-        item = {
+        item: Item = {
             "id": event.item_id,
             "type": "compaction",
             "encrypted_content": event.encrypted_content,
@@ -252,7 +256,7 @@ class ResponseBuilder:
         self._show_listing(label)
 
     def _show_listing(self, label: str) -> None:
-        item: dict[str, Any] = {
+        item: Item = {
             "id": wire.new_id("mcpl"),
             "type": "mcp_list_tools",
             "server_label": label,
@@ -431,11 +435,11 @@ class ResponseBuilder:
             partial = ToolCall(call_id, item["name"], None, sent, error)
             self._close_function_call(index, partial, "incomplete")
 
-    def _caller_item(self, call_id: str, model_name: str) -> dict[str, Any]:
+    def _caller_item(self, call_id: str, model_name: str) -> Item:
         """The item a caller-side call goes back as, in the shape its tool was declared."""
         tool: ClientTool | None = self.header.client_tools.get(model_name)
         if tool is not None and tool.kind == "custom":
-            item: dict[str, Any] = {
+            item: Item = {
                 "id": wire.new_id("ctc"),
                 "type": "custom_tool_call",
                 "call_id": call_id,
@@ -496,7 +500,7 @@ class ResponseBuilder:
         self._done(index)
 
     def _approval_request(self, request: ApprovalRequest) -> None:
-        item = {
+        item: Item = {
             "id": request.request_id,
             "type": "mcp_approval_request",
             "server_label": request.server_label,
@@ -566,7 +570,7 @@ class ResponseBuilder:
             if isinstance(named, str)
             else next((v for v in arguments.values() if isinstance(v, str)), "")
         )
-        item = {
+        item: Item = {
             "id": wire.new_id("ws"),
             "type": "web_search_call",
             "status": "in_progress",

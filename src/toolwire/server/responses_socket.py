@@ -42,6 +42,7 @@ from toolwire.errors import InvalidRequestError, ToolwireError
 from toolwire.server.auth import owner_of
 from toolwire.server.limits import Limits, parse_limited_json
 from toolwire.server.responses_service import LocalResponse, Prepared, ResponsesService
+from toolwire.wire.items import ResponseObject, SocketError, StreamEvent
 
 log = logging.getLogger("toolwire.server")
 
@@ -153,7 +154,7 @@ class _Session:
         await self.run(prepared)
 
     async def run(self, prepared: Prepared) -> None:
-        final: dict[str, Any] | None = None
+        final: ResponseObject | None = None
         started = False
         dropped = 0
         async with contextlib.aclosing(self.door.service.events(prepared)) as events:
@@ -167,16 +168,18 @@ class _Session:
                     dropped += 1
                     continue
                 if dropped:
-                    event = {**event, "sequence_number": event["sequence_number"] - dropped}
+                    event = event.copy()
+                    event["sequence_number"] = event["sequence_number"] - dropped
                 if kind in _FINISHED:
                     final = event["response"]
                 await self.send(event)
         if final is not None:
             self.last = LocalResponse.of(prepared, final)
 
-    async def send(self, event: dict[str, Any]) -> None:
+    async def send(self, event: StreamEvent | SocketError) -> None:
         if self.lane is not None:
-            event = {**event, "stream_id": self.lane}
+            event = event.copy()
+            event["stream_id"] = self.lane
         await self.websocket.send_text(orjson.dumps(event).decode())
 
 
@@ -211,7 +214,7 @@ def _create_body(message: Any) -> dict[str, Any]:
     return message
 
 
-def _error_event(exc: ToolwireError) -> dict[str, Any]:
+def _error_event(exc: ToolwireError) -> SocketError:
     """The WebSocket error envelope; its `code` is always a string. An unknown
     `previous_response_id` is status 400 here, as OpenAI documents it for WebSocket mode (the
     HTTP door answers 404)."""

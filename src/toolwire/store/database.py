@@ -19,7 +19,7 @@ import secrets
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import orjson
 import sqlalchemy as sa
@@ -31,6 +31,7 @@ from toolwire.store import timelines as _timelines  # noqa: F401  (its table joi
 from toolwire.store.keys import KeyStore
 from toolwire.store.migrate import ensure_schema
 from toolwire.store.owner import INHERIT, Owner, OwnerArg, owned_by, resolve
+from toolwire.store.records import ConversationRecord, ResponseRecord
 from toolwire.store.runs import RunChange, RunStore, apply_change
 from toolwire.store.tables import (
     approvals,
@@ -39,6 +40,7 @@ from toolwire.store.tables import (
     responses,
     server_secrets,
 )
+from toolwire.wire.items import Item, ResponseObject
 
 
 def default_database_url() -> str:
@@ -90,7 +92,7 @@ class Store:
         """Open (and create) the database; an older schema is upgraded, or with
         `migrate=False` refused with a `ConfigError` naming `toolwire db upgrade`."""
         url = normalize_url(url or default_database_url())
-        options: dict[str, Any] = {}
+        options: dict[str, object] = {}  # the engine's keyword options
         if url.startswith("postgresql"):
             options.update(pool_size=20, max_overflow=20, pool_pre_ping=True)
         engine = create_async_engine(
@@ -125,11 +127,11 @@ class Store:
 
     async def save_response(
         self,
-        body: dict[str, Any],
+        body: ResponseObject,
         *,
-        input_items: list[dict[str, Any]],
+        input_items: list[Item],
         conversation_id: str | None,
-        history: list[dict[str, Any]] | None = None,
+        history: list[Item] | None = None,
         conversation_items: int | None = None,
         owner: OwnerArg = INHERIT,
         run: RunChange | None = None,
@@ -183,18 +185,18 @@ class Store:
 
     async def get_response(
         self, response_id: str, *, owner: OwnerArg = INHERIT
-    ) -> dict[str, Any] | None:
+    ) -> ResponseObject | None:
         async with self.engine.connect() as connection:
             row = (
                 await connection.execute(
                     sa.select(responses.c.body).where(_response(response_id, resolve(owner)))
                 )
             ).first()
-        return None if row is None else dict(row.body)
+        return None if row is None else cast(ResponseObject, dict(row.body))
 
     async def get_response_record(
         self, response_id: str, *, owner: OwnerArg = INHERIT
-    ) -> dict[str, Any] | None:
+    ) -> ResponseRecord | None:
         """The row, with `history`: every item the model had seen when the response ended
         (what a continuation starts from), gathered along the chain of responses."""
         async with self.engine.connect() as connection:
@@ -205,7 +207,7 @@ class Store:
             ).first()
             if row is None:
                 return None
-            record = dict(row._mapping)
+            record = cast(ResponseRecord, dict(row._mapping))
             if record["history"] is None:
                 record["history"] = await _history(connection, response_id)
         return record
@@ -242,7 +244,7 @@ class Store:
         self,
         conversation_id: str,
         created_at: int,
-        meta: dict[str, Any],
+        meta: dict[str, str],
         *,
         owner: OwnerArg = INHERIT,
     ) -> None:
@@ -255,17 +257,17 @@ class Store:
 
     async def get_conversation(
         self, conversation_id: str, *, owner: OwnerArg = INHERIT
-    ) -> dict[str, Any] | None:
+    ) -> ConversationRecord | None:
         async with self.engine.connect() as connection:
             row = (
                 await connection.execute(
                     sa.select(conversations).where(_conversation(conversation_id, resolve(owner)))
                 )
             ).first()
-        return None if row is None else dict(row._mapping)
+        return None if row is None else cast(ConversationRecord, dict(row._mapping))
 
     async def update_conversation(
-        self, conversation_id: str, meta: dict[str, Any], *, owner: OwnerArg = INHERIT
+        self, conversation_id: str, meta: dict[str, str], *, owner: OwnerArg = INHERIT
     ) -> bool:
         async with self.write() as connection:
             result = await connection.execute(
@@ -292,7 +294,7 @@ class Store:
     async def add_items(
         self,
         conversation_id: str,
-        items: list[dict[str, Any]],
+        items: list[Item],
         created_at: int,
         *,
         owner: OwnerArg = INHERIT,
@@ -325,7 +327,7 @@ class Store:
         limit: int | None = None,
         order: str = "asc",
         owner: OwnerArg = INHERIT,
-    ) -> list[dict[str, Any]]:
+    ) -> list[Item]:
         """The conversation's items; none if the owner has no such conversation."""
         query = sa.select(conversation_items.c.item, conversation_items.c.seq).where(
             conversation_items.c.conversation_id == conversation_id
@@ -350,11 +352,11 @@ class Store:
             if limit is not None:
                 query = query.limit(limit)
             rows = (await connection.execute(query)).all()
-        return [dict(row.item) for row in rows]
+        return [cast(Item, dict(row.item)) for row in rows]
 
     async def get_item(
         self, conversation_id: str, item_id: str, *, owner: OwnerArg = INHERIT
-    ) -> dict[str, Any] | None:
+    ) -> Item | None:
         async with self.engine.connect() as connection:
             if not await _owns(connection, conversation_id, resolve(owner)):
                 return None
@@ -366,7 +368,7 @@ class Store:
                     )
                 )
             ).first()
-        return None if row is None else dict(row.item)
+        return None if row is None else cast(Item, dict(row.item))
 
     async def delete_item(
         self, conversation_id: str, item_id: str, *, owner: OwnerArg = INHERIT
@@ -455,7 +457,7 @@ def _response(response_id: str, owner: Owner) -> sa.ColumnElement[bool]:
     )
 
 
-async def _history(connection: AsyncConnection, response_id: str) -> list[dict[str, Any]]:
+async def _history(connection: AsyncConnection, response_id: str) -> list[Item]:
     """The items a response's model had seen: walk `previous_response_id` back (one
     recursive query) to a row with a full copy (schema 1), a conversation prefix, or the
     start; then each response's input and output items, oldest first."""
@@ -483,7 +485,7 @@ async def _history(connection: AsyncConnection, response_id: str) -> list[dict[s
             .order_by(chain.c.depth)
         )
     ).all()
-    parts: list[list[dict[str, Any]]] = []
+    parts: list[list[Item]] = []
     for row in rows:
         if row.history is not None:
             parts.append(list(row.history))
@@ -498,6 +500,6 @@ async def _history(connection: AsyncConnection, response_id: str) -> list[dict[s
                     .limit(row.conversation_items)
                 )
             ).all()
-            parts.append([dict(p.item) for p in prefix])
+            parts.append([cast(Item, dict(p.item)) for p in prefix])
             break
     return [item for part in reversed(parts) for item in part]

@@ -19,13 +19,15 @@ import socket
 from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal, cast
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from toolwire.store.notify import notify
+from toolwire.store.records import QueuedRequest, RunRecord
 from toolwire.store.tables import replicas, responses, runs
+from toolwire.wire.items import ErrorObject
 
 Write = Callable[[], AbstractAsyncContextManager[AsyncConnection]]
 TERMINAL = frozenset({"completed", "incomplete", "failed", "cancelled"})
@@ -57,13 +59,13 @@ class RunChange:
     action: Literal["hold", "enqueue", "release"]
     replica_id: str | None = None
     kind: Literal["foreground", "background"] = "foreground"
-    request: dict[str, Any] | None = None
+    request: QueuedRequest | None = None
 
 
 @dataclass(slots=True, frozen=True)
 class Job:
     response_id: str
-    request: dict[str, Any]
+    request: QueuedRequest
     attempts: int
     cancel_requested: bool
 
@@ -265,7 +267,7 @@ class RunStore:
         self,
         response_id: str,
         status: str,
-        error: dict[str, Any] | None,
+        error: ErrorObject | None,
         completed_at: int,
         *,
         replica_id: str | Literal[False] | None = False,
@@ -336,7 +338,7 @@ class RunStore:
                     jobs.append(
                         Job(
                             row.response_id,
-                            dict(row.request or {}),
+                            cast(QueuedRequest, dict(row.request or {})),
                             row.attempts,
                             row.cancel_requested,
                         )
@@ -371,12 +373,12 @@ class RunStore:
             ).all()
         return [row.response_id for row in rows]
 
-    async def run_row(self, response_id: str) -> dict[str, Any] | None:
+    async def run_row(self, response_id: str) -> RunRecord | None:
         async with self.engine.connect() as connection:
             row = (
                 await connection.execute(sa.select(runs).where(runs.c.response_id == response_id))
             ).first()
-        return None if row is None else dict(row._mapping)
+        return None if row is None else cast(RunRecord, dict(row._mapping))
 
 
 def _same_replica(replica_id: str | None) -> sa.ColumnElement[bool]:

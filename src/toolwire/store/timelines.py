@@ -9,11 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
-from typing import Any
+from typing import Any, cast
 
 import sqlalchemy as sa
 
+from toolwire.store.records import ResponseStatus, ResponseSummary
 from toolwire.store.tables import approvals, conversations, metadata, responses
+from toolwire.wire.items import ResponseObject
+from toolwire.wire.timeline import TimelineEntry
 
 run_timelines = sa.Table(
     "run_timelines",
@@ -40,7 +43,7 @@ class TimelineStore:
         """The store's one write funnel: on SQLite a write of our own beside it would wait on
         "database is locked" under load instead of queueing."""
 
-    async def save(self, response_id: str, created_at: int, entries: list[dict[str, Any]]) -> None:
+    async def save(self, response_id: str, created_at: int, entries: list[TimelineEntry]) -> None:
         async with self._write() as connection:
             await self.save_in(connection, response_id, created_at, entries)
 
@@ -49,7 +52,7 @@ class TimelineStore:
         connection: Any,
         response_id: str,
         created_at: int,
-        entries: list[dict[str, Any]],
+        entries: list[TimelineEntry],
         *,
         fresh: bool = False,
     ) -> None:
@@ -67,7 +70,7 @@ class TimelineStore:
         if updated.rowcount == 0:
             await connection.execute(run_timelines.insert().values(**values))
 
-    async def get(self, response_id: str) -> list[dict[str, Any]] | None:
+    async def get(self, response_id: str) -> list[TimelineEntry] | None:
         async with self.engine.connect() as connection:
             row = (
                 await connection.execute(
@@ -78,13 +81,13 @@ class TimelineStore:
             ).first()
         return None if row is None else list(row.entries)
 
-    async def get_response(self, response_id: str, owner: str | None) -> dict[str, Any] | None:
+    async def get_response(self, response_id: str, owner: str | None) -> ResponseObject | None:
         query = _owned(
             responses, sa.select(responses.c.body).where(responses.c.id == response_id), owner
         )
         async with self.engine.connect() as connection:
             row = (await connection.execute(query)).first()
-        return None if row is None else dict(row.body)
+        return None if row is None else cast(ResponseObject, dict(row.body))
 
     async def list_responses(
         self,
@@ -95,7 +98,7 @@ class TimelineStore:
         since: int | None = None,
         until: int | None = None,
         limit: int = 50,
-    ) -> list[dict[str, Any]]:
+    ) -> list[ResponseSummary]:
         """Newest first: id, time, status, model, conversation and usage of each response."""
         query = sa.select(
             responses.c.id,
@@ -114,7 +117,7 @@ class TimelineStore:
         query = _owned(responses, query, owner)
         # the model lives in the body: filter it here, reading a bounded number of rows
         query = query.limit(limit if not model else limit * 10)
-        out: list[dict[str, Any]] = []
+        out: list[ResponseSummary] = []
         async with self.engine.connect() as connection:
             rows = (await connection.execute(query)).all()
         for row in rows:
@@ -182,7 +185,7 @@ class TimelineStore:
 
     async def conversation_responses(
         self, conversation_id: str, owner: str | None
-    ) -> list[dict[str, Any]]:
+    ) -> list[ResponseStatus]:
         query = _owned(
             responses,
             sa.select(responses.c.id, responses.c.created_at, responses.c.status)

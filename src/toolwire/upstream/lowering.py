@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from toolwire.transcript import (
     AssistantMessage,
     SystemMessage,
@@ -13,19 +11,20 @@ from toolwire.transcript import (
     Transcript,
     UserMessage,
 )
+from toolwire.wire.chat import ChatFunctionSpec, ChatMessage, ChatPart, ChatTool, ChatToolCall
 
 IMAGE_NOT_SHOWN = "[image omitted: this model cannot see images]"
 
 
-def chat_messages(transcript: Transcript, *, vision: bool = True) -> list[dict[str, Any]]:
+def chat_messages(transcript: Transcript, *, vision: bool = True) -> list[ChatMessage]:
     """Only the canonical fields per role: some servers (llama-cpp-python) reject any other.
 
     Images a tool returned cannot ride on a `tool` message (most servers take only text
     there): for a vision upstream they follow the turn's results as one user message that
     names the calls; a text-only upstream (`vision=False`) reads a one-line note instead, as it
     does for images in user messages."""
-    messages: list[dict[str, Any]] = []
-    pending: list[dict[str, Any]] = []  # images of the current run of tool messages
+    messages: list[ChatMessage] = []
+    pending: list[ChatPart] = []  # images of the current run of tool messages
 
     def flush() -> None:
         if pending:
@@ -52,7 +51,7 @@ def chat_messages(transcript: Transcript, *, vision: bool = True) -> list[dict[s
             messages.append({"role": "tool", "tool_call_id": message.call_id, "content": content})
         elif isinstance(message, AssistantMessage):
             # content is always a string: llama-cpp-python rejects null next to tool_calls
-            out: dict[str, Any] = {"role": "assistant", "content": message.text}
+            out: ChatMessage = {"role": "assistant", "content": message.text}
             if message.tool_calls:
                 out["tool_calls"] = [_call_json(call) for call in message.tool_calls]
             messages.append(out)
@@ -64,7 +63,7 @@ def chat_messages(transcript: Transcript, *, vision: bool = True) -> list[dict[s
     return messages
 
 
-def _user_parts(content: str | list[dict[str, Any]], vision: bool) -> str | list[dict[str, Any]]:
+def _user_parts(content: str | list[ChatPart], vision: bool) -> str | list[ChatPart]:
     if vision or isinstance(content, str):
         return content
     return [
@@ -84,7 +83,7 @@ def call_arguments_text(call: ToolCall) -> str:
     return call.arguments_json() if call.ok else "{}"
 
 
-def _call_json(call: ToolCall) -> dict[str, Any]:
+def _call_json(call: ToolCall) -> ChatToolCall:
     return {
         "id": call.id,
         "type": "function",
@@ -92,10 +91,10 @@ def _call_json(call: ToolCall) -> dict[str, Any]:
     }
 
 
-def chat_tools(tools: list[ToolSpec]) -> list[dict[str, Any]]:
-    out = []
+def chat_tools(tools: list[ToolSpec]) -> list[ChatTool]:
+    out: list[ChatTool] = []
     for tool in tools:
-        function: dict[str, Any] = {
+        function: ChatFunctionSpec = {
             "name": tool.name,
             "description": tool.description,
             "parameters": tool.parameters,
@@ -106,8 +105,9 @@ def chat_tools(tools: list[ToolSpec]) -> list[dict[str, Any]]:
     return out
 
 
-def chat_tool_choice(choice: str | dict[str, Any] | None) -> str | dict[str, Any] | None:
-    """Responses-style `{"type": "function", "name": f}` becomes the chat shape."""
+def chat_tool_choice(choice: str | dict[str, object] | None) -> str | dict[str, object] | None:
+    """Responses-style `{"type": "function", "name": f}` becomes the chat shape (a choice is
+    the client's JSON, checked at the door: `object` values)."""
     if isinstance(choice, dict) and choice.get("type") == "function" and "name" in choice:
         return {"type": "function", "function": {"name": choice["name"]}}
     return choice

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import secrets
 import time
-from typing import Any
+from collections.abc import Mapping
+
+from toolwire.wire.items import ContentPart, ErrorObject, Item, ResponseObject, UsageObject
 
 
 def new_id(prefix: str) -> str:
@@ -20,7 +22,7 @@ def now() -> int:
     return int(time.time())
 
 
-def message_item(item_id: str, text: str, status: str = "completed") -> dict[str, Any]:
+def message_item(item_id: str, text: str, status: str = "completed") -> Item:
     return {
         "id": item_id,
         "type": "message",
@@ -30,13 +32,13 @@ def message_item(item_id: str, text: str, status: str = "completed") -> dict[str
     }
 
 
-def output_text_part(text: str) -> dict[str, Any]:
+def output_text_part(text: str) -> ContentPart:
     return {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
 
 
 def function_call_item(
     item_id: str, call_id: str, name: str, arguments: str, status: str = "completed"
-) -> dict[str, Any]:
+) -> Item:
     return {
         "id": item_id,
         "type": "function_call",
@@ -47,7 +49,7 @@ def function_call_item(
     }
 
 
-def reasoning_item(item_id: str, text: str) -> dict[str, Any]:
+def reasoning_item(item_id: str, text: str) -> Item:
     return {
         "id": item_id,
         "type": "reasoning",
@@ -68,7 +70,7 @@ def mcp_call_item(
     error: str | None,
     status: str = "completed",
     approval_request_id: str | None = None,
-) -> dict[str, Any]:
+) -> Item:
     return {
         "id": item_id,
         "type": "mcp_call",
@@ -84,7 +86,7 @@ def mcp_call_item(
 
 def usage_object(
     input_tokens: int, output_tokens: int, reasoning_tokens: int = 0, cached_tokens: int = 0
-) -> dict[str, Any]:
+) -> UsageObject:
     return {
         "input_tokens": input_tokens,
         # toolwire cannot see cache writes upstream; OpenAI's document requires the count.
@@ -95,7 +97,7 @@ def usage_object(
     }
 
 
-def error_object(code: str, message: str) -> dict[str, Any]:
+def error_object(code: str, message: str) -> ErrorObject:
     return {"code": code, "message": message}
 
 
@@ -105,15 +107,16 @@ def response_object(
     created_at: int,
     status: str,
     model: str,
-    output: list[dict[str, Any]],
-    settings: dict[str, Any],
-    usage: dict[str, Any] | None,
-    error: dict[str, Any] | None = None,
+    output: list[Item],
+    settings: Mapping[str, object],
+    usage: UsageObject | None,
+    error: ErrorObject | None = None,
     incomplete_reason: str | None = None,
     completed_at: int | None = None,
-) -> dict[str, Any]:
-    """The full response object; `settings` echoes the request's settings and defaults."""
-    return {
+) -> ResponseObject:
+    """The full response object; `settings` echoes the request's settings and defaults (the
+    client's JSON, passed on: hence `object` values)."""
+    body: ResponseObject = {
         "id": response_id,
         "object": "response",
         "created_at": created_at,
@@ -148,12 +151,14 @@ def response_object(
         "top_p": settings.get("top_p", 1.0),
         "truncation": settings.get("truncation", "disabled"),
         "usage": usage,
-        # `user` is a string when set; OpenAI's document has no null for it, so it is left out.
-        **({"user": settings["user"]} if settings.get("user") is not None else {}),
     }
+    # `user` is a string when set; OpenAI's document has no null for it, so it is left out.
+    if settings.get("user") is not None:
+        body["user"] = settings["user"]
+    return body
 
 
-def output_text_of(output: list[dict[str, Any]]) -> str:
+def output_text_of(output: list[Item]) -> str:
     parts = []
     for item in output:
         if item.get("type") == "message":

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import FileResponse, Response
@@ -19,6 +18,7 @@ from starlette.staticfiles import StaticFiles
 from toolwire.errors import InvalidRequestError, NotFoundError
 from toolwire.server.http import ORJSONResponse
 from toolwire.store.timelines import TimelineStore
+from toolwire.wire.timeline import PendingApproval
 
 STATIC = Path(__file__).parent / "static"
 _NO_CACHE = {"cache-control": "no-cache"}
@@ -96,24 +96,26 @@ def ui_routes(timelines: TimelineStore) -> list[BaseRoute]:
         rows = await timelines.list_responses(owner=_owner(request), since=since, limit=200)
         asked = [rid for row in rows for rid in row["approval_requests"]]
         decided = await timelines.decided(asked)
-        waiting: list[dict[str, Any]] = []
+        waiting: list[PendingApproval] = []
         for row in rows:
             open_ids = [a for a in row["approval_requests"] if a not in decided]
             if not open_ids:
                 continue
-            body = await timelines.get_response(row["id"], _owner(request)) or {}
-            for item in body.get("output") or []:
+            body = await timelines.get_response(row["id"], _owner(request))
+            if body is None:
+                continue
+            for item in body["output"]:
                 if item.get("type") == "mcp_approval_request" and item.get("id") in open_ids:
                     waiting.append(
                         {
                             "response_id": row["id"],
                             "created_at": row["created_at"],
-                            "model": body.get("model"),
+                            "model": body["model"],
                             "approval_request_id": item["id"],
                             "name": item.get("name"),
                             "server_label": item.get("server_label"),
                             "arguments": item.get("arguments"),
-                            "tools": body.get("tools") or [],
+                            "tools": body["tools"] or [],
                         }
                     )
         return ORJSONResponse({"object": "list", "data": waiting})

@@ -15,6 +15,7 @@ from toolwire.tools.mcp.pool import McpPool, McpServerSpec
 from toolwire.tools.mcp.results import render_content
 from toolwire.trace_context import trace_headers
 from toolwire.transcript import ToolSpec
+from toolwire.wire.items import McpListedTool
 
 if TYPE_CHECKING:  # the SDK is imported on use: see tools/mcp/connection.py
     from mcp import types
@@ -158,7 +159,7 @@ async def list_server_tools(pool: McpPool, server: McpServerSpec) -> list[types.
             return tools
 
 
-def tool_listing(tool: types.Tool) -> dict[str, Any]:
+def tool_listing(tool: types.Tool) -> McpListedTool:
     """A tool as the `mcp_list_tools` item shows it."""
     annotations = (
         tool.annotations.model_dump(mode="json", exclude_none=True) if tool.annotations else None
@@ -171,7 +172,7 @@ def tool_listing(tool: types.Tool) -> dict[str, Any]:
     }
 
 
-def definition_from_listing(entry: dict[str, Any]) -> types.Tool:
+def definition_from_listing(entry: McpListedTool) -> types.Tool:
     from mcp import types
 
     return types.Tool(
@@ -193,19 +194,19 @@ class McpToolset:
     pool: McpPool
     rule: ApprovalRule
     allowed: frozenset[str] | None = None
-    listing: list[dict[str, Any]] | None = None
+    listing: list[McpListedTool] | None = None
     call_timeout: float = 60.0
 
     @property
     def label(self) -> str:
         return self.spec.label
 
-    async def list_tools(self) -> list[dict[str, Any]]:
+    async def list_tools(self) -> list[McpListedTool]:
         """The server's tools (those allowed), as `mcp_list_tools` shows them."""
         definitions = await list_server_tools(self.pool, self.spec)
         return [tool_listing(d) for d in definitions if self._allows(d.name)]
 
-    def tools(self, listing: list[dict[str, Any]]) -> list[McpTool]:
+    def tools(self, listing: list[McpListedTool]) -> list[McpTool]:
         return [
             McpTool(
                 self.spec, self.pool, definition_from_listing(entry), self.rule, self.call_timeout
