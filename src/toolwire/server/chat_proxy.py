@@ -37,6 +37,15 @@ from toolwire.server.responses_sink import arguments_text
 from toolwire.server.schemas.chat import check_chat_body
 from toolwire.transcript import ToolCall, ToolSpec
 from toolwire.upstream.base import Sampling
+from toolwire.wire.chat import (
+    ChatChunk,
+    ChatCompletion,
+    ChatDelta,
+    ChatMessage,
+    ChatToolCall,
+    ChatUsage,
+    ToolCallDelta,
+)
 from toolwire.wire.responses import new_id, now
 from toolwire.wire.sse import DONE_FRAME, encode_event
 
@@ -128,7 +137,7 @@ class ChatProxy:
 
     # -- non-streaming --------------------------------------------------------------------
 
-    async def complete(self, call: ProxyCall) -> dict[str, Any]:
+    async def complete(self, call: ProxyCall) -> ChatCompletion:
         events: list[LoopEvent] = []
 
         def keep(event: LoopEvent) -> None:
@@ -141,7 +150,7 @@ class ChatProxy:
         _raise_if_unanswered(finished)
         text = "".join(e.text for e in events if isinstance(e, OutputTextDelta))
         reasoning = "".join(e.text for e in events if isinstance(e, ReasoningTextDelta))
-        message: dict[str, Any] = {"role": "assistant", "content": text or None, "refusal": None}
+        message: ChatMessage = {"role": "assistant", "content": text or None, "refusal": None}
         if reasoning:
             message["reasoning_content"] = reasoning
         if finished.pending_calls:
@@ -165,20 +174,19 @@ class ChatProxy:
     # -- streaming ------------------------------------------------------------------------
 
     async def stream(self, call: ProxyCall) -> AsyncIterator[bytes]:
-        base = {
-            "id": call.completion_id,
-            "object": "chat.completion.chunk",
-            "created": call.created,
-            "model": call.model,
-        }
-
-        def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
-            payload = {
-                **base,
-                "choices": [
-                    {"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}
-                ],
+        def head() -> ChatChunk:
+            return {
+                "id": call.completion_id,
+                "object": "chat.completion.chunk",
+                "created": call.created,
+                "model": call.model,
             }
+
+        def chunk(delta: ChatDelta, finish: str | None = None) -> bytes:
+            payload = head()
+            payload["choices"] = [
+                {"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}
+            ]
             return encode_event(orjson.dumps(payload))
 
         async def run(emit: Callable[[LoopEvent], None]) -> None:
@@ -214,12 +222,19 @@ class ChatProxy:
                     frames.append(chunk({"reasoning_content": event.text}))
                 elif isinstance(event, LoopFinished):
                     for index, pending in enumerate(event.pending_calls):
-                        frames.append(
-                            chunk({"tool_calls": [{"index": index, **_call_json(pending)}]})
-                        )
+                        whole = _call_json(pending)
+                        piece: ToolCallDelta = {
+                            "index": index,
+                            "id": whole["id"],
+                            "type": whole["type"],
+                            "function": {**whole["function"]},
+                        }
+                        frames.append(chunk({"tool_calls": [piece]}))
                     frames.append(chunk({}, _finish_reason(event)))
                     if call.include_usage:
-                        usage = {**base, "choices": [], "usage": _usage(event.usage)}
+                        usage = head()
+                        usage["choices"] = []
+                        usage["usage"] = _usage(event.usage)
                         frames.append(encode_event(orjson.dumps(usage)))
             if frames:
                 yield frames[0] if len(frames) == 1 else b"".join(frames)
@@ -293,7 +308,7 @@ def _check_tool_choice(choice: Any, tools: list[ToolSpec]) -> None:
     )
 
 
-def _call_json(call: ToolCall) -> dict[str, Any]:
+def _call_json(call: ToolCall) -> ChatToolCall:
     return {
         "id": call.id,
         "type": "function",
@@ -322,7 +337,7 @@ def _raise_if_unanswered(finished: LoopFinished) -> None:
     raise run_error(finished.reason, finished.message, finished.error)
 
 
-def _usage(usage: Any) -> dict[str, Any]:
+def _usage(usage: Any) -> ChatUsage:
     return {
         "prompt_tokens": usage.input_tokens,
         "completion_tokens": usage.output_tokens,

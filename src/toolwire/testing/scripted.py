@@ -29,15 +29,23 @@ import asyncio
 import collections
 import socket
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import orjson
 import uvicorn
 
 from toolwire.testing.asgi import StreamingASGITransport
+from toolwire.wire.chat import (
+    ChatChunk,
+    ChatCompletion,
+    ChatDelta,
+    ChatMessage,
+    ChatUsage,
+    ToolCallDelta,
+)
 
 if TYPE_CHECKING:
     from toolwire.upstream.chat_completions import ChatCompletionsUpstream
@@ -50,7 +58,8 @@ class Reply:
     """A well-formed answer, shaped to the request: SSE chunks if it asked to stream."""
 
     text: str = ""
-    tool_calls: Sequence[tuple[str, dict[str, Any] | str]] = ()
+    tool_calls: Sequence[tuple[str, Mapping[str, object] | str]] = ()
+    """(name, arguments): the arguments as an object (any JSON) or as the exact text."""
     reasoning: str = ""
     finish_reason: str | None = None
     usage: dict[str, int] | None = None
@@ -62,7 +71,9 @@ class Chunks:
     """Exactly these stream chunks. `done=False` omits `data: [DONE]`; `disconnect_after=n`
     drops the connection after n chunks; `delay` waits before each chunk."""
 
-    chunks: Sequence[dict[str, Any] | str | bytes]
+    chunks: Sequence[Mapping[str, object] | str | bytes]
+    """Chunks as objects (any JSON: a test may send a malformed one on purpose), or frames as
+    text or bytes, sent as they are."""
     delay: float = 0.0
     done: bool = True
     disconnect_after: int | None = None
@@ -74,7 +85,7 @@ class Body:
     """Exactly this body and status, e.g. `Body({"error": ...}, status=429,
     headers={"retry-after": "1"})`."""
 
-    body: dict[str, Any] | str | bytes
+    body: Mapping[str, object] | str | bytes
     status: int = 200
     headers: dict[str, str] = field(default_factory=dict)
     delay: float = 0.0
@@ -315,11 +326,13 @@ class ScriptedUpstream:
         else:
             if turn.delay:
                 await asyncio.sleep(turn.delay)
-            payload = turn.body
-            if isinstance(payload, dict):
-                payload = orjson.dumps(payload)
-            elif isinstance(payload, str):
-                payload = payload.encode()
+            body = turn.body
+            if isinstance(body, bytes):
+                payload = body
+            elif isinstance(body, str):
+                payload = body.encode()
+            else:
+                payload = orjson.dumps(body)
             headers = {"content-type": "application/json", **turn.headers}
             await _send_raw(send, turn.status, payload, headers)
 
@@ -346,7 +359,7 @@ class ScriptedUpstream:
         await send({"type": "http.response.body", "body": tail, "more_body": False})
 
 
-def _frame(chunk: dict[str, Any] | str | bytes) -> bytes:
+def _frame(chunk: Mapping[str, object] | str | bytes) -> bytes:
     if isinstance(chunk, bytes):
         return chunk
     if isinstance(chunk, str):
@@ -354,7 +367,7 @@ def _frame(chunk: dict[str, Any] | str | bytes) -> bytes:
     return b"data: " + orjson.dumps(chunk) + b"\n\n"
 
 
-async def _send_json(send: Any, status: int, body: dict[str, Any]) -> None:
+async def _send_json(send: Any, status: int, body: Mapping[str, object]) -> None:
     await _send_raw(send, status, orjson.dumps(body), {"content-type": "application/json"})
 
 
@@ -364,21 +377,25 @@ async def _send_raw(send: Any, status: int, body: bytes, headers: dict[str, str]
     await send({"type": "http.response.body", "body": body})
 
 
-def _arguments_text(arguments: dict[str, Any] | str) -> str:
+def _arguments_text(arguments: Mapping[str, object] | str) -> str:
     return arguments if isinstance(arguments, str) else orjson.dumps(arguments).decode()
 
 
-def reply_chunks(reply: Reply, model: str = "scripted-model") -> list[dict[str, Any]]:
+def reply_chunks(reply: Reply, model: str = "scripted-model") -> list[ChatChunk]:
     """A `Reply` as the chunk sequence a well-behaved server streams."""
-    base = {
-        "id": "chatcmpl-scripted",
-        "object": "chat.completion.chunk",
-        "created": 0,
-        "model": model,
-    }
 
-    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
-        return {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+    def base() -> ChatChunk:
+        return {
+            "id": "chatcmpl-scripted",
+            "object": "chat.completion.chunk",
+            "created": 0,
+            "model": model,
+        }
+
+    def chunk(delta: ChatDelta, finish: str | None = None) -> ChatChunk:
+        out = base()
+        out["choices"] = [{"index": 0, "delta": delta, "finish_reason": finish}]
+        return out
 
     chunks = [chunk({"role": "assistant", "content": ""})]
     if reply.reasoning:
@@ -389,10 +406,13 @@ def reply_chunks(reply: Reply, model: str = "scripted-model") -> list[dict[str, 
         chunks.append(chunk({"content": text[start : start + step]}))
     for index, (name, arguments) in enumerate(reply.tool_calls):
         args = _arguments_text(arguments)
-        head = {"index": index, "id": f"call_{index}_{name}", "type": "function"}
-        chunks.append(
-            chunk({"tool_calls": [{**head, "function": {"name": name, "arguments": ""}}]})
-        )
+        head: ToolCallDelta = {
+            "index": index,
+            "id": f"call_{index}_{name}",
+            "type": "function",
+            "function": {"name": name, "arguments": ""},
+        }
+        chunks.append(chunk({"tool_calls": [head]}))
         half = len(args) // 2
         for piece in (args[:half], args[half:]):
             if piece:
@@ -401,14 +421,22 @@ def reply_chunks(reply: Reply, model: str = "scripted-model") -> list[dict[str, 
                 )
     finish = reply.finish_reason or ("tool_calls" if reply.tool_calls else "stop")
     chunks.append(chunk({}, finish))
-    usage = reply.usage or {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
-    chunks.append({**base, "choices": [], "usage": usage})
+    last = base()
+    last["choices"] = []
+    last["usage"] = _usage(reply)
+    chunks.append(last)
     return chunks
 
 
-def reply_body(reply: Reply, model: str = "scripted-model") -> dict[str, Any]:
+def _usage(reply: Reply) -> ChatUsage:
+    if not reply.usage:
+        return {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
+    return cast(ChatUsage, reply.usage)  # a test's own counts, as it wrote them
+
+
+def reply_body(reply: Reply, model: str = "scripted-model") -> ChatCompletion:
     """A `Reply` as a whole (non-streamed) chat completion."""
-    message: dict[str, Any] = {"role": "assistant", "content": reply.text or None}
+    message: ChatMessage = {"role": "assistant", "content": reply.text or None}
     if reply.reasoning:
         message["reasoning_content"] = reply.reasoning
     if reply.tool_calls:
@@ -427,5 +455,5 @@ def reply_body(reply: Reply, model: str = "scripted-model") -> dict[str, Any]:
         "created": 0,
         "model": model,
         "choices": [{"index": 0, "message": message, "finish_reason": finish}],
-        "usage": reply.usage or {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+        "usage": _usage(reply),
     }

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
 from toolwire.transcript import ToolSpec, Transcript
 from toolwire.upstream.events import ModelEvent
@@ -21,8 +21,10 @@ class Sampling:
     temperature: float | None = None
     top_p: float | None = None
     max_output_tokens: int | None = None
-    response_format: dict[str, Any] | None = None
-    extra_body: dict[str, Any] | None = None
+    response_format: dict[str, object] | None = None
+    """Chat-completions' `response_format` (a JSON Schema inside: arbitrary JSON)."""
+    extra_body: dict[str, object] | None = None
+    """Other parameters, passed on as the client sent them (arbitrary JSON)."""
 
 
 @dataclass(slots=True)
@@ -32,7 +34,8 @@ class TurnRequest:
     model: str
     transcript: Transcript
     tools: list[ToolSpec] = field(default_factory=list)
-    tool_choice: str | dict[str, Any] | None = None
+    tool_choice: str | dict[str, object] | None = None
+    """A mode, or the Responses-style object naming a function (checked at the door)."""
     parallel_tool_calls: bool | None = None
     sampling: Sampling = field(default_factory=Sampling)
     stream: bool = True
@@ -45,6 +48,8 @@ class Upstream(Protocol):
 
     def stream_turn(self, request: TurnRequest) -> AsyncIterator[ModelEvent]: ...
 
-    async def list_models(self) -> list[dict[str, Any]]: ...
+    async def list_models(self) -> list[dict[str, object]]:
+        """The upstream's `/models` entries, as it sent them (JSON, passed on)."""
+        ...
 
     async def aclose(self) -> None: ...

@@ -16,8 +16,8 @@ import contextlib
 import os
 import re
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from typing import Any, TypedDict
 
 import httpx
 import orjson
@@ -48,6 +48,7 @@ from toolwire.upstream.events import (
 from toolwire.upstream.lowering import chat_messages, chat_tool_choice, chat_tools
 from toolwire.upstream.retry import RETRYABLE_STATUSES, RetryPolicy
 from toolwire.upstream.transport import Answer, sender
+from toolwire.wire.chat import ChatRequest
 from toolwire.wire.sse import SSEDecoder, SSEEventTooLarge
 
 MiB = 1024 * 1024
@@ -170,7 +171,7 @@ class ChatCompletionsUpstream:
     async def aclose(self) -> None:
         await self._sender.aclose()
 
-    async def list_models(self) -> list[dict[str, Any]]:
+    async def list_models(self) -> list[dict[str, object]]:
         _, content = await self._send("GET", self._models_url, None)
         try:
             data = orjson.loads(content).get("data", [])
@@ -184,7 +185,7 @@ class ChatCompletionsUpstream:
         if time.monotonic() < self._no_tokenizer_until:
             return None
         for url, named in list(self._tokenizers):
-            body: dict[str, Any] = {"input": text}
+            body: dict[str, str] = {"input": text}
             if named:
                 body = {"model": model, "prompt": text, "content": text}
             try:
@@ -198,8 +199,9 @@ class ChatCompletionsUpstream:
         self._no_tokenizer_until = time.monotonic() + self.config.fallback_seconds
         return None
 
-    def request_body(self, request: TurnRequest, *, stream: bool) -> dict[str, Any]:
-        body: dict[str, Any] = {
+    def request_body(self, request: TurnRequest, *, stream: bool) -> dict[str, object]:
+        """The request: the fields toolwire sets (`ChatRequest`), then the door's extras."""
+        body: ChatRequest = {
             "model": request.model,
             "messages": chat_messages(request.transcript, vision=self.config.vision),
             "stream": stream,
@@ -221,9 +223,7 @@ class ChatCompletionsUpstream:
             body["max_tokens"] = sampling.max_output_tokens
         if sampling.response_format is not None:
             body["response_format"] = sampling.response_format
-        if sampling.extra_body:
-            body.update(sampling.extra_body)
-        return body
+        return {**body, **(sampling.extra_body or {})}
 
     async def stream_turn(self, request: TurnRequest) -> AsyncIterator[ModelEvent]:
         if request.tools and request.parallel_tool_calls is False:
@@ -423,7 +423,7 @@ class ChatCompletionsUpstream:
         self,
         method: str,
         url: str,
-        body: dict[str, Any] | None,
+        body: Mapping[str, object] | None,
         notes: list[ModelEvent] | None = None,
     ) -> tuple[int, bytes]:
         """Send, and read the answer within `max_response_bytes`: its status and body."""
@@ -606,7 +606,7 @@ def _http_error(response: Answer, content: bytes) -> UpstreamHTTPError:
     overflow = any(mark in _CONTEXT_LENGTH_TYPES for mark in marks) or (
         status in (400, 413, 422, 500) and any(s in lowered for s in _CONTEXT_LENGTH)
     )
-    kind: dict[str, Any]
+    kind: _ErrorKind
     if overflow or status == 413:
         kind = {
             "status": 400,
@@ -630,6 +630,14 @@ def _http_error(response: Answer, content: bytes) -> UpstreamHTTPError:
     else:
         kind = {"status": 502, "error_type": "server_error", "code": "server_error"}
     return UpstreamHTTPError(message, upstream_status=status, upstream_body=body, **kind)
+
+
+class _ErrorKind(TypedDict):
+    """How toolwire answers an upstream's HTTP error: its own status, type and code."""
+
+    status: int
+    error_type: str
+    code: str
 
 
 def _token_count(answer: Any) -> int | None:
@@ -661,7 +669,7 @@ def _connection_error(exc: Exception) -> UpstreamConnectionError:
     )
 
 
-def _error_text(body: dict[str, Any]) -> str:
+def _error_text(body: dict[str, object]) -> str:
     error = body.get("error", body)
     if isinstance(error, dict):
         return strip_traceback(str(error.get("message") or error))

@@ -33,7 +33,19 @@ import json
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterator, MutableMapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # annotations only: this child process imports no more than it needs
+    from toolwire.wire.chat import (
+        ChatChunk,
+        ChatCompletion,
+        ChatDelta,
+        ChatMessage,
+        ChatTool,
+        ChatToolCall,
+        ChatUsage,
+        ChunkMeta,
+    )
 
 HANDLER_NAME = "toolwire-chatml"
 END = "<|im_end|>"
@@ -58,7 +70,7 @@ def _text(content: Any) -> str:
     return str(content)
 
 
-def _tools_block(tools: list[dict[str, Any]], allow_message: bool) -> str:
+def _tools_block(tools: list[ChatTool], allow_message: bool) -> str:
     lines = ["You can call these functions:"]
     for tool in tools:
         function = tool.get("function", {})
@@ -76,7 +88,7 @@ def _tools_block(tools: list[dict[str, Any]], allow_message: bool) -> str:
 
 
 def render_prompt(
-    messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, allow_message: bool
+    messages: list[ChatMessage], tools: list[ChatTool] | None, allow_message: bool
 ) -> str:
     """ChatML. Tool calls are written as `functions.NAME:` + arguments; a tool's result becomes
     a user turn that says which call it answers, which even a 135M model reads."""
@@ -117,7 +129,7 @@ def render_prompt(
 # --- the handler ------------------------------------------------------------------------------
 
 
-def _response_grammar(response_format: dict[str, Any] | None, grammar: Any) -> Any:
+def _response_grammar(response_format: dict[str, object] | None, grammar: Any) -> Any:
     from llama_cpp.llama_grammar import JSON_GBNF, LlamaGrammar
 
     if grammar is not None:
@@ -125,8 +137,9 @@ def _response_grammar(response_format: dict[str, Any] | None, grammar: Any) -> A
     if not response_format or response_format.get("type") == "text":
         return None
     schema = response_format.get("schema")
-    if schema is None and isinstance(response_format.get("json_schema"), dict):
-        schema = response_format["json_schema"].get("schema")
+    spec = response_format.get("json_schema")
+    if schema is None and isinstance(spec, dict):
+        schema = spec.get("schema")
     if schema:
         return LlamaGrammar.from_json_schema(json.dumps(schema), verbose=False)
     return LlamaGrammar.from_string(JSON_GBNF, verbose=False)
@@ -139,7 +152,7 @@ def _gbnf_literal(text: str) -> str:
 class _Turn:
     """One chat request against the model: its sampling settings and token counts."""
 
-    def __init__(self, llama: Any, options: dict[str, Any]) -> None:
+    def __init__(self, llama: Any, options: dict[str, object]) -> None:
         self.llama = llama
         self.options = options
         self.prompt_tokens = 0
@@ -180,7 +193,7 @@ class _Turn:
         self.completion_tokens += self.count("".join(pieces))
 
     @property
-    def usage(self) -> dict[str, int]:
+    def usage(self) -> ChatUsage:
         return {
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
@@ -197,12 +210,12 @@ _SAMPLING = (
 
 def toolwire_chatml(
     llama: Any,
-    messages: list[dict[str, Any]],
-    tools: list[dict[str, Any]] | None = None,
+    messages: list[ChatMessage],
+    tools: list[ChatTool] | None = None,
     tool_choice: Any = None,
     stream: bool = False,
     stop: str | list[str] | None = None,
-    response_format: dict[str, Any] | None = None,
+    response_format: dict[str, object] | None = None,
     max_tokens: int | None = None,
     grammar: Any = None,
     model: str | None = None,
@@ -220,7 +233,11 @@ def toolwire_chatml(
     prompt = render_prompt(messages, functions if choice != "none" else None, allow_message)
     _check_fits(llama, prompt)
     answer_grammar = _response_grammar(response_format, grammar)
-    meta = {"id": f"chatcmpl-{uuid.uuid4().hex}", "created": int(time.time()), "model": model}
+    meta: ChunkMeta = {
+        "id": f"chatcmpl-{uuid.uuid4().hex}",
+        "created": int(time.time()),
+        "model": model,
+    }
 
     name: str | None = None
     first = True
@@ -249,7 +266,7 @@ def toolwire_chatml(
     if stream:
         return _streamed_text(turn, prompt, answer_grammar, max_tokens, meta, first)
     text, finish = turn.complete(prompt, answer_grammar, max_tokens, first=first)
-    message = {"role": "assistant", "content": text}
+    message: ChatMessage = {"role": "assistant", "content": text}
     return _completion(meta, message, finish, turn.usage)
 
 
@@ -268,10 +285,10 @@ def _call(
     turn: _Turn,
     prompt: str,
     name: str,
-    functions: list[dict[str, Any]],
+    functions: list[ChatTool],
     max_tokens: int | None,
     stream: bool,
-    meta: dict[str, Any],
+    meta: ChunkMeta,
     first: bool,
 ) -> Any:
     from llama_cpp.llama_grammar import JSON_GBNF, LlamaGrammar
@@ -286,16 +303,22 @@ def _call(
     except Exception:  # a schema the grammar converter does not know: any JSON
         grammar = LlamaGrammar.from_string(JSON_GBNF, verbose=False)
     arguments, finish = turn.complete(prompt, grammar, max_tokens or 512, first=first)
-    call = {
+    call: ChatToolCall = {
         "id": f"call_{uuid.uuid4().hex[:24]}",
         "type": "function",
         "function": {"name": name, "arguments": arguments.strip()},
     }
     reason = "tool_calls" if finish == "stop" else finish
     if not stream:
-        message = {"role": "assistant", "content": None, "tool_calls": [call]}
+        message: ChatMessage = {"role": "assistant", "content": None, "tool_calls": [call]}
         return _completion(meta, message, reason, turn.usage)
-    delta = {"role": "assistant", "content": None, "tool_calls": [{"index": 0, **call}]}
+    delta: ChatDelta = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {"index": 0, "id": call["id"], "type": call["type"], "function": {**call["function"]}}
+        ],
+    }
     return iter(
         [_chunk(meta, delta, None), _chunk(meta, {}, reason), _usage_chunk(meta, turn.usage)]
     )
@@ -306,9 +329,9 @@ def _streamed_text(
     prompt: str,
     grammar: Any,
     max_tokens: int | None,
-    meta: dict[str, Any],
+    meta: ChunkMeta,
     first: bool,
-) -> Iterator[dict[str, Any]]:
+) -> Iterator[ChatChunk]:
     yield _chunk(meta, {"role": "assistant", "content": ""}, None)
     for text, finish in turn.stream(prompt, grammar, max_tokens, first=first):
         if finish is None:
@@ -321,23 +344,34 @@ def _streamed_text(
     yield _usage_chunk(meta, turn.usage)
 
 
-def _chunk(meta: dict[str, Any], delta: dict[str, Any], finish: str | None) -> dict[str, Any]:
+def _chunk(meta: ChunkMeta, delta: ChatDelta, finish: str | None) -> ChatChunk:
     return {
-        **meta,
+        "id": meta["id"],
+        "created": meta["created"],
+        "model": meta["model"],
         "object": "chat.completion.chunk",
         "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}],
     }
 
 
-def _usage_chunk(meta: dict[str, Any], usage: dict[str, int]) -> dict[str, Any]:
-    return {**meta, "object": "chat.completion.chunk", "choices": [], "usage": usage}
+def _usage_chunk(meta: ChunkMeta, usage: ChatUsage) -> ChatChunk:
+    return {
+        "id": meta["id"],
+        "created": meta["created"],
+        "model": meta["model"],
+        "object": "chat.completion.chunk",
+        "choices": [],
+        "usage": usage,
+    }
 
 
 def _completion(
-    meta: dict[str, Any], message: dict[str, Any], finish: str, usage: dict[str, int]
-) -> dict[str, Any]:
+    meta: ChunkMeta, message: ChatMessage, finish: str, usage: ChatUsage
+) -> ChatCompletion:
     return {
-        **meta,
+        "id": meta["id"],
+        "created": meta["created"],
+        "model": meta["model"],
         "object": "chat.completion",
         "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": finish}],
         "usage": usage,
@@ -347,7 +381,7 @@ def _completion(
 # --- the HTTP layer ---------------------------------------------------------------------------
 
 
-def rewrite_body(body: dict[str, Any]) -> dict[str, Any]:
+def rewrite_body(body: dict[str, object]) -> dict[str, object]:
     """OpenAI's request shapes → the ones llama-cpp-python's request model accepts."""
     fmt = body.get("response_format")
     if isinstance(fmt, dict) and fmt.get("type") == "json_schema":

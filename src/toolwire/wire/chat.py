@@ -103,7 +103,7 @@ class ChatChunk(TypedDict, total=False):
     id: str
     object: str
     created: int
-    model: str
+    model: str | None
     choices: list[ChunkChoice]
     usage: ChatUsage | None
     system_fingerprint: str | None
@@ -115,7 +115,7 @@ class ChatCompletion(TypedDict, total=False):
     id: str
     object: str
     created: int
-    model: str
+    model: str | None
     choices: list[CompletionChoice]
     usage: ChatUsage | None
     system_fingerprint: str | None
@@ -132,3 +132,28 @@ class ChatFunctionSpec(TypedDict, total=False):
 class ChatTool(TypedDict):
     type: str
     function: ChatFunctionSpec
+
+
+class ChunkMeta(TypedDict):
+    """What every chunk of one reply repeats: its id, time and model."""
+
+    id: str
+    created: int
+    model: str | None
+
+
+class ChatRequest(TypedDict, total=False):
+    """The fields of a `/chat/completions` request toolwire sets itself (a door's other
+    parameters ride along untouched: `Sampling.extra_body`)."""
+
+    model: str
+    messages: list[ChatMessage]
+    stream: bool
+    stream_options: dict[str, bool]
+    tools: list[ChatTool]
+    tool_choice: str | dict[str, object] | None
+    parallel_tool_calls: bool
+    temperature: float
+    top_p: float
+    max_tokens: int
+    response_format: dict[str, object]
