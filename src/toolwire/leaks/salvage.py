@@ -48,7 +48,7 @@ class SalvagedCall:
     """A call recovered from leaked text: a non-empty name and a JSON object of arguments."""
 
     name: str
-    arguments: dict[str, Any]
+    arguments: dict[str, object]
 
 
 class SalvageError(ValueError):
@@ -91,7 +91,7 @@ def _interpret(raw: RawCall) -> list[SalvagedCall]:
     if raw.kind == "json":
         return [_call(raw.name, _arguments_text(raw.text))]
     if raw.kind == "params":
-        args: dict[str, Any] = {}
+        args: dict[str, object] = {}
         for key, value, string in raw.params:
             if not key:
                 raise SalvageError(f"a parameter of {raw.name!r} has no name")
@@ -102,7 +102,7 @@ def _interpret(raw: RawCall) -> list[SalvagedCall]:
     return [_call(raw.name, dict(raw.values))]
 
 
-def _call(name: Any, arguments: dict[str, Any]) -> SalvagedCall:
+def _call(name: Any, arguments: dict[str, object]) -> SalvagedCall:
     cleaned = clean_tool_name(name) if isinstance(name, str) else ""
     if not cleaned:
         raise SalvageError(f"a call has no usable name: {name!r}")
@@ -132,7 +132,7 @@ def _from_envelope(text: str) -> list[SalvagedCall]:
     return [_call(name, _arguments_value(args)) for name, args, _, _ in items]
 
 
-def _arguments_value(args: Any) -> dict[str, Any]:
+def _arguments_value(args: Any) -> dict[str, object]:
     if args is None:
         return {}
     if isinstance(args, dict):
@@ -142,7 +142,7 @@ def _arguments_value(args: Any) -> dict[str, Any]:
     raise SalvageError(f"arguments must be an object, got {type(args).__name__}")
 
 
-def _arguments_text(text: str) -> dict[str, Any]:
+def _arguments_text(text: str) -> dict[str, object]:
     try:
         return parse_arguments(text)
     except ArgumentsError as exc:

@@ -37,7 +37,7 @@ class Tool:
     Arguments: type[BaseModel]
     timeout: float | None = None
     #: True, or a predicate over the arguments: the call waits for a human's approval.
-    needs_approval: bool | Callable[[dict[str, Any]], bool] = False
+    needs_approval: bool | Callable[[dict[str, object]], bool] = False
 
     async def run(self, arguments: BaseModel) -> Any:
         raise NotImplementedError
@@ -47,7 +47,7 @@ class Tool:
         return to_text(output)
 
     @property
-    def parameters(self) -> dict[str, Any]:
+    def parameters(self) -> dict[str, object]:
         schema = self.Arguments.model_json_schema()
         schema.pop("title", None)
         schema.setdefault("properties", {})
@@ -57,7 +57,7 @@ class Tool:
     def spec(self) -> ToolSpec:
         return ToolSpec(self.name, self.description, self.parameters)
 
-    def validate(self, arguments: dict[str, Any]) -> BaseModel:
+    def validate(self, arguments: dict[str, object]) -> BaseModel:
         """Arguments checked against the schema; errors say what was wrong and what is expected."""
         try:
             return self.Arguments.model_validate(arguments)
@@ -71,7 +71,7 @@ class Tool:
                 f"Expected JSON schema: {_compact_schema(self.parameters)}"
             ) from None
 
-    def requires_approval(self, arguments: dict[str, Any]) -> bool:
+    def requires_approval(self, arguments: dict[str, object]) -> bool:
         rule = self.needs_approval
         return rule(arguments) if callable(rule) else bool(rule)
 
@@ -97,7 +97,7 @@ class FunctionTool(Tool):
         description: str | None = None,
         render: Callable[[Any], str] | None = None,
         timeout: float | None = None,
-        needs_approval: bool | Callable[[dict[str, Any]], bool] = False,
+        needs_approval: bool | Callable[[dict[str, object]], bool] = False,
     ) -> None:
         self.function = function
         self.name = name or function.__name__
@@ -135,7 +135,7 @@ def tool(
     description: str | None = None,
     render: Callable[[Any], str] | None = None,
     timeout: float | None = None,
-    needs_approval: bool | Callable[[dict[str, Any]], bool] = False,
+    needs_approval: bool | Callable[[dict[str, object]], bool] = False,
 ) -> Callable[[F], FunctionTool]: ...
 
 
@@ -147,7 +147,7 @@ def tool(
     description: str | None = None,
     render: Callable[[Any], str] | None = None,
     timeout: float | None = None,
-    needs_approval: bool | Callable[[dict[str, Any]], bool] = False,
+    needs_approval: bool | Callable[[dict[str, object]], bool] = False,
 ) -> FunctionTool | Callable[[F], FunctionTool]:
     """Make a tool from a function: `@tool` or `@tool(name=..., render=..., timeout=...)`."""
 
@@ -179,7 +179,7 @@ def _arguments_model(function: Callable[..., Any], name: str) -> type[BaseModel]
     return model
 
 
-def _compact_schema(schema: dict[str, Any]) -> str:
+def _compact_schema(schema: dict[str, object]) -> str:
     import orjson
 
     return orjson.dumps(schema).decode()

@@ -19,7 +19,7 @@ class ArgumentsError(ValueError):
     """The text could not be recovered into a JSON object; the message says why, for the model."""
 
 
-def parse_arguments(raw: str) -> dict[str, Any]:
+def parse_arguments(raw: str) -> dict[str, object]:
     """Parse tool-call arguments; raise `ArgumentsError` rather than ever returning a guess."""
     text = raw.strip()
     if not text:
@@ -31,7 +31,7 @@ def parse_arguments(raw: str) -> dict[str, Any]:
     return _as_object(value, text)
 
 
-def _as_object(value: Any, text: str) -> dict[str, Any]:
+def _as_object(value: Any, text: str) -> dict[str, object]:
     if isinstance(value, dict):
         return value
     if isinstance(value, str):
@@ -47,7 +47,7 @@ def _as_object(value: Any, text: str) -> dict[str, Any]:
     )
 
 
-def _recover(text: str) -> dict[str, Any]:
+def _recover(text: str) -> dict[str, object]:
     fenced = _FENCE.search(text)
     if fenced:
         try:
@@ -83,7 +83,7 @@ def _repair(candidate: str, text: str) -> Any:
     return value
 
 
-def _reject_second_object(text: str, end: int, first: dict[str, Any]) -> None:
+def _reject_second_object(text: str, end: int, first: dict[str, object]) -> None:
     """Two different objects glued together are two calls merged by a server: never run one."""
     nxt = text.find("{", end)
     if nxt < 0:

@@ -11,7 +11,7 @@ import bisect
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
 import orjson
 
@@ -37,7 +37,7 @@ class RawCall:
     name: str = ""
     text: str = ""
     params: list[tuple[str, str, bool | None]] = field(default_factory=list)
-    values: dict[str, Any] = field(default_factory=dict)
+    values: dict[str, object] = field(default_factory=dict)
     problem: str | None = None
 
 

@@ -72,7 +72,7 @@ class McpTool(Tool):
         self.pool = pool
         self.name = definition.name
         self.description = definition.description or ""
-        self.input_schema: dict[str, Any] = dict(
+        self.input_schema: dict[str, object] = dict(
             definition.input_schema or {"type": "object", "properties": {}}
         )
         self.timeout = timeout
@@ -87,17 +87,20 @@ class McpTool(Tool):
         return self.server.label
 
     @property
-    def parameters(self) -> dict[str, Any]:
+    def parameters(self) -> dict[str, object]:
         return self.input_schema
 
     @property
     def spec(self) -> ToolSpec:
         return ToolSpec(self.name, self.description, self.input_schema)
 
-    def validate(self, arguments: dict[str, Any]) -> BaseModel:
+    def validate(self, arguments: dict[str, object]) -> BaseModel:
         """The server validates fully; here only what the schema makes obvious: required keys."""
-        required = self.input_schema.get("required") or []
-        missing = [key for key in required if key not in arguments]
+        required = self.input_schema.get("required")  # a JSON Schema: any JSON
+        names = (
+            [key for key in required if isinstance(key, str)] if isinstance(required, list) else []
+        )
+        missing = [key for key in names if key not in arguments]
         if missing:
             raise ToolArgumentsError(
                 f"invalid arguments for {self.name}: missing required {', '.join(missing)}. "

@@ -58,7 +58,7 @@ def _describe(tool: Tool) -> types.Tool:
     )
 
 
-async def call_tool(tool: Tool, arguments: dict[str, Any]) -> types.CallToolResult:
+async def call_tool(tool: Tool, arguments: dict[str, object]) -> types.CallToolResult:
     """Validate, run (bounded by the tool's timeout) and render; any failure is an error
     result carrying a message, never a protocol error."""
     try:

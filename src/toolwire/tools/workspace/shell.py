@@ -90,7 +90,7 @@ class Exec(WorkspaceTool):
         self,
         workspace: Workspace,
         *,
-        needs_approval: bool | Callable[[dict[str, Any]], bool] = True,
+        needs_approval: bool | Callable[[dict[str, object]], bool] = True,
     ) -> None:
         super().__init__(workspace)
         self.needs_approval = needs_approval

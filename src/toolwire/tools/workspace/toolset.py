@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from toolwire.tools.base import Tool
 from toolwire.tools.workspace.common import WorkspaceTool
@@ -19,7 +18,7 @@ from toolwire.tools.workspace.workspace import Workspace
 def workspace_tools(
     workspace: Workspace,
     *,
-    exec_needs_approval: bool | Callable[[dict[str, Any]], bool] = True,
+    exec_needs_approval: bool | Callable[[dict[str, object]], bool] = True,
 ) -> list[Tool]:
     """read_file, find, grep, search_files, pipe and preview_edit always; edit_file and
     create_file when `allow_write`; exec (approval required by default) when `allow_exec`."""
