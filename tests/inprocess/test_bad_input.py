@@ -287,6 +287,16 @@ CASES: list[tuple[str, str, str, Any, int, str | None, str | None]] = [
         "tool_choice",
     ),
     (
+        # was a 500 (a TypeError lowering the messages); now refused where requests are checked
+        "chat tool_calls not an array",
+        "POST",
+        "/v1/chat/completions",
+        {"model": "m", "messages": [{"role": "assistant", "tool_calls": 5}]},
+        400,
+        None,
+        "messages[0].tool_calls",
+    ),
+    (
         "chat tool_choice names no declared function",
         "POST",
         "/v1/chat/completions",

@@ -18,6 +18,7 @@ from toolwire.loop.compaction import (
     context_window,
     expand_compactions,
 )
+from toolwire.server.validation.compactions import open_compaction
 from toolwire.upstream.chat_completions import _http_error
 
 LLAMA_CPP = {
@@ -123,12 +124,13 @@ def test_the_seal_opens_only_unaltered_for_its_key() -> None:
     token = codec.seal(context, "key_1")
     assert codec.open(token, "key_1") == context
     assert b"the summary" not in token.encode()
+    # the loop's refusal, answered as a 400 by the server's validation layer
     with pytest.raises(InvalidRequestError, match="another API key"):
-        codec.open(token, "key_2")
+        open_compaction(codec, token, "key_2", None)
     with pytest.raises(InvalidRequestError, match="could not be verified"):
-        CompactionCodec(b"t" * 32).open(token, "key_1")
+        open_compaction(CompactionCodec(b"t" * 32), token, "key_1", None)
     with pytest.raises(InvalidRequestError) as caught:
-        codec.open(token[:-8] + "AAAAAAAA", "key_1", "input[2].encrypted_content")
+        open_compaction(codec, token[:-8] + "AAAAAAAA", "key_1", "input[2].encrypted_content")
     assert caught.value.code == "invalid_encrypted_content"
     assert caught.value.param == "input[2].encrypted_content"
 

@@ -5,8 +5,9 @@ Only requests this gateway issued are honoured. Each `mcp_approval_request` id c
 over the key that owns the run, the server label, the tool name and the exact arguments, made
 with a secret the clients never see: a request the client wrote itself (into a conversation, or
 inline in its input), or one whose arguments it altered, or one issued to another key, fails the
-check and runs nothing (400). The same check makes inline history work (`store: false`, no
-`previous_response_id`: the request travels in the input). Replays are stopped by the driver,
+check and runs nothing (a 400, raised by `server/validation/approvals.py`). The same check makes
+inline history work (`store: false`, no `previous_response_id`: the request travels in the
+input). Replays are stopped by the driver,
 which claims each decision once (through an `ApprovalLedger`) before it runs or denies anything.
 """
 
@@ -17,8 +18,6 @@ import hmac
 import secrets
 from dataclasses import dataclass, field
 
-from toolwire.errors import InvalidRequestError
-from toolwire.loop.items import call_from_item
 from toolwire.transcript import ToolCall
 from toolwire.wire.items import Item
 
@@ -66,55 +65,3 @@ class ApprovalDecisions:
     """approval_request_id -> approve."""
     calls: list[ToolCall] = field(default_factory=list)
     """The calls those requests asked about, in input order: run (or denied) first."""
-
-
-def approval_decisions(
-    history: list[Item],
-    input_items: list[Item],
-    signer: ApprovalSigner,
-    owner: str | None = None,
-) -> ApprovalDecisions:
-    """Approval responses in the input -> decisions on pending requests, and the calls to run.
-
-    The request may be in the history or, for inline history, earlier in the input itself. A
-    response to a request already answered in this history, or a second response to the same
-    request, runs nothing. One that matches no request here is a stale id, and one whose
-    request this gateway did not issue (for this key, with these arguments) is forged: 400s.
-    """
-    requests = {
-        i["id"]: i
-        for i in [*history, *input_items]
-        if i.get("type") == "mcp_approval_request" and isinstance(i.get("id"), str)
-    }
-    answered = {
-        i.get("approval_request_id")
-        for i in history
-        if i.get("type") in ("mcp_call", "mcp_approval_response")
-    }
-    found = ApprovalDecisions()
-    for position, item in enumerate(input_items):
-        if item.get("type") != "mcp_approval_response":
-            continue
-        request_id = item["approval_request_id"]
-        assert request_id is not None  # required on a response, checked at the door
-        request = requests.get(request_id)
-        if request is None:
-            raise InvalidRequestError(
-                f"approval_request_id {request_id!r} matches no approval request in this "
-                "conversation (a stale or foreign id)",
-                param=f"input[{position}].approval_request_id",
-            )
-        if not signer.verify(request, owner):
-            raise InvalidRequestError(
-                f"approval_request_id {request_id!r} was not issued by this gateway for this "
-                "key, or its request was altered; nothing was run",
-                param=f"input[{position}].approval_request_id",
-                code="invalid_approval_request",
-            )
-        if request_id in answered or request_id in found.decisions:
-            continue
-        found.decisions[request_id] = item["approve"]
-        found.calls.append(
-            call_from_item(request_id, request["name"], request.get("arguments", ""))
-        )
-    return found

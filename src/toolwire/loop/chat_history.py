@@ -1,8 +1,8 @@
 """Chat-completions messages (what agents send to `/v1/chat/completions`) -> the transcript.
 
 The proxy surface hands the whole conversation in every request; this turns it into the loop's
-transcript. Tool results and assistant arguments pass through untouched: the calling agent owns
-them.
+transcript. The messages arrive checked (`server/validation/chat.py` answers every 400). Tool
+results and assistant arguments pass through untouched: the calling agent owns them.
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ from typing import Any
 
 import orjson
 
-from toolwire.errors import InvalidRequestError
 from toolwire.transcript import (
     AssistantMessage,
     SystemMessage,
@@ -22,7 +21,7 @@ from toolwire.transcript import (
 )
 
 
-def _text(content: Any, where: str) -> str:
+def _text(content: Any) -> str:
     if content is None:
         return ""
     if isinstance(content, str):
@@ -33,65 +32,35 @@ def _text(content: Any, where: str) -> str:
             for part in content
             if isinstance(part, dict) and isinstance(part.get("text"), str)
         )
-    raise InvalidRequestError(
-        f"{where}.content must be a string or a list of parts", param=f"{where}.content"
-    )
+    return ""  # not reached: content was checked
 
 
-def chat_to_transcript(messages: Any) -> Transcript:
-    if not isinstance(messages, list) or not messages:
-        raise InvalidRequestError("messages must be a non-empty list", param="messages")
+def chat_to_transcript(messages: list[dict[str, Any]]) -> Transcript:
+    """Checked messages (`server/validation/chat.py`) -> the transcript."""
     transcript: Transcript = []
     for index, message in enumerate(messages):
-        where = f"messages[{index}]"
-        if not isinstance(message, dict):
-            raise InvalidRequestError(f"{where} must be an object", param=where)
         role = message.get("role")
         content = message.get("content")
         if role in ("system", "developer"):
-            transcript.append(SystemMessage(_text(content, where)))
+            transcript.append(SystemMessage(_text(content)))
         elif role == "user":
-            if not isinstance(content, str | list):
-                raise InvalidRequestError(
-                    f"{where}.content must be a string or a list of parts", param=f"{where}.content"
-                )
-            transcript.append(UserMessage(content))
+            transcript.append(UserMessage(content if isinstance(content, str | list) else ""))
         elif role == "assistant":
-            calls = [
-                _call(call, f"{where}.tool_calls[{n}]")
-                for n, call in enumerate(message.get("tool_calls") or [])
-            ]
+            calls = [_call(call) for call in message.get("tool_calls") or []]
             legacy = message.get("function_call")
             if isinstance(legacy, dict) and not calls:
-                calls.append(
-                    _call(
-                        {"id": f"call_legacy_{index}", "function": legacy}, f"{where}.function_call"
-                    )
-                )
-            transcript.append(AssistantMessage(_text(content, where), calls))
+                calls.append(_call({"id": f"call_legacy_{index}", "function": legacy}))
+            transcript.append(AssistantMessage(_text(content), calls))
         elif role == "tool":
-            call_id = message.get("tool_call_id")
-            if not isinstance(call_id, str):
-                raise InvalidRequestError(
-                    f"{where}.tool_call_id must be a string", param=f"{where}.tool_call_id"
-                )
-            transcript.append(
-                ToolMessage(call_id, message.get("name") or "", _text(content, where))
-            )
+            call_id = str(message.get("tool_call_id"))
+            transcript.append(ToolMessage(call_id, message.get("name") or "", _text(content)))
         elif role == "function":
             name = message.get("name") or ""
-            transcript.append(ToolMessage(f"call_legacy_{index - 1}", name, _text(content, where)))
-        else:
-            raise InvalidRequestError(
-                f"{where}.role must be system, developer, user, assistant or tool",
-                param=f"{where}.role",
-            )
+            transcript.append(ToolMessage(f"call_legacy_{index - 1}", name, _text(content)))
     return transcript
 
 
-def _call(call: Any, where: str) -> ToolCall:
-    if not isinstance(call, dict) or not isinstance(call.get("function"), dict):
-        raise InvalidRequestError(f"{where} must be an object with a function", param=where)
+def _call(call: dict[str, Any]) -> ToolCall:
     function = call["function"]
     raw = function.get("arguments", "")
     if not isinstance(raw, str):

@@ -26,7 +26,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import orjson
 
-from toolwire.errors import InvalidRequestError, ToolwireError, UpstreamError
+from toolwire.errors import ToolwireError, UpstreamError
 from toolwire.sealed import Sealer, SealError
 from toolwire.transcript import (
     AssistantMessage,
@@ -74,11 +74,15 @@ SPLIT_DEPTH = 4
 """How often a transcript too long for the summarizer itself is halved."""
 
 
-class CompactionError(InvalidRequestError):
-    """A compaction item toolwire cannot use: altered, foreign, or made for another key."""
+class CompactionError(ValueError):
+    """A compaction item toolwire cannot use: altered, foreign, or made for another key.
+    `position`: where it is in the request's input (None: in the history). The server answers
+    it as a 400 (`server/validation/compactions.py`)."""
 
-    def __init__(self, message: str, *, param: str | None = None) -> None:
-        super().__init__(message, param=param, code="invalid_encrypted_content")
+    def __init__(self, message: str, position: int | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.position = position
 
 
 @dataclass(slots=True, frozen=True)
@@ -134,21 +138,18 @@ class CompactionCodec:
         payload = {"v": 1, "o": self._owner_tag(owner), "s": context.summary, "u": context.kept}
         return self._sealer.seal(payload)
 
-    def open(self, token: Any, owner: str | None, param: str | None = None) -> CompactedContext:
+    def open(self, token: Any, owner: str | None) -> CompactedContext:
         if not isinstance(token, str) or not token:
-            raise CompactionError(
-                "The compaction item has no encrypted_content string.", param=param
-            )
+            raise CompactionError("The compaction item has no encrypted_content string.")
         try:
             payload = self._sealer.open(token)
         except (SealError, UnicodeEncodeError):
             raise CompactionError(
                 "The encrypted content of this compaction item could not be verified: it was "
-                "altered, or it was not made by this gateway.",
-                param=param,
+                "altered, or it was not made by this gateway."
             ) from None
         if not isinstance(payload, dict) or payload.get("o") != self._owner_tag(owner):
-            raise CompactionError("This compaction item was made for another API key.", param=param)
+            raise CompactionError("This compaction item was made for another API key.")
         kept = payload.get("u") or []
         return CompactedContext(str(payload.get("s") or ""), tuple(kept))
 
@@ -160,16 +161,18 @@ def expand_compactions(
     owner: str | None,
 ) -> list[Item]:
     """History plus input as the model should read them: every compaction item is checked
-    (400 if any is not ours), and the latest one replaces itself and all items before it with
-    the messages it stands for."""
+    (`CompactionError` if any is not ours), and the latest one replaces itself and all items
+    before it with the messages it stands for."""
     combined = [*history, *input_items]
     latest: tuple[int, CompactedContext] | None = None
     for index, item in enumerate(combined):
         if item.get("type") != "compaction":
             continue
         position = index - len(history)
-        param = f"input[{position}].encrypted_content" if position >= 0 else None
-        latest = index, codec.open(item.get("encrypted_content"), owner, param)
+        try:
+            latest = index, codec.open(item.get("encrypted_content"), owner)
+        except CompactionError as exc:
+            raise CompactionError(exc.message, position if position >= 0 else None) from None
     if latest is None:
         return combined
     index, context = latest

@@ -35,6 +35,7 @@ from toolwire.loop.pump import pump_batches
 from toolwire.loop.state import LoopRequest, LoopSettings
 from toolwire.server.responses_sink import arguments_text
 from toolwire.server.schemas.chat import check_chat_body
+from toolwire.server.validation.chat import check_chat_messages
 from toolwire.transcript import ToolCall, ToolSpec
 from toolwire.upstream.base import Sampling
 from toolwire.wire.chat import (
@@ -117,7 +118,7 @@ class ChatProxy:
         _check_tool_choice(tool_choice, tools)
         request = LoopRequest(
             model=model,
-            input=chat_to_transcript(body.get("messages")),
+            input=chat_to_transcript(check_chat_messages(body.get("messages"))),
             client_tools=tools,
             tool_choice=tool_choice,
             parallel_tool_calls=body.get("parallel_tool_calls"),

@@ -15,8 +15,8 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from toolwire.errors import InvalidRequestError, NotFoundError
-from toolwire.loop.compaction import Compactor, expand_compactions
-from toolwire.loop.items import items_to_transcript, normalize_input, resolve_references
+from toolwire.loop.compaction import Compactor
+from toolwire.loop.items import items_to_transcript
 from toolwire.server.auth import owner_of
 from toolwire.server.http import ORJSONResponse, until_disconnected
 from toolwire.server.item_ids import check_unique
@@ -24,6 +24,8 @@ from toolwire.server.openapi import API, ApiSpec, Operation
 from toolwire.server.requests import validation_error
 from toolwire.server.responses_service import ResponsesService
 from toolwire.server.schemas.objects import Item as ItemSchema
+from toolwire.server.validation.compactions import expand_compactions
+from toolwire.server.validation.items import normalize_input, resolve_references
 from toolwire.wire import responses as wire
 from toolwire.wire.items import Item
 

@@ -15,7 +15,6 @@ from starlette.routing import Route
 
 from toolwire.errors import InvalidRequestError, NotFoundError
 from toolwire.loop.compaction import CompactionCodec
-from toolwire.loop.items import normalize_input
 from toolwire.server.auth import owner_of
 from toolwire.server.http import paginate
 from toolwire.server.item_ids import check_storable, is_duplicate_key, taken_item
@@ -25,6 +24,8 @@ from toolwire.server.schemas.conversations import (
     UpdateConversation,
     parse_body,
 )
+from toolwire.server.validation.compactions import open_compaction
+from toolwire.server.validation.items import normalize_input
 from toolwire.store.database import Store
 from toolwire.store.records import ConversationRecord
 from toolwire.wire import responses as wire
@@ -81,7 +82,7 @@ class ConversationsService:
                     )
                 if item["type"] == "compaction" and self.compaction is not None:
                     param = f"items[{position}].encrypted_content"
-                    self.compaction.open(item.get("encrypted_content"), owner, param)
+                    open_compaction(self.compaction, item.get("encrypted_content"), owner, param)
 
         def without_references(items: list[Item], held: set[str]) -> list[Item]:
             """`item_reference`s name items, they are not items: one naming an item the

@@ -1,8 +1,9 @@
 """Preparing a `/v1/responses` request: a body becomes a `Prepared` (one `LoopRequest`, plus
 what the response object echoes and what its record keeps) in one pass: the body is validated
 (`server/requests.py`), history is loaded (`previous_response_id`, `conversation`, or a response
-the caller holds), items are checked and lowered to a transcript (`loop/items.py`), tools and
-`tool_choice` are resolved (`server/request_tools.py`), approvals matched (`loop/approvals.py`).
+the caller holds), items are checked (`server/validation/`) and lowered to a transcript
+(`loop/items.py`), tools and `tool_choice` are resolved (`server/request_tools.py`), approvals
+matched (`server/validation/approvals.py`).
 Every 400 a request can earn is raised here, before anything runs or is stored.
 """
 
@@ -14,14 +15,9 @@ from typing import Any, cast
 
 from toolwire.config import McpServerConfig, WebSearchConfig
 from toolwire.errors import InvalidRequestError, NotFoundError
-from toolwire.loop.approvals import ApprovalDecisions, ApprovalSigner, approval_decisions
-from toolwire.loop.compaction import CompactionCodec, ContextPolicy, expand_compactions
-from toolwire.loop.items import (
-    check_outputs_answer_calls,
-    items_to_transcript,
-    normalize_input,
-    resolve_references,
-)
+from toolwire.loop.approvals import ApprovalDecisions, ApprovalSigner
+from toolwire.loop.compaction import CompactionCodec, ContextPolicy
+from toolwire.loop.items import items_to_transcript
 from toolwire.loop.state import LoopRequest, LoopSettings, RunServices
 from toolwire.server.item_ids import check_storable, check_unique
 from toolwire.server.mcp_tools import McpServerUse
@@ -29,6 +25,13 @@ from toolwire.server.request_tools import RequestTools, request_tools
 from toolwire.server.request_tools import tool_choice as choose_tool
 from toolwire.server.requests import CreateResponse, parse_create
 from toolwire.server.responses_sink import ResponseHeader
+from toolwire.server.validation.approvals import approval_decisions
+from toolwire.server.validation.compactions import expand_compactions
+from toolwire.server.validation.items import (
+    check_outputs_answer_calls,
+    normalize_input,
+    resolve_references,
+)
 from toolwire.store.database import Store
 from toolwire.tools.base import Tool
 from toolwire.tools.mcp.pool import McpPool

@@ -24,7 +24,8 @@ if TYPE_CHECKING:  # imported when first needed: most requests carry no such ite
 
 @cache
 def _schema() -> dict[str, Any]:
-    text = resources.files("toolwire.loop").joinpath("data/openai_tool_schema.json").read_text()
+    data = resources.files("toolwire.server.validation").joinpath("data/openai_tool_schema.json")
+    text = data.read_text()
     schema: dict[str, Any] = json.loads(text)
     return schema
 
