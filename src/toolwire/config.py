@@ -146,6 +146,11 @@ class ServerConfig(BaseModel):
         default=True,
         description="the upstream model sees images; false: images become a one-line note",
     )
+    upstream_reasoning_replay: Literal["auto", "reasoning_content", "reasoning", "off"] = Field(
+        default="auto",
+        description="the field reasoning from history goes back to the model in: auto is the "
+        "one the upstream writes it in; off sends none",
+    )
     web_search: WebSearchConfig | None = Field(
         default=None, description="the MCP tool that serves the `web_search` tool"
     )

@@ -185,9 +185,18 @@ class StopReason(StrEnum):
 
     @property
     def incomplete_reason(self) -> str | None:
-        """`incomplete_details.reason` on a Responses object (None unless incomplete)."""
-        return self.value if _STATUS_OF[self] is RunStatus.INCOMPLETE else None
+        """`incomplete_details.reason` on a Responses object (None unless incomplete): only
+        OpenAI's values (`max_output_tokens`, `content_filter`), which strict clients check.
+        toolwire's own reasons (an iteration cap, a deadline, a stuck leak, repeated
+        failures) all mean "the run stopped before a finished answer", which is what
+        `max_output_tokens` tells a client; the exact reason rides alongside as
+        `incomplete_details.toolwire_reason`."""
+        if _STATUS_OF[self] is not RunStatus.INCOMPLETE:
+            return None
+        return self.value if self in _OPENAI_INCOMPLETE else StopReason.MAX_OUTPUT_TOKENS.value
 
+
+_OPENAI_INCOMPLETE = frozenset({StopReason.MAX_OUTPUT_TOKENS, StopReason.CONTENT_FILTER})
 
 _STATUS_OF: dict[StopReason, RunStatus] = {
     StopReason.ANSWERED: RunStatus.COMPLETED,

@@ -68,7 +68,15 @@ def chat_to_transcript(messages: Any) -> Transcript:
                         {"id": f"call_legacy_{index}", "function": legacy}, f"{where}.function_call"
                     )
                 )
-            transcript.append(AssistantMessage(_text(content, where), calls))
+            # interleaved-thinking models need their reasoning back on tool-call turns
+            reasoning = message.get("reasoning_content") or message.get("reasoning")
+            transcript.append(
+                AssistantMessage(
+                    _text(content, where),
+                    calls,
+                    reasoning if isinstance(reasoning, str) else "",
+                )
+            )
         elif role == "tool":
             call_id = message.get("tool_call_id")
             if not isinstance(call_id, str):

@@ -330,7 +330,7 @@ class _Run:
                     return failed
                 turn = self.turn_request()
         self.emit(ModelCallStarted(state.iterations, bool(turn.tools)))
-        held = Holdback()
+        held = Holdback(hold_all=bool(state.leak_prose))
         text: list[str] = []
         reasoning: list[str] = []
         calls: list[ToolCall] = []
@@ -388,8 +388,9 @@ class _Run:
                 return self.on_leak(full_text, full_reasoning, leak, held, usage)
 
         shown = held.release()
-        if shown:
+        if shown and not self.repeats_leak_prose(shown):
             self.emit(OutputTextDelta(shown))
+        state.leak_prose = ""  # a turn without a leak: the next streams live again
         message = AssistantMessage(full_text, calls, full_reasoning)
         plans = [self.plan(call) for call in calls]
         state.transcript.append(message)
@@ -495,6 +496,7 @@ class _Run:
         state.leak_retries += 1
         self.emit(LeakDetected(match.family, match.snippet, state.leak_retries, "retry"))
         self.close_turn(kept, held, usage, [])
+        state.leak_prose = state.leak_prose or kept.strip()
         state.transcript.append(
             UserMessage(LEAK_CORRECTION.format(family=match.family), hidden=True)
         )
@@ -506,7 +508,7 @@ class _Run:
         out, `ModelTurnCompleted.shown_text` tells sinks the text the turn really keeps."""
         overflowed = held.released > len(kept)
         shown = held.release(len(kept))
-        if shown:
+        if shown and not self.repeats_leak_prose(shown):
             self.emit(OutputTextDelta(shown))
         message = AssistantMessage(kept.rstrip(), calls)
         if kept.strip() or calls:
@@ -514,6 +516,11 @@ class _Run:
         plans = [self.plan(call) for call in calls]
         finish = "tool_calls" if calls else "stop"
         self.emit(ModelTurnCompleted(message, finish, usage, plans, kept if overflowed else None))
+
+    def repeats_leak_prose(self, shown: str) -> bool:
+        """Text a retried turn writes again after a leaked attempt already showed it."""
+        prose = self.state.leak_prose
+        return bool(prose) and shown.strip() == prose
 
     def salvage(self, text: str, match: leaks.LeakMatch) -> list[ToolCall] | None:
         """Leaked calls turned into real ones, only if every name is declared and every set of

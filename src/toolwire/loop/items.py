@@ -529,6 +529,14 @@ def items_to_transcript(
                 transcript.append(SystemMessage(_text(content)))
             else:
                 transcript.append(UserMessage(_user_content(content)))
+        elif kind == "reasoning":
+            text = reasoning_text(item)
+            if text:
+                message = open_assistant()
+                if message.text or message.tool_calls:  # reasoning opens the next turn
+                    message = AssistantMessage()
+                    transcript.append(message)
+                message.reasoning += text
         elif kind == "function_call":
             if item.get("status") == "incomplete":
                 continue  # streamed live, then found malformed: it never ran, nothing answers it
@@ -577,6 +585,22 @@ def items_to_transcript(
             )
             transcript.append(ToolMessage(call.id, call.name, envelope))
     return transcript
+
+
+def reasoning_text(item: dict[str, Any]) -> str:
+    """A reasoning item's readable text: its `reasoning_text` content, else its summary
+    (encrypted content is nothing the model reads back)."""
+    for field_name, part_type in (("content", "reasoning_text"), ("summary", "summary_text")):
+        parts = item.get(field_name)
+        if isinstance(parts, list):
+            texts = [
+                p["text"]
+                for p in parts
+                if isinstance(p, dict) and p.get("type") == part_type and isinstance(p.get("text"), str)
+            ]
+            if texts:
+                return "\n".join(texts)
+    return ""
 
 
 def _call_of(call_id: str, name: str, arguments: Any) -> ToolCall:

@@ -16,10 +16,11 @@ from starlette.routing import Route
 
 from toolwire.errors import InvalidRequestError, NotFoundError
 from toolwire.loop.compaction import Compactor, expand_compactions
-from toolwire.loop.items import items_to_transcript, normalize_input, resolve_references
+from toolwire.loop.items import items_to_transcript, normalize_input
 from toolwire.server.auth import owner_of
 from toolwire.server.http import ORJSONResponse, until_disconnected
 from toolwire.server.item_ids import check_unique
+from toolwire.server.item_references import resolve_stored_references
 from toolwire.server.openapi import API, ApiSpec, Operation
 from toolwire.server.requests import validation_error
 from toolwire.server.responses_service import ResponsesService
@@ -101,7 +102,7 @@ class CompactionService:
                 request.previous_response_id, owner=owner
             )
             if record is None:
-                raise NotFoundError(
+                raise InvalidRequestError(  # 400, as OpenAI answers (not 404)
                     f"Previous response with id '{request.previous_response_id}' not found.",
                     param="previous_response_id",
                     code="previous_response_not_found",
@@ -109,7 +110,9 @@ class CompactionService:
             history = list(record["history"])
         input_items = normalize_input(request.input if request.input is not None else [])
         check_unique(input_items, "input")
-        input_items = resolve_references(input_items, history)
+        input_items = await resolve_stored_references(
+            responses.store, input_items, history, owner
+        )
         if not history and not input_items:
             raise InvalidRequestError(
                 "Nothing to compact: give input items or a previous_response_id.", param="input"

@@ -99,6 +99,8 @@ async def build_app(config: ServerConfig) -> Starlette:
             max_event_bytes=config.max_upstream_event_bytes,
             max_response_bytes=config.max_upstream_response_bytes,
             vision=config.upstream_vision,
+            # the managed llama-cpp-python server refuses unknown message fields
+            reasoning_replay=config.upstream_reasoning_replay if config.upstream else "off",
             idle_timeout=config.upstream_idle_timeout,
             fallback_seconds=config.upstream_fallback_seconds,
         )

@@ -42,7 +42,6 @@ from toolwire.loop.items import (
     check_outputs_answer_calls,
     items_to_transcript,
     normalize_input,
-    resolve_references,
 )
 from toolwire.loop.pump import pump_batches
 from toolwire.loop.state import LoopRequest, LoopSettings
@@ -51,6 +50,7 @@ from toolwire.observe.timeline import Timeline
 from toolwire.sealed import SECRET_NAME as SEALED_SECRET
 from toolwire.sealed import Sealer, SealError
 from toolwire.server.durable import DurabilitySettings, Replica, retrying
+from toolwire.server.item_references import resolve_stored_references
 from toolwire.server.item_ids import check_storable, check_unique, is_duplicate_key, taken_item
 from toolwire.server.mcp_tools import McpServerUse
 from toolwire.server.request_tools import RequestTools, request_tools
@@ -178,7 +178,7 @@ class ResponsesService:
         elif request.previous_response_id:
             record = await self.store.get_response_record(request.previous_response_id, owner=owner)
             if record is None:
-                raise NotFoundError(
+                raise InvalidRequestError(  # 400, as OpenAI answers (not 404)
                     f"Previous response with id '{request.previous_response_id}' not found.",
                     param="previous_response_id",
                     code="previous_response_not_found",
@@ -194,7 +194,7 @@ class ResponsesService:
         check_unique(input_items, "input")
         if conversation_id is not None:
             await check_storable(self.store, input_items, "input")
-        input_items = resolve_references(input_items, history)
+        input_items = await resolve_stored_references(self.store, input_items, history, owner)
         check_outputs_answer_calls(history, input_items)
         tools = self._request_tools(request.tools)
         tool_choice = self._tool_choice(request, tools)
@@ -207,6 +207,7 @@ class ResponsesService:
             client_tools=tools.client,
             web_search=tools.web_search,
             include=frozenset(request.include or ()),
+            reasoning_summary=bool((request.reasoning or {}).get("summary")),
         )
         transcript = items_to_transcript(
             expand_compactions(history, input_items, self.compaction, owner),

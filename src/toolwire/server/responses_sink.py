@@ -71,6 +71,9 @@ class ResponseHeader:
     """The MCP tool serving `web_search`: its calls are `web_search_call` items."""
     include: frozenset[str] = frozenset()
     """The request's `include`: the optional output data it asked for."""
+    reasoning_summary: bool = False
+    """`reasoning.summary` was asked for: reasoning items carry a `summary_text` part, which
+    is the upstream's reasoning text itself (toolwire makes no call to summarize it)."""
 
 
 class ResponseBuilder:
@@ -127,8 +130,11 @@ class ResponseBuilder:
             incomplete_reason=incomplete,
             completed_at=wire.now() if status not in ("queued", "in_progress") else None,
         )
-        if incomplete and finished is not None and finished.message:
-            body["incomplete_details"]["message"] = finished.message
+        if incomplete and finished is not None:
+            if incomplete != finished.reason.value:  # toolwire's own reason (errors.py)
+                body["incomplete_details"]["toolwire_reason"] = finished.reason.value
+            if finished.message:
+                body["incomplete_details"]["message"] = finished.message
         return body
 
     # -- plumbing -------------------------------------------------------------------------
@@ -260,34 +266,54 @@ class ResponseBuilder:
     # -- text -----------------------------------------------------------------------------
 
     def _reasoning_delta(self, text: str) -> None:
+        """Reasoning streams as OpenAI streams it: the item, its `reasoning_text` content
+        part, the deltas; with `reasoning.summary` asked for, a `summary_text` part too
+        (the upstream's reasoning text itself: toolwire does not summarize)."""
         if self._reasoning is None:
             item = wire.reasoning_item(wire.new_id("rs"), "")
             item["content"] = []
             item["status"] = "in_progress"
             self._reasoning = item
             self._reasoning_index = self._add(item)
+            where = {"item_id": item["id"], "output_index": self._reasoning_index}
+            self.event(
+                "response.content_part.added",
+                **where,
+                content_index=0,
+                part=wire.reasoning_text_part(""),
+            )
+            if self.header.reasoning_summary:
+                self.event(
+                    "response.reasoning_summary_part.added",
+                    **where,
+                    summary_index=0,
+                    part=wire.summary_text_part(""),
+                )
         self._reasoning_text.append(text)
-        self.event(
-            "response.reasoning_text.delta",
-            item_id=self._reasoning["id"],
-            output_index=self._reasoning_index,
-            content_index=0,
-            delta=text,
-        )
+        where = {"item_id": self._reasoning["id"], "output_index": self._reasoning_index}
+        self.event("response.reasoning_text.delta", **where, content_index=0, delta=text)
+        if self.header.reasoning_summary:
+            self.event(
+                "response.reasoning_summary_text.delta", **where, summary_index=0, delta=text
+            )
 
     def _close_reasoning(self) -> None:
         if self._reasoning is None:
             return
         text = "".join(self._reasoning_text)
         item = self._reasoning
-        self.event(
-            "response.reasoning_text.done",
-            item_id=item["id"],
-            output_index=self._reasoning_index,
-            content_index=0,
-            text=text,
-        )
-        item["content"] = [{"type": "reasoning_text", "text": text}]
+        where = {"item_id": item["id"], "output_index": self._reasoning_index}
+        part = wire.reasoning_text_part(text)
+        self.event("response.reasoning_text.done", **where, content_index=0, text=text)
+        self.event("response.content_part.done", **where, content_index=0, part=part)
+        item["content"] = [part]
+        if self.header.reasoning_summary:
+            summary = wire.summary_text_part(text)
+            self.event("response.reasoning_summary_text.done", **where, summary_index=0, text=text)
+            self.event(
+                "response.reasoning_summary_part.done", **where, summary_index=0, part=summary
+            )
+            item["summary"] = [summary]
         item["status"] = "completed"
         self._done(self._reasoning_index)
         self._reasoning = None

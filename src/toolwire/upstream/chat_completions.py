@@ -17,7 +17,7 @@ import os
 import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from typing import Any, Literal
 
 import httpx
 import orjson
@@ -90,6 +90,12 @@ class ChatCompletionsConfig(BaseModel):
         default=True,
         description="the model can see images: image parts are sent to it (else a one-line note)",
     )
+    reasoning_replay: Literal["auto", "reasoning_content", "reasoning", "off"] = Field(
+        default="auto",
+        description="the field an assistant turn's reasoning goes back to the model in: `auto` "
+        "is the field the upstream writes it in (`reasoning_content` until it has); `off` "
+        "sends none (for servers that refuse unknown message fields)",
+    )
     idle_timeout: float = Field(
         default=120.0,
         gt=0,
@@ -134,6 +140,7 @@ class ChatCompletionsUpstream:
         self.name = config.name
         self.retry = RetryPolicy(config.max_retries, config.initial_backoff, config.max_backoff)
         self._no_streamed_tools_until = 0.0  # monotonic; a fallback learned from this upstream
+        self._reasoning_field = "reasoning_content"  # until the upstream writes reasoning
         headers = {"accept": "application/json", **config.headers}
         key = config.resolved_api_key()
         if key:
@@ -201,7 +208,9 @@ class ChatCompletionsUpstream:
     def request_body(self, request: TurnRequest, *, stream: bool) -> dict[str, Any]:
         body: dict[str, Any] = {
             "model": request.model,
-            "messages": chat_messages(request.transcript, vision=self.config.vision),
+            "messages": chat_messages(
+                request.transcript, vision=self.config.vision, reasoning_field=self.reasoning_field()
+            ),
             "stream": stream,
         }
         if stream:
@@ -299,6 +308,7 @@ class ChatCompletionsUpstream:
         if body.get("usage"):
             events.append(usage_from(body["usage"]))
         events.extend(assembler.finish())
+        self._learn_reasoning_field(assembler)
         return events
 
     async def _streamed(
@@ -405,8 +415,21 @@ class ChatCompletionsUpstream:
             raise UpstreamStreamError(
                 "the upstream ended the stream without a finish reason: the answer was cut off"
             )
+        self._learn_reasoning_field(assembler)
         for event in assembler.finish():
             yield event
+
+    def _learn_reasoning_field(self, assembler: StreamAssembler) -> None:
+        """Remember the field this upstream writes reasoning in: where `auto` replays it."""
+        if assembler.saw_reasoning:
+            self._reasoning_field = assembler.reasoning_field
+
+    def reasoning_field(self) -> str | None:
+        """The field an assistant turn's reasoning goes back in (None: not sent)."""
+        mode = self.config.reasoning_replay
+        if mode == "off":
+            return None
+        return self._reasoning_field if mode == "auto" else mode
 
     async def _open_stream(self, body: bytes, notes: list[ModelEvent]) -> Answer:
         headers = _STREAM_HEADERS

@@ -47,6 +47,14 @@ def function_call_item(
     }
 
 
+def reasoning_text_part(text: str) -> dict[str, Any]:
+    return {"type": "reasoning_text", "text": text}
+
+
+def summary_text_part(text: str) -> dict[str, Any]:
+    return {"type": "summary_text", "text": text}
+
+
 def reasoning_item(item_id: str, text: str) -> dict[str, Any]:
     return {
         "id": item_id,
