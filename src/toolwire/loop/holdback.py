@@ -16,7 +16,7 @@ from toolwire.leaks.hold import DEFAULT_MAX_HOLD, LeakHold
 
 
 class Holdback:
-    __slots__ = ("_hold", "_released", "_all")
+    __slots__ = ("_all", "_hold", "_released")
 
     def __init__(self, max_hold: int = DEFAULT_MAX_HOLD, *, hold_all: bool = False) -> None:
         """`hold_all`: show nothing before the turn's end (a turn retried after a leak, whose

@@ -596,7 +596,9 @@ def reasoning_text(item: dict[str, Any]) -> str:
             texts = [
                 p["text"]
                 for p in parts
-                if isinstance(p, dict) and p.get("type") == part_type and isinstance(p.get("text"), str)
+                if isinstance(p, dict)
+                and p.get("type") == part_type
+                and isinstance(p.get("text"), str)
             ]
             if texts:
                 return "\n".join(texts)

@@ -14,7 +14,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from toolwire.errors import InvalidRequestError, NotFoundError
+from toolwire.errors import InvalidRequestError
 from toolwire.loop.compaction import Compactor, expand_compactions
 from toolwire.loop.items import items_to_transcript, normalize_input
 from toolwire.server.auth import owner_of
@@ -110,9 +110,7 @@ class CompactionService:
             history = list(record["history"])
         input_items = normalize_input(request.input if request.input is not None else [])
         check_unique(input_items, "input")
-        input_items = await resolve_stored_references(
-            responses.store, input_items, history, owner
-        )
+        input_items = await resolve_stored_references(responses.store, input_items, history, owner)
         if not history and not input_items:
             raise InvalidRequestError(
                 "Nothing to compact: give input items or a previous_response_id.", param="input"

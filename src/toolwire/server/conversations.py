@@ -18,8 +18,8 @@ from toolwire.loop.compaction import CompactionCodec
 from toolwire.loop.items import normalize_input
 from toolwire.server.auth import owner_of
 from toolwire.server.http import paginate
-from toolwire.server.item_references import conversation_additions
 from toolwire.server.item_ids import check_storable, is_duplicate_key, taken_item
+from toolwire.server.item_references import conversation_additions
 from toolwire.server.schemas.conversations import (
     AddItems,
     CreateConversation,

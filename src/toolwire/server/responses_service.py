@@ -50,8 +50,8 @@ from toolwire.observe.timeline import Timeline
 from toolwire.sealed import SECRET_NAME as SEALED_SECRET
 from toolwire.sealed import Sealer, SealError
 from toolwire.server.durable import DurabilitySettings, Replica, retrying
-from toolwire.server.item_references import resolve_stored_references
 from toolwire.server.item_ids import check_storable, check_unique, is_duplicate_key, taken_item
+from toolwire.server.item_references import resolve_stored_references
 from toolwire.server.mcp_tools import McpServerUse
 from toolwire.server.request_tools import RequestTools, request_tools
 from toolwire.server.request_tools import tool_choice as choose_tool

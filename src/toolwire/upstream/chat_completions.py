@@ -209,7 +209,9 @@ class ChatCompletionsUpstream:
         body: dict[str, Any] = {
             "model": request.model,
             "messages": chat_messages(
-                request.transcript, vision=self.config.vision, reasoning_field=self.reasoning_field()
+                request.transcript,
+                vision=self.config.vision,
+                reasoning_field=self.reasoning_field(),
             ),
             "stream": stream,
         }
@@ -637,7 +639,8 @@ def _http_error(response: Answer, content: bytes) -> UpstreamHTTPError:
             "code": "context_length_exceeded",
         }
     elif status in (400, 422):
-        kind = {"status": 400, "error_type": "invalid_request_error", "code": "invalid_value"}
+        code = marks[0] if marks and _specific_code(marks[0]) else "invalid_value"
+        kind = {"status": 400, "error_type": "invalid_request_error", "code": code}
     elif status == 404 and "model" in lowered:
         kind = {"status": 404, "error_type": "invalid_request_error", "code": "model_not_found"}
     elif status == 429:
@@ -653,6 +656,22 @@ def _http_error(response: Answer, content: bytes) -> UpstreamHTTPError:
     else:
         kind = {"status": 502, "error_type": "server_error", "code": "server_error"}
     return UpstreamHTTPError(message, upstream_status=status, upstream_body=body, **kind)
+
+
+_GENERIC_CODES = frozenset(
+    {"invalid_request_error", "invalid_request", "bad_request", "badrequesterror", "error"}
+)
+_CODE = re.compile(r"[a-z][a-z0-9_]{2,63}")
+
+
+def _specific_code(code: Any) -> bool:
+    """An upstream's own error code that says more than "bad request" (OpenAI's
+    `invalid_base64_image`, say): relayed as it is, never flattened to `invalid_value`."""
+    return (
+        isinstance(code, str)
+        and _CODE.fullmatch(code) is not None
+        and code.lower() not in _GENERIC_CODES
+    )
 
 
 def _token_count(answer: Any) -> int | None:
