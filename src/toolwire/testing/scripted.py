@@ -55,6 +55,12 @@ class Reply:
     finish_reason: str | None = None
     usage: dict[str, int] | None = None
     delay: float = 0.0
+    call_ids: Sequence[str] = ()
+    """The calls' ids, in order (default `call_<index>_<name>`): real servers give each call
+    of a conversation its own id, and some clients rely on it."""
+
+    def call_id(self, index: int, name: str) -> str:
+        return self.call_ids[index] if index < len(self.call_ids) else f"call_{index}_{name}"
 
 
 @dataclass(slots=True)
@@ -389,7 +395,7 @@ def reply_chunks(reply: Reply, model: str = "scripted-model") -> list[dict[str, 
         chunks.append(chunk({"content": text[start : start + step]}))
     for index, (name, arguments) in enumerate(reply.tool_calls):
         args = _arguments_text(arguments)
-        head = {"index": index, "id": f"call_{index}_{name}", "type": "function"}
+        head = {"index": index, "id": reply.call_id(index, name), "type": "function"}
         chunks.append(
             chunk({"tool_calls": [{**head, "function": {"name": name, "arguments": ""}}]})
         )
@@ -414,7 +420,7 @@ def reply_body(reply: Reply, model: str = "scripted-model") -> dict[str, Any]:
     if reply.tool_calls:
         message["tool_calls"] = [
             {
-                "id": f"call_{i}_{name}",
+                "id": reply.call_id(i, name),
                 "type": "function",
                 "function": {"name": name, "arguments": _arguments_text(args)},
             }
