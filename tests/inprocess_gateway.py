@@ -93,6 +93,7 @@ async def app_gateway(
         for task in background:
             task.cancel()
         await asyncio.gather(*background, return_exceptions=True)
+        await service.replica.stop()  # the lease its first response took (`Replica.join`)
         await transport.shutdown()
         if isinstance(upstream_transport, StreamingASGITransport):
             await upstream_transport.shutdown()

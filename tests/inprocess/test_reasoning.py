@@ -4,13 +4,15 @@ without it; a stuck leak's prose once; OpenAI's enums for incomplete reasons and
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
 
-from tests.inprocess_gateway import AppGateway, app_gateway, chat_chunks, sse_events
+from tests.inprocess_gateway import AppGateway, Gate, app_gateway, chat_chunks, sse_events
 from tests.openai_schemas import violations
 from tests.thinking_upstream import ThinkingUpstream
+from toolwire.store.runs import host_key
 from toolwire.testing import Body, Chunks, Reply, ScriptedUpstream
 
 WEATHER = {
@@ -308,3 +310,59 @@ async def test_an_upstream_specific_400_code_is_relayed(gw: AppGateway, stream_i
     else:
         assert answer.status_code == 400
         assert answer.json()["error"]["code"] == "invalid_base64_image"
+
+
+# -- the upstream size limit on the chat door's whole answers -------------------------------
+
+
+async def test_a_50_mb_whole_answer_is_refused_on_the_chat_door(gw: AppGateway) -> None:
+    huge = "x" * (50 * 1024 * 1024)
+    message = {"role": "assistant", "content": huge}
+    gw.upstream.add(
+        Body(
+            {
+                "id": "c",
+                "object": "chat.completion",
+                "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+            }
+        )
+    )
+    answer = await gw.http.post(
+        "/v1/chat/completions",
+        json={"model": "m", "messages": [{"role": "user", "content": "hi"}]},
+    )
+    assert answer.status_code == 502
+    error = answer.json()["error"]
+    assert error["code"] == "upstream_response_too_large"
+    assert "max_upstream_event_bytes" in error["message"]
+
+
+# -- a service never started still holds a lease ----------------------------------------------
+
+
+async def test_a_service_used_without_start_is_a_live_replica(
+    fake_upstream: ScriptedUpstream,
+) -> None:
+    """The library and embedding apps use `ResponsesService` without `start()`: while one of
+    its responses runs, another replica on the database sees it alive and leaves the run."""
+    gate = Gate(fake_upstream)
+    fake_upstream.add(Reply(text="done"))
+    async with (
+        app_gateway(fake_upstream, upstream_transport=gate.transport) as gw,
+        gw.http.stream(
+            "POST", "/v1/responses", json={"model": "m", "input": "hi", "stream": True}
+        ) as response,
+    ):
+        chunks = response.aiter_text()
+        await anext(chunks)
+        await gate.reached.wait()
+        runs = gw.store.runs
+        now = time.time()
+        dead, live = await runs.dead_replicas("rep_other", now, 10.0, host_key())
+        assert gw.service.replica.id in live
+        # long after its lease would have run out without one, the run is nobody's orphan
+        orphans = await runs.orphans("rep_other", set(dead), live, set(), now + 60, 10.0, 2.0)
+        assert orphans == []
+        gate.release.set()
+        async for _ in chunks:
+            pass

@@ -501,6 +501,7 @@ class ResponsesService:
                 finished.append(event)
 
         response_id = prepared.response_id
+        await self.replica.join()  # a service never `start()`ed still holds a lease
         self.replica.active.add(response_id)
         try:
             await self.driver.run(
@@ -568,6 +569,7 @@ class ResponsesService:
             "sealed_body": sealer.seal(body if body is not None else _request_body(prepared)),
             "owner": prepared.owner,
         }
+        await self.replica.join()
         here = len(self.background) < self.replica.settings.max_background
         claim = RunChange(
             "enqueue",

@@ -290,8 +290,10 @@ class ChatCompletionsUpstream:
 
     async def _whole(self, request: TurnRequest, declared: list[str] | None) -> list[ModelEvent]:
         notes: list[ModelEvent] = []
+        # A whole answer is parsed in one piece, like one stream event: both limits hold.
+        most = min(self.config.max_response_bytes, self.config.max_event_bytes)
         status, content = await self._send(
-            "POST", self._completions_url, self.request_body(request, stream=False), notes
+            "POST", self._completions_url, self.request_body(request, stream=False), notes, most
         )
         notes.append(FirstToken())
         try:
@@ -450,8 +452,10 @@ class ChatCompletionsUpstream:
         url: str,
         body: dict[str, Any] | None,
         notes: list[ModelEvent] | None = None,
+        most: int | None = None,
     ) -> tuple[int, bytes]:
-        """Send, and read the answer within `max_response_bytes`: its status and body."""
+        """Send, and read the answer within `most` bytes (`max_response_bytes` unless
+        given): its status and body."""
         content = orjson.dumps(body) if body is not None else None
         headers = _JSON_HEADERS if body is not None else None
         traced = trace_headers()  # observe/: W3C trace context, only when tracing is on
@@ -462,11 +466,11 @@ class ChatCompletionsUpstream:
             return self._sender.send(method, url, content, headers)
 
         response = await self._with_retries(send, notes)
+        limit = self.config.max_response_bytes if most is None else most
         try:
-            most = self.config.max_response_bytes
-            data = await _read_bounded(response, most)
+            data = await _read_bounded(response, limit)
             if data is None:
-                raise _too_large_answer(most)
+                raise _too_large_answer(limit, whole=limit < self.config.max_response_bytes)
         except httpx.TimeoutException as exc:
             raise UpstreamTimeoutError("the upstream did not answer in time") from exc
         except httpx.TransportError as exc:
@@ -584,10 +588,14 @@ async def _read_bounded(response: Answer, most: int, *, truncate: bool = False) 
     return b"".join(parts)
 
 
-def _too_large_answer(most: int) -> UpstreamTooLargeError:
+def _too_large_answer(most: int, *, whole: bool = False) -> UpstreamTooLargeError:
+    limits = (
+        "max_upstream_event_bytes: a whole answer is read in one piece"
+        if whole
+        else "max_upstream_response_bytes"
+    )
     return UpstreamTooLargeError(
-        f"the upstream's answer is larger than {most} bytes (max_upstream_response_bytes); "
-        "the turn was abandoned"
+        f"the upstream's answer is larger than {most} bytes ({limits}); the turn was abandoned"
     )
 
 
