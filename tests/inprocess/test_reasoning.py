@@ -4,6 +4,7 @@ without it; a stuck leak's prose once; OpenAI's enums for incomplete reasons and
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Any
 
@@ -12,6 +13,7 @@ import pytest
 from tests.inprocess_gateway import AppGateway, Gate, app_gateway, chat_chunks, sse_events
 from tests.openai_schemas import violations
 from tests.thinking_upstream import ThinkingUpstream
+from toolwire.server.responses_sink import ResponseBuilder
 from toolwire.store.runs import host_key
 from toolwire.testing import Body, Chunks, Reply, ScriptedUpstream
 
@@ -366,3 +368,30 @@ async def test_a_service_used_without_start_is_a_live_replica(
         gate.release.set()
         async for _ in chunks:
             pass
+
+
+# -- a cancelled background response's partial message ---------------------------------------
+
+
+async def test_a_cancelled_background_response_keeps_its_partial_message_incomplete(
+    gw: AppGateway, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Text was streaming when the cancel came: the message it was writing is cut off."""
+    text_in = asyncio.Event()
+    original = ResponseBuilder._text_delta
+
+    def seen(builder: ResponseBuilder, text: str) -> None:
+        original(builder, text)
+        text_in.set()
+
+    monkeypatch.setattr(ResponseBuilder, "_text_delta", seen)
+    first = {"choices": [{"index": 0, "delta": {"content": "partial "}, "finish_reason": None}]}
+    gw.upstream.add(Chunks([first, *[first] * 400], delay=0.05))
+    queued = await gw.client.responses.create(model="m", input="x", background=True)
+    await text_in.wait()
+    cancelled = await gw.client.responses.cancel(queued.id)
+    assert cancelled.status == "cancelled"
+    stored = (await gw.http.get(f"/v1/responses/{queued.id}")).json()
+    message = stored["output"][0]
+    assert message["type"] == "message" and message["content"][0]["text"].startswith("partial")
+    assert message["status"] == "incomplete"

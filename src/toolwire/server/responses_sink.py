@@ -201,9 +201,10 @@ class ResponseBuilder:
             self._finished(event)
 
     def _finished(self, event: LoopFinished) -> None:
-        self.close_open_items()
-        self._abandon_open_calls()
         status = event.status
+        # items still open when the run ends were cut off by it (a cancel, a failure)
+        self.close_open_items("completed" if status is RunStatus.COMPLETED else "incomplete")
+        self._abandon_open_calls()
         self.final = self.body(status.value, finished=event, usage=event.usage)
         if status is RunStatus.FAILED:
             error = self.final["error"] or {}
@@ -297,7 +298,7 @@ class ResponseBuilder:
                 "response.reasoning_summary_text.delta", **where, summary_index=0, delta=text
             )
 
-    def _close_reasoning(self) -> None:
+    def _close_reasoning(self, status: str = "completed") -> None:
         if self._reasoning is None:
             return
         text = "".join(self._reasoning_text)
@@ -314,7 +315,7 @@ class ResponseBuilder:
                 "response.reasoning_summary_part.done", **where, summary_index=0, part=summary
             )
             item["summary"] = [summary]
-        item["status"] = "completed"
+        item["status"] = status
         self._done(self._reasoning_index)
         self._reasoning = None
         self._reasoning_text = []
@@ -343,7 +344,7 @@ class ResponseBuilder:
             logprobs=[],
         )
 
-    def _close_message(self, replacement: str | None = None) -> None:
+    def _close_message(self, replacement: str | None = None, status: str = "completed") -> None:
         if self._message is None:
             return
         item = self._message
@@ -353,14 +354,15 @@ class ResponseBuilder:
         self.event("response.output_text.done", **common, text=text, logprobs=[])
         self.event("response.content_part.done", **common, part=part)
         item["content"] = [part]
-        item["status"] = "completed"
+        item["status"] = status
         self._done(self._message_index)
         self._message = None
         self._message_text = []
 
-    def close_open_items(self) -> None:
-        self._close_reasoning()
-        self._close_message()
+    def close_open_items(self, status: str = "completed") -> None:
+        """`status`: "incomplete" for items a run's end cut off (a cancel, a failure)."""
+        self._close_reasoning(status)
+        self._close_message(status=status)
 
     # -- calls ----------------------------------------------------------------------------
 
