@@ -395,3 +395,34 @@ async def test_a_cancelled_background_response_keeps_its_partial_message_incompl
     message = stored["output"][0]
     assert message["type"] == "message" and message["content"][0]["text"].startswith("partial")
     assert message["status"] == "incomplete"
+
+
+# -- a response cancelled right after response.created ---------------------------------------
+
+
+async def test_a_stream_cancelled_during_its_first_write_is_still_stored(
+    gw: AppGateway, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The client leaves right after `response.created`, while the response's first write is
+    in flight: the write is cut short, and the outcome is stored all the same."""
+    original = gw.store.save_response
+    entered = asyncio.Event()
+
+    async def stuck_first_write(body: dict[str, Any], **kwargs: Any) -> bool:
+        if body["status"] == "in_progress":
+            entered.set()
+            await asyncio.Event().wait()  # in flight until the cancel cuts it short
+        return await original(body, **kwargs)
+
+    monkeypatch.setattr(gw.store, "save_response", stuck_first_write)
+    gw.upstream.add(Reply(text="never"))
+    async with gw.http.stream(
+        "POST", "/v1/responses", json={"model": "m", "input": "x", "stream": True}
+    ) as response:
+        first = await anext(response.aiter_text())
+        response_id = sse_events(first.encode())[0]["response"]["id"]
+        await entered.wait()
+    await gw.idle()
+    stored = await gw.http.get(f"/v1/responses/{response_id}")
+    assert stored.status_code == 200, stored.text
+    assert stored.json()["status"] == "cancelled"

@@ -328,6 +328,7 @@ class ResponsesService:
         # Streams and background jobs are stored when they start (their id is out at once).
         stored_at_start = outbox is not None or background
         store = prepared.request.store
+        started: list[bool] = []  # the start's write is done (a cancel may cut it short)
 
         async def record(event: LoopEvent) -> None:
             if isinstance(event, RunStarted):
@@ -337,6 +338,7 @@ class ResponsesService:
                             prepared, builder.body("in_progress"), run=hold, fresh=not background
                         )
                     )
+                started.append(True)
             elif isinstance(event, StepReached):
                 if background:
                     await self._write(lambda: self.persist(prepared, builder.body("in_progress")))
@@ -347,7 +349,13 @@ class ResponsesService:
                     else None
                 )
                 await self._finished(
-                    prepared, builder, event, outbox, stored=stored_at_start, also=saved
+                    prepared,
+                    builder,
+                    event,
+                    outbox,
+                    stored=stored_at_start,
+                    start_written=bool(started),
+                    also=saved,
                 )
 
         return record
@@ -384,10 +392,13 @@ class ResponsesService:
         outbox: _Outbox | None,
         *,
         stored: bool = True,
+        start_written: bool = True,
         also: Callable[[Any], Any] | None = None,
     ) -> None:
         """`stored`: the response was stored when it started (it holds a lease to release);
-        else this is its first and only write."""
+        else this is its first and only write. `start_written`: that first write finished; a
+        run cancelled during it (a client gone right after `response.created`) may have no
+        row yet, so its outcome is written whether or not a row is there."""
         final = builder.final
         assert final is not None
         response_id = prepared.response_id
@@ -409,7 +420,7 @@ class ResponsesService:
                     prepared,
                     final,
                     run=RunChange("release") if stored else None,
-                    finished=stored,
+                    finished=stored and start_written,
                     fresh=not stored,
                     also=also,
                 )
