@@ -10,7 +10,6 @@ model writes them and its `.done` carries the final, repaired arguments.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,6 +35,7 @@ from toolwire.loop.events import (
     ToolListingStarted,
 )
 from toolwire.loop.tool_types import ClientTool, ClientTools, custom_input
+from toolwire.server.citations import sources, url_citations, urls
 from toolwire.server.request_tools import SearchBackend
 from toolwire.transcript import ToolCall
 from toolwire.upstream.events import Usage
@@ -93,6 +93,7 @@ class ResponseBuilder:
         self._streamed: dict[int, list[str]] = {}  # output index -> argument pieces so far
         self._calls: dict[str, int] = {}  # call id -> output index of its open call item
         self._listings: dict[str, int] = {}  # server label -> output index of mcp_list_tools
+        self._sources: dict[str, str] = {}  # url -> title, of this response's web searches
 
     # -- the response object --------------------------------------------------------------
 
@@ -351,6 +352,14 @@ class ResponseBuilder:
         text = "".join(self._message_text) if replacement is None else replacement
         part = wire.output_text_part(text)
         common = {"item_id": item["id"], "output_index": self._message_index, "content_index": 0}
+        part["annotations"] = url_citations(text, self._sources)
+        for number, annotation in enumerate(part["annotations"]):
+            self.event(
+                "response.output_text.annotation.added",
+                **common,
+                annotation_index=number,
+                annotation=annotation,
+            )
         self.event("response.output_text.done", **common, text=text, logprobs=[])
         self.event("response.content_part.done", **common, part=part)
         item["content"] = [part]
@@ -550,7 +559,9 @@ class ResponseBuilder:
         if item["type"] == "web_search_call":
             item["status"] = "completed" if ok else "failed"
             if ok and "web_search_call.action.sources" in self.header.include:
-                item["action"]["sources"] = [{"type": "url", "url": url} for url in _urls(output)]
+                item["action"]["sources"] = [{"type": "url", "url": url} for url in urls(output)]
+            if ok:
+                self._sources.update(sources(output))  # what answers may cite
             if ok:
                 self.event(
                     "response.web_search_call.completed", item_id=item["id"], output_index=index
@@ -589,12 +600,3 @@ class ResponseBuilder:
         self.event("response.web_search_call.in_progress", **common)
         item["status"] = "searching"
         self.event("response.web_search_call.searching", **common)
-
-
-_URL = re.compile(r"https?://[^\s<>\"'`)\]]+")
-
-
-def _urls(text: str) -> list[str]:
-    """The web addresses a search backend's result names, in order, once each: the search's
-    `sources` (a backend is any MCP tool, so its text is all there is to read them from)."""
-    return list(dict.fromkeys(url.rstrip(".,;:") for url in _URL.findall(text)))
