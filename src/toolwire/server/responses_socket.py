@@ -213,8 +213,8 @@ def _create_body(message: Any) -> dict[str, Any]:
 
 def _error_event(exc: ToolwireError) -> dict[str, Any]:
     """The WebSocket error envelope; its `code` is always a string. An unknown
-    `previous_response_id` is status 400 here, as OpenAI documents it for WebSocket mode (the
-    HTTP door answers 404)."""
+    `previous_response_id` is status 400 here, as OpenAI documents it (the HTTP door answers
+    the same)."""
     body = exc.to_body()["error"]
     assert isinstance(body, dict)
     code = exc.code or exc.error_type
