@@ -20,6 +20,7 @@ from toolwire.server.mcp_tools import configured_server
 from toolwire.server.observability import install_observability
 from toolwire.server.responses_service import ResponsesService
 from toolwire.server.security import startup_security
+from toolwire.server.workers import reuse_port_socket, run_workers
 from toolwire.store.database import Store
 from toolwire.tools.base import Tool
 from toolwire.tools.loading import load_tools
@@ -155,9 +156,7 @@ def run(config: ServerConfig, *, reuse_port: bool = False) -> None:
     `uvicorn.run`. `workers` > 1: one process per worker (server/workers.py); `reuse_port`: this
     process is one of them, sharing the port."""
     if config.workers > 1 and not reuse_port:
-        from toolwire.server.workers import run_workers
-
-        run_workers(config)
+        run_workers(config, target=f"{__name__}:run")
         return
     try:
         import uvloop
@@ -185,8 +184,6 @@ async def serve(config: ServerConfig, *, reuse_port: bool = False) -> None:
         )
     )
     if reuse_port:
-        from toolwire.server.workers import reuse_port_socket
-
         await server.serve(sockets=[reuse_port_socket(config.host, config.port)])
     else:
         await server.serve()

@@ -77,12 +77,21 @@ class ResponseHeader:
 
 
 class ResponseBuilder:
-    def __init__(self, header: ResponseHeader, emit: Emit | None) -> None:
+    def __init__(
+        self,
+        header: ResponseHeader,
+        emit: Emit | None,
+        *,
+        output: list[dict[str, Any]] | None = None,
+    ) -> None:
+        """`output`: items an earlier attempt of this response stored (a resumed run goes
+        on after them)."""
         self.header = header
         self._emit = emit
         self.sequence = 0
-        self.output: list[dict[str, Any]] = []
+        self.output: list[dict[str, Any]] = list(output or [])
         self.final: dict[str, Any] | None = None
+        self._settled: tuple[LoopFinished, dict[str, Any]] | None = None
         self._message: dict[str, Any] | None = None
         self._message_index = 0
         self._message_text: list[str] = []
@@ -201,12 +210,23 @@ class ResponseBuilder:
         elif isinstance(event, LoopFinished):
             self._finished(event)
 
+    def settle(self, event: LoopFinished) -> dict[str, Any]:
+        """The final response object for an outcome the driver is about to announce: the
+        recorder stores it first, then the terminal event carries this same object. Items
+        still open close here (their `.done` events go out; the terminal one does not): the
+        run's end cut them off (a cancel, a failure) unless it completed."""
+        if self._settled is not None and self._settled[0] is event:
+            return self._settled[1]
+        completed = event.status is RunStatus.COMPLETED
+        self.close_open_items("completed" if completed else "incomplete")
+        self._abandon_open_calls()
+        body = self.body(event.status.value, finished=event, usage=event.usage)
+        self._settled = (event, body)
+        return body
+
     def _finished(self, event: LoopFinished) -> None:
         status = event.status
-        # items still open when the run ends were cut off by it (a cancel, a failure)
-        self.close_open_items("completed" if status is RunStatus.COMPLETED else "incomplete")
-        self._abandon_open_calls()
-        self.final = self.body(status.value, finished=event, usage=event.usage)
+        self.final = self.settle(event)
         if status is RunStatus.FAILED:
             error = self.final["error"] or {}
             code = error.get("code")
