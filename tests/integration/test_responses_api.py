@@ -234,8 +234,10 @@ def test_streaming_event_lifecycle_parses_with_the_sdk(gw: Gateway) -> None:
         "response.created",
         "response.in_progress",
         "response.output_item.added",
-        "response.reasoning_text.delta",
+        "response.content_part.added",
+        *["response.reasoning_text.delta"] * kinds.count("response.reasoning_text.delta"),
         "response.reasoning_text.done",
+        "response.content_part.done",
         "response.output_item.done",
         "response.output_item.added",
         "response.content_part.added",
@@ -363,9 +365,10 @@ def test_unknown_ids_are_404(gw: Gateway, method: str, path: str) -> None:
     assert set(response.json()["error"]) == {"message", "type", "param", "code"}
 
 
-def test_unknown_previous_response_is_404(gw: Gateway) -> None:
-    with pytest.raises(openai.NotFoundError):
+def test_unknown_previous_response_is_400_as_openai_answers(gw: Gateway) -> None:
+    with pytest.raises(openai.BadRequestError) as refused:
         gw.client.responses.create(model="m", input="x", previous_response_id="resp_nope")
+    assert refused.value.code == "previous_response_not_found"
 
 
 def test_upstream_failure_before_streaming_is_a_client_error_and_stored_failed(

@@ -192,12 +192,13 @@ def test_another_key_sees_nothing_of_a_response(server: Server) -> None:
         lambda: bob.responses.input_items.list(response.id),
         lambda: bob.responses.delete(response.id),
         lambda: bob.responses.cancel(response.id),
-        lambda: bob.responses.create(
-            model="scripted-model", input="and?", previous_response_id=response.id
-        ),
     ):
         with pytest.raises(openai.NotFoundError):
             call()
+    # as an unknown previous_response_id: 400, as OpenAI answers
+    with pytest.raises(openai.BadRequestError) as unknown:
+        bob.responses.create(model="scripted-model", input="and?", previous_response_id=response.id)
+    assert unknown.value.code == "previous_response_not_found"
     assert alice.responses.retrieve(response.id).output_text == "alice's answer"
     assert alice.responses.input_items.list(response.id).data[0].type == "message"
     alice.responses.delete(response.id)
