@@ -12,7 +12,9 @@ from starlette.routing import Route
 from toolwire.observe.metrics import render_metrics
 from toolwire.observe.requests import ObserveMiddleware
 from toolwire.observe.setup import Observability
+from toolwire.server.auth import is_operator
 from toolwire.server.responses_service import ResponsesService
+from toolwire.server.ui.access import operator_only
 from toolwire.server.ui.routes import ui_routes
 
 
@@ -20,11 +22,16 @@ def install_observability(
     app: Starlette, service: ResponsesService, observability: Observability
 ) -> None:
     async def metrics(request: Request) -> Response:
+        if not is_operator(request):  # it names every tenant's models and tools
+            return operator_only()
         body, content_type = render_metrics()
         return Response(body, media_type=content_type)
 
     service.driver.observe = observability.observe
     app.router.routes.extend(
-        [Route("/metrics", metrics, methods=["GET"]), *ui_routes(service.timelines)]
+        [
+            Route("/metrics", metrics, methods=["GET"]),
+            *ui_routes(service.timelines, service.store, service.driver.upstream.name),
+        ]
     )
     app.add_middleware(ObserveMiddleware, **observability.middleware_options())
