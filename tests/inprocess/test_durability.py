@@ -254,6 +254,33 @@ async def test_a_background_run_is_resumed_after_its_step_and_no_tool_runs_twice
     assert told["role"] == "tool" and "interrupted" in told["content"]
 
 
+async def test_a_background_run_goes_back_to_the_queue_when_its_replica_shuts_down(
+    fake_upstream: ScriptedUpstream, database_url: str
+) -> None:
+    """A graceful shutdown is not a cancel: the job is stored as it stands, its lease given
+    up, and another replica finishes it."""
+    calls.clear()
+    fake_upstream.add(
+        Reply(text="Working.", tool_calls=[("slow_step", {"note": "one"})]),
+        Reply(text="Finished elsewhere."),
+    )
+    body = {"model": "m", "input": "go", "background": True}
+    async with replica(fake_upstream, database_url, start=False) as first:
+        queued = await first.start_background(await first.prepare(body), body)
+        response_id = queued["id"]
+        await wait_for(lambda: asyncio.sleep(0, result=bool(calls)))
+    # `first` has shut down here
+    async with replica(fake_upstream, database_url, start=False) as probe:
+        stored = await probe.store.get_response(response_id)
+    assert stored is not None and stored["status"] == "in_progress"
+    async with replica(fake_upstream, database_url) as second:
+        await wait_for(lambda: _finished(second.store, response_id))
+        final = await second.store.get_response(response_id)
+    assert final is not None and final["status"] == "completed", final
+    assert final["output"][-1]["content"][0]["text"] == "Finished elsewhere."
+    assert calls == ["one"]
+
+
 async def test_cancel_reaches_the_replica_that_runs_the_job(
     fake_upstream: ScriptedUpstream, database_url: str
 ) -> None:

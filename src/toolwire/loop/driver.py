@@ -10,8 +10,11 @@ iterations, leak retries), cancellation, and the typed `RunOutcome`. Doors (libr
 Responses, chat proxy) translate requests in and events out; they decide nothing. Persistence is
 driven by the run's events: the optional `checkpoint` is awaited at `RunStarted`, at each
 `StepReached` (before and after server-side calls run) and at `LoopFinished`, also when the run
-is cancelled. A checkpoint that raises `StoreError` before the end ends the run `failed`
-(`StopReason.STORE_ERROR`); `LoopSettings.deadline` bounds the whole run.
+is cancelled. The final write is part of the run: the checkpoint sees `LoopFinished` *before*
+any sink does, so a terminal event always follows the write that stored it. A checkpoint that
+raises `StoreError`, at any point including the last, ends the run `failed`
+(`StopReason.STORE_ERROR`), decided here; `LoopSettings.deadline` bounds the whole run. A
+cancelled run reports who cancelled it (`Cancellation`, `LoopFinished.cause`).
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ from toolwire.loop.events import (
     CallArgumentsDelta,
     CallStreamStarted,
     CallTarget,
+    CancelCause,
     ContextCompacted,
     LeakDetected,
     LoopEvent,
@@ -67,6 +71,7 @@ from toolwire.loop.holdback import Holdback
 from toolwire.loop.state import (
     AwaitApproval,
     CallModel,
+    Cancellation,
     ExecuteTools,
     Finish,
     LoopRequest,
@@ -138,26 +143,38 @@ class LoopDriver:
         self.observe = observe
 
     async def run(
-        self, request: LoopRequest, sink: Sink, *, checkpoint: Checkpoint | None = None
+        self,
+        request: LoopRequest,
+        sink: Sink,
+        *,
+        checkpoint: Checkpoint | None = None,
+        cancellation: Cancellation | None = None,
     ) -> LoopState:
         """Drive the run to its outcome; always emits `LoopFinished` last, also when cancelled
-        (then the outcome is `cancelled`, checkpointed, and the cancellation re-raised)."""
+        (then the outcome is `cancelled`, checkpointed, and the cancellation re-raised).
+        `cancellation`: where whoever cancels the run's task says why, first."""
         if self.observe is not None:
             sink = self.observe(request, sink)
-        return await _Run(self, request, sink, checkpoint).drive()
+        return await _Run(self, request, sink, checkpoint, cancellation).drive()
 
 
 class _Run:
     """One run's moving parts; the transitions are the methods named after `NextAction`s."""
 
     def __init__(
-        self, driver: LoopDriver, request: LoopRequest, sink: Sink, checkpoint: Checkpoint | None
+        self,
+        driver: LoopDriver,
+        request: LoopRequest,
+        sink: Sink,
+        checkpoint: Checkpoint | None,
+        cancellation: Cancellation | None,
     ) -> None:
         self.upstream = driver.upstream
         self.request = request
         self.settings = request.settings
         self.emit = sink
         self.checkpoint = checkpoint
+        self.cancellation = cancellation
         self.executor = ToolExecutor(
             request.tools, limits=driver.limits, max_concurrency=self.settings.max_concurrent_tools
         )
@@ -181,8 +198,10 @@ class _Run:
             except StoreError as exc:
                 action = Finish(RunOutcome(StopReason.STORE_ERROR, exc.message, exc))
         except asyncio.CancelledError:
+            told = self.cancellation.cause if self.cancellation is not None else None
+            cause = told or CancelCause.CLIENT
             await _finish_despite_cancellation(
-                self.finish(RunOutcome(StopReason.CANCELLED, CANCELLED))
+                self.finish(RunOutcome(StopReason.CANCELLED, CANCELLED), cause)
             )
             raise
         await self.finish(action.outcome)
@@ -672,16 +691,28 @@ class _Run:
         self.emit(ApprovalRequested(requests))
         return Finish(RunOutcome(StopReason.AWAITING_APPROVAL, "a tool call waits for approval"))
 
-    async def finish(self, outcome: RunOutcome) -> None:
+    async def finish(self, outcome: RunOutcome, cause: CancelCause | None = None) -> None:
+        """The final write, then the outcome: the checkpoint stores the run's end before any
+        sink sees `LoopFinished`; a write that fails makes the outcome `STORE_ERROR`."""
         state = self.state
+        finished = self.finished(outcome, cause)
+        if self.checkpoint is not None:
+            try:
+                await self.checkpoint(finished)
+            except StoreError as exc:
+                outcome = RunOutcome(StopReason.STORE_ERROR, exc.message, exc)
+                finished = self.finished(outcome, None)
         state.outcome = outcome
-        await self.record(
-            LoopFinished(
-                outcome.reason,
-                outcome.message,
-                state.final_text,
-                state.usage,
-                outcome.error,
-                list(state.pending_calls),
-            )
+        self.emit(finished)
+
+    def finished(self, outcome: RunOutcome, cause: CancelCause | None) -> LoopFinished:
+        state = self.state
+        return LoopFinished(
+            outcome.reason,
+            outcome.message,
+            state.final_text,
+            state.usage,
+            outcome.error,
+            list(state.pending_calls),
+            cause,
         )

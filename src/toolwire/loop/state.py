@@ -11,6 +11,7 @@ from typing import Any, Literal, Protocol
 
 from toolwire.errors import RunStatus, StopReason, ToolwireError
 from toolwire.loop.compaction import ContextPolicy
+from toolwire.loop.events import CancelCause
 from toolwire.loop.tool_types import ClientTools
 from toolwire.tools.base import Tool
 from toolwire.tools.mcp.toolset import McpToolset
@@ -82,6 +83,20 @@ class LoopRequest:
     run_id: str = ""
     """The id the run is stored under (a response id): what an approval claim records."""
     settings: LoopSettings = field(default_factory=LoopSettings)
+
+
+@dataclass(slots=True)
+class Cancellation:
+    """Why the task running a run is about to be cancelled: whoever cancels it says so here
+    first, and the driver reports it on `LoopFinished.cause` (a typed cause, not a flag a door
+    reads after the outcome)."""
+
+    cause: CancelCause | None = None
+    """The first cause given stands (a client's cancel during a shutdown stays a cancel)."""
+
+    def cancel(self, cause: CancelCause) -> None:
+        if self.cause is None:
+            self.cause = cause
 
 
 @dataclass(slots=True, frozen=True)

@@ -30,14 +30,13 @@ from toolwire.errors import (
     InvalidRequestError,
     NotFoundError,
     RunStatus,
-    StopReason,
     StoreError,
     ToolwireError,
 )
 from toolwire.loop.approvals import ApprovalSigner, approval_decisions
 from toolwire.loop.compaction import CompactionCodec, ContextPolicy, expand_compactions
 from toolwire.loop.driver import Checkpoint, LoopDriver
-from toolwire.loop.events import LoopEvent, LoopFinished, RunStarted, StepReached
+from toolwire.loop.events import CancelCause, LoopEvent, LoopFinished, RunStarted, StepReached
 from toolwire.loop.items import (
     check_outputs_answer_calls,
     items_to_transcript,
@@ -45,7 +44,7 @@ from toolwire.loop.items import (
     resolve_references,
 )
 from toolwire.loop.pump import pump_batches
-from toolwire.loop.state import LoopRequest, LoopSettings
+from toolwire.loop.state import Cancellation, LoopRequest, LoopSettings
 from toolwire.observe.metrics import BACKGROUND_JOBS
 from toolwire.observe.timeline import Timeline
 from toolwire.sealed import SECRET_NAME as SEALED_SECRET
@@ -141,8 +140,7 @@ class ResponsesService:
         self.background: dict[str, asyncio.Task[None]] = {}
         """Background responses running in this process."""
         self.replica = Replica(store, durability)
-        self._cancelling: set[str] = set()
-        self._draining = False
+        self._cancellations: dict[str, Cancellation] = {}
         self._job_sealer: Sealer | None = None
 
     async def start(self) -> None:
@@ -152,9 +150,9 @@ class ResponsesService:
     async def stop(self) -> None:
         """Shut down: background runs here go back to the queue (another replica, or this
         one restarted, resumes them), then the lease is given up."""
-        self._draining = True
         tasks = list(self.background.values())
-        for task in tasks:
+        for response_id, task in self.background.items():
+            self._cancellations[response_id].cancel(CancelCause.SHUTDOWN)
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         await self.replica.stop()
@@ -311,13 +309,16 @@ class ResponsesService:
         self,
         prepared: Prepared,
         builder: ResponseBuilder,
-        outbox: _Outbox | None = None,
+        *,
+        streamed: bool = False,
         timeline: Timeline | None = None,
     ) -> Checkpoint:
         """Stores the response when the run starts (retrievable while it runs, with its lease),
         at each step of a background run (so another replica can resume it), and when it
-        finishes, whatever ended it; a conversation gets the finished turn's items. The
-        terminal stream event waits in `outbox` until the final write is done."""
+        finishes, whatever ended it; a conversation gets the finished turn's items. The driver
+        awaits the final write before it announces the outcome, so the terminal stream event
+        follows it; a final write that fails raises `StoreError`, which the driver makes the
+        outcome."""
         background = prepared.request.background
         kind: Any = "background" if background else "foreground"
         hold = RunChange("hold", self.replica.id, kind)
@@ -325,7 +326,7 @@ class ResponsesService:
         # its id before the answer carries it (no stream, no job), so an `in_progress` row and
         # a lease would guard nothing, and a crash before the end loses nothing a client saw.
         # Streams and background jobs are stored when they start (their id is out at once).
-        stored_at_start = outbox is not None or background
+        stored_at_start = streamed or background
         store = prepared.request.store
 
         async def record(event: LoopEvent) -> None:
@@ -339,15 +340,13 @@ class ResponsesService:
             elif isinstance(event, StepReached):
                 if background:
                     await self._write(lambda: self.persist(prepared, builder.body("in_progress")))
-            elif isinstance(event, LoopFinished) and builder.final is not None:
-                saved = (
-                    partial(self._save_timeline, prepared, timeline, not background)
-                    if timeline is not None and store  # observe/: for /ui, same transaction
-                    else None
-                )
-                await self._finished(
-                    prepared, builder, event, outbox, stored=stored_at_start, also=saved
-                )
+            elif isinstance(event, LoopFinished):
+                final = builder.settle(event)
+                saved = None
+                if timeline is not None and store:  # observe/: for /ui, same transaction
+                    timeline(event)
+                    saved = partial(self._save_timeline, prepared, timeline, not background)
+                await self._finished(prepared, final, event, stored=stored_at_start, also=saved)
 
         return record
 
@@ -378,52 +377,34 @@ class ResponsesService:
     async def _finished(
         self,
         prepared: Prepared,
-        builder: ResponseBuilder,
+        final: dict[str, Any],
         event: LoopFinished,
-        outbox: _Outbox | None,
         *,
         stored: bool = True,
         also: Callable[[Any], Any] | None = None,
     ) -> None:
         """`stored`: the response was stored when it started (it holds a lease to release);
-        else this is its first and only write."""
-        final = builder.final
-        assert final is not None
+        else this is its first and only write. A write that fails raises `StoreError`: the
+        lease stays behind, and the sweep finalizes the stored response once the database is
+        back."""
         response_id = prepared.response_id
-        if (
-            prepared.request.background
-            and event.reason is StopReason.CANCELLED
-            and self._draining
-            and response_id not in self._cancelling
-        ):
+        if prepared.request.background and event.cause is CancelCause.SHUTDOWN:
             # Shutting down: the job goes back to the queue with what it has done so far.
             partial = {**final, "status": "in_progress", "completed_at": None, "error": None}
             with contextlib.suppress(Exception):
                 await self.persist(prepared, partial)
                 await self.store.runs.release(response_id, self.replica.id, time.time())
             return
-        try:
-            await self._write(
-                lambda: self.persist(
-                    prepared,
-                    final,
-                    run=RunChange("release") if stored else None,
-                    finished=stored,
-                    fresh=not stored,
-                    also=also,
-                )
+        await self._write(
+            lambda: self.persist(
+                prepared,
+                final,
+                run=RunChange("release") if stored else None,
+                finished=stored,
+                fresh=not stored,
+                also=also,
             )
-        except StoreError as exc:
-            # The run's answer cannot be recorded: the client is told it failed. The lease
-            # stays behind; the sweep finalizes the stored response once the database is back.
-            failed = _failed(final, exc)
-            builder.final = failed
-            if outbox is not None:
-                outbox.replace(failed)
-            return
-        finally:
-            if outbox is not None:
-                outbox.flush()
+        )
 
     async def persist(
         self,
@@ -488,7 +469,12 @@ class ResponsesService:
     # -- the three ways to run ------------------------------------------------------------
 
     async def _run(
-        self, prepared: Prepared, builder: ResponseBuilder, outbox: _Outbox | None = None
+        self,
+        prepared: Prepared,
+        builder: ResponseBuilder,
+        *,
+        streamed: bool = False,
+        cancellation: Cancellation | None = None,
     ) -> LoopFinished:
         finished: list[LoopFinished] = []
         timeline = Timeline(prepared.loop_request)  # observe/: an observer of the run's events
@@ -505,7 +491,8 @@ class ResponsesService:
             await self.driver.run(
                 prepared.loop_request,
                 sink,
-                checkpoint=self.checkpoint(prepared, builder, outbox, timeline),
+                checkpoint=self.checkpoint(prepared, builder, streamed=streamed, timeline=timeline),
+                cancellation=cancellation,
             )
         finally:
             self.replica.active.discard(response_id)
@@ -516,12 +503,9 @@ class ResponsesService:
         failed either way)."""
         builder = ResponseBuilder(prepared.header, None)
         finished = await self._run(prepared, builder)
-        assert builder.final is not None
-        if builder.final["status"] == "failed" and finished.status is not RunStatus.FAILED:
-            error = builder.final.get("error") or {}
-            raise StoreError(str(error.get("message") or "the response could not be stored"))
         if finished.status is RunStatus.FAILED and finished.error is not None:
-            raise finished.error
+            raise finished.error  # a failed final write included (`STORE_ERROR`)
+        assert builder.final is not None
         return builder.final
 
     async def stream(self, prepared: Prepared) -> AsyncIterator[bytes]:
@@ -548,8 +532,7 @@ class ResponsesService:
         cancels the run."""
 
         async def run(emit: Any) -> None:
-            outbox = _Outbox(emit)
-            await self._run(prepared, ResponseBuilder(prepared.header, outbox), outbox)
+            await self._run(prepared, ResponseBuilder(prepared.header, emit), streamed=True)
 
         async with contextlib.aclosing(pump_batches(run)) as batches:
             async for batch in batches:
@@ -584,18 +567,21 @@ class ResponsesService:
     def launch(self, job: Job, prepared: Prepared | None = None) -> None:
         """Run a claimed job in this process."""
         response_id = job.response_id
-        task = asyncio.create_task(self._work(job, prepared), name=f"toolwire-{response_id}")
+        cancellation = self._cancellations[response_id] = Cancellation()
+        task = asyncio.create_task(
+            self._work(job, prepared, cancellation), name=f"toolwire-{response_id}"
+        )
         self.background[response_id] = task
 
     def cancel_local(self, response_id: str) -> bool:
         task = self.background.get(response_id)
         if task is None or task.done():
             return False
-        self._cancelling.add(response_id)
+        self._cancellations[response_id].cancel(CancelCause.CLIENT)
         task.cancel()
         return True
 
-    async def _work(self, job: Job, prepared: Prepared | None) -> None:
+    async def _work(self, job: Job, prepared: Prepared | None, cancellation: Cancellation) -> None:
         response_id = job.response_id
         try:
             if job.cancel_requested:
@@ -609,16 +595,15 @@ class ResponsesService:
                     error = wire.error_object(exc.code or "server_error", exc.message)
                     await self.store.runs.finalize(response_id, "failed", error, wire.now())
                     return
-            builder = ResponseBuilder(prepared.header, None)
-            builder.output = resumed
+            builder = ResponseBuilder(prepared.header, None, output=resumed)
             BACKGROUND_JOBS.labels("running").inc()  # observe/
             try:
-                await self._run(prepared, builder)
+                await self._run(prepared, builder, cancellation=cancellation)
             finally:
                 BACKGROUND_JOBS.labels("running").dec()
         finally:
             self.background.pop(response_id, None)
-            self._cancelling.discard(response_id)
+            self._cancellations.pop(response_id, None)
 
     async def _prepare_job(self, job: Job) -> tuple[Prepared, list[dict[str, Any]]]:
         """A job queued by any replica, prepared here under its own id; if an earlier
@@ -686,61 +671,10 @@ class ResponsesService:
             await asyncio.sleep(0.05)
 
 
-class _Outbox:
-    """A stream's emit that holds back the terminal events (`error`, `response.completed` /
-    `.incomplete` / `.failed`) until the final write is done, so a client never sees an
-    outcome that was not stored, and sees `response.failed` if the write failed."""
-
-    def __init__(self, emit: Callable[[dict[str, Any]], None]) -> None:
-        self.emit = emit
-        self.held: list[dict[str, Any]] = []
-
-    def __call__(self, event: dict[str, Any]) -> None:
-        if event["type"] in _TERMINAL_EVENTS:
-            self.held.append(event)
-        else:
-            self.emit(event)
-
-    def replace(self, failed: dict[str, Any]) -> None:
-        """Instead of the held outcome: `error` and `response.failed` with this body."""
-        if not self.held:
-            return
-        number = self.held[0]["sequence_number"]
-        error = failed.get("error") or {}
-        self.held = [
-            {
-                "type": "error",
-                "sequence_number": number,
-                "code": error.get("code"),
-                "message": error.get("message"),
-                "param": None,
-            },
-            {"type": "response.failed", "sequence_number": number + 1, "response": failed},
-        ]
-
-    def flush(self) -> None:
-        for event in self.held:
-            self.emit(event)
-        self.held = []
-
-
-_TERMINAL_EVENTS = frozenset(
-    {"error", "response.completed", "response.incomplete", "response.failed"}
-)
-
 INTERRUPTED = (
     "interrupted: the gateway process running this call stopped; the call may or may not have "
     "run, and it is not run again"
 )
-
-
-def _failed(final: dict[str, Any], exc: StoreError) -> dict[str, Any]:
-    return {
-        **final,
-        "status": "failed",
-        "incomplete_details": None,
-        "error": wire.error_object(exc.code or "server_error", exc.message),
-    }
 
 
 def _resume(
