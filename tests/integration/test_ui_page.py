@@ -322,6 +322,9 @@ def test_run_page_deep_link_raw_json_and_conversation(
     browser.evaluate("[...document.querySelectorAll('.tabs button')][1].click(); true")
     raw = json.loads(browser.evaluate("document.querySelector('[data-testid=raw]').textContent"))
     assert raw["response"]["id"] == site.repaired and raw["timeline"]
+    # the raw view replaces the run view (not below it)
+    assert browser.evaluate("document.querySelector('.run-grid').offsetParent === null")
+    assert browser.evaluate("document.querySelector('[data-testid=raw]').offsetParent !== null")
     fits(browser)
     screenshot(browser, shots / "run.png")
     browser.navigate(f"{site.base}/ui#/conversations/{site.conversation}")
