@@ -12,7 +12,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -241,7 +240,10 @@ def test_overview_charts_what_toolwire_fixed(site: Site, browser: Browser, shots
     assert set(models) == {"scripted-model", "other-model"}
     fits(browser)
     browser.evaluate("window.scrollTo(0, 0); true")
-    time.sleep(0.3)  # not synchronisation: lets the compositor paint the last frame
+    # two animation frames: what the page drew is painted before the screenshot
+    browser.evaluate(
+        "new Promise(r => requestAnimationFrame(() => requestAnimationFrame(() => r(true))))"
+    )
     image = screenshot(browser, shots / "overview.png")
     for chart in ("#chart-fixed", "#chart-runs", "#chart-tokens", "#chart-latency"):
         box = rect(browser, chart)
