@@ -14,6 +14,9 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
+#: A run refused by its key's limits at a model call (server/quotas.py): not the upstream's
+#: failure.
+LIMIT_CODES = frozenset({"rate_limit_exceeded", "insufficient_quota"})
 #: How many points a chart gets at most.
 BUCKETS = 60
 #: Bucket widths the range is cut into (seconds): the smallest giving at most BUCKETS.
@@ -42,6 +45,7 @@ class _Tally:
         "given_up",
         "input_tokens",
         "latency",
+        "limited",
         "output_tokens",
         "recovered",
         "refused",
@@ -56,6 +60,7 @@ class _Tally:
         self.responses = 0
         self.failed = 0
         self.upstream_failures = 0
+        self.limited = 0
         self.repairs: Counter[str] = Counter()
         self.recovered = 0
         self.given_up = 0
@@ -95,7 +100,10 @@ class _Tally:
                 if isinstance(entry.get("t"), int | float):
                     self.latency.append(float(entry["t"]))
                 if entry.get("reason") == "upstream_error":
-                    self.upstream_failures += 1
+                    if entry.get("code") in LIMIT_CODES:
+                        self.limited += 1
+                    else:
+                        self.upstream_failures += 1
         self.given_up += gave_up
         if leaks and not gave_up:
             self.recovered += 1  # asked again, and the model then called the tool properly
@@ -105,6 +113,7 @@ class _Tally:
             "responses": self.responses,
             "failed": self.failed,
             "upstream_failures": self.upstream_failures,
+            "refused_by_limits": self.limited,
             "repairs": sum(self.repairs.values()),
             "repairs_by_kind": dict(self.repairs.most_common()),
             "leaks_recovered": self.recovered,
