@@ -33,12 +33,12 @@ class Served:
 
 
 @asynccontextmanager
-async def served(db: Path) -> AsyncIterator[Served]:
+async def served(url: str) -> AsyncIterator[Served]:
     """The app as `toolwire serve` builds it (with /metrics and /ui), in process; the key
     cache off so keys made by the test count at once."""
     upstream = ScriptedUpstream.in_process()
     upstream.default = Reply(text="ok")
-    store = await Store.open(f"sqlite:///{db}")
+    store = await Store.open(url)
     adapter = upstream.adapter(
         max_retries=1, initial_backoff=0.01, max_backoff=0.02, name="lab-gpu"
     )
@@ -73,7 +73,7 @@ async def ask(s: Served, key: str | None, text: str) -> str:
 
 
 async def test_operator_sees_every_tenant_and_history_from_before_keys(tmp_path: Path) -> None:
-    async with served(tmp_path / "t.db") as s:
+    async with served(f"sqlite:///{tmp_path / 't.db'}") as s:
         early = await ask(s, None, "asked before any key existed")
         _, red = await s.store.keys.create("red")
         _, blue = await s.store.keys.create("blue")
@@ -119,7 +119,7 @@ async def test_operator_sees_every_tenant_and_history_from_before_keys(tmp_path:
 
 
 async def test_revoking_the_last_key_does_not_reopen_the_server(tmp_path: Path) -> None:
-    async with served(tmp_path / "t.db") as s:
+    async with served(f"sqlite:///{tmp_path / 't.db'}") as s:
         _, key = await s.store.keys.create("only")
         await ask(s, key, "hello")
         assert await s.store.keys.revoke("only") == 1
@@ -131,8 +131,8 @@ async def test_revoking_the_last_key_does_not_reopen_the_server(tmp_path: Path) 
         assert "revoked" in answer.json()["error"]["message"]
 
 
-async def test_the_list_counts_and_pages_through_everything(tmp_path: Path) -> None:
-    async with served(tmp_path / "t.db") as s:
+async def test_the_list_counts_and_pages_through_everything(database_url: str) -> None:
+    async with served(database_url) as s:
         await asyncio.gather(*(ask(s, None, f"question {i}") for i in range(121)))
         await ask(s, None, "the needle in it")
         first = (await s.http.get("/ui/api/responses?limit=50")).json()
@@ -147,10 +147,14 @@ async def test_the_list_counts_and_pages_through_everything(tmp_path: Path) -> N
         found = (await s.http.get("/ui/api/responses?q=NEEDLE")).json()
         failed = (await s.http.get("/ui/api/responses?status=failed")).json()
         other_model = (await s.http.get("/ui/api/responses?model=nope")).json()
+        this_model = (await s.http.get("/ui/api/responses?model=m&limit=1")).json()
+        percent = (await s.http.get("/ui/api/responses?q=%25")).json()  # LIKE's wildcard, escaped
     assert first["total"] == 122 and len(first["data"]) == 50 and first["has_more"]
     assert len(seen) == len(set(seen)) == 122
     assert found["total"] == 1 and found["data"][0]["input"] == "the needle in it"
     assert failed["total"] == 0 and other_model["total"] == 0
+    assert this_model["total"] == 122
+    assert percent["total"] == 0
 
 
 def broken_stream() -> Chunks:
@@ -171,7 +175,7 @@ def broken_stream() -> Chunks:
 
 
 async def test_overview_counts_retries_refusals_and_tokens_per_model(tmp_path: Path) -> None:
-    async with served(tmp_path / "t.db") as s:
+    async with served(f"sqlite:///{tmp_path / 't.db'}") as s:
         s.upstream.add(
             Reply(
                 text="fine", usage={"prompt_tokens": 7, "completion_tokens": 3, "total_tokens": 10}
