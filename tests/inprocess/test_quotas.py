@@ -158,3 +158,18 @@ async def test_a_limit_changed_by_update_applies_and_usage_is_listed(tmp_path: o
         usage = (await replica.store.quotas.usage())[record.id]
     assert third.status_code == 200
     assert usage.budget_used == 50
+
+
+async def test_a_refusal_in_a_fresh_minute_does_not_refuse_the_next_request(
+    tmp_path: object,
+) -> None:
+    url = f"sqlite:///{tmp_path}/toolwire.db"
+    async with replicas(url, 1) as (replica,):
+        _, key = await replica.store.keys.create("team", tpm=300)
+        big = {"model": "m", "input": "hi", "max_output_tokens": 1000}
+        small = {"model": "m", "input": "hi", "max_output_tokens": 50}
+        refused = await replica.http.post("/v1/responses", json=big, headers=auth(key))
+        granted = await replica.http.post("/v1/responses", json=small, headers=auth(key))
+    assert refused.status_code == 429
+    assert "Requested 10" in refused.json()["error"]["message"]
+    assert granted.status_code == 200, granted.text

@@ -120,6 +120,8 @@ class QuotaStore:
         self.ttl = ttl
         self._limits: dict[str, KeyLimits] = {}
         self._expires = 0.0
+        self._rows: set[tuple[str, str, int]] = set()
+        """Window rows known to exist (they are never deleted while current): no insert."""
 
     async def limits(self, key_id: str | None) -> KeyLimits | None:
         """The key's limits (None: no key, or none set), read at most every `ttl` seconds: a
@@ -158,7 +160,7 @@ class QuotaStore:
         async with self._write() as connection:
             if limits.rpm is not None or limits.tpm is not None:
                 minute = int(now) // 60 * 60
-                await _ensure(connection, key_id, "minute", minute)
+                await self._ensure(connection, key_id, "minute", minute)
                 query = _row(key_id, "minute", minute).values(requests=quota_usage.c.requests + 1)
                 if limits.rpm is not None:
                     query = query.where(quota_usage.c.requests + 1 <= limits.rpm)
@@ -183,7 +185,7 @@ class QuotaStore:
         async with self._write() as connection:
             if limits.tpm is not None:
                 minute = int(now) // 60 * 60
-                await _ensure(connection, key_id, "minute", minute)
+                await self._ensure(connection, key_id, "minute", minute)
                 taken = await connection.execute(
                     _row(key_id, "minute", minute)
                     .where(quota_usage.c.tokens + tokens <= limits.tpm)
@@ -193,7 +195,7 @@ class QuotaStore:
                     raise await _refusal(connection, key_id, limits, now, tokens, "minute")
             if limits.budget is not None:
                 budget_window, _ = period_bounds(limits.budget_period or "month", now)
-                await _ensure(connection, key_id, "budget", budget_window)
+                await self._ensure(connection, key_id, "budget", budget_window)
                 taken = await connection.execute(
                     _row(key_id, "budget", budget_window)
                     .where(quota_usage.c.tokens + tokens <= limits.budget)
@@ -225,6 +227,23 @@ class QuotaStore:
                             else sa.func.greatest(quota_usage.c.tokens + delta, 0)
                         )
                     )
+
+    async def _ensure(
+        self, connection: AsyncConnection, key_id: str, scope: str, starts: int
+    ) -> None:
+        """The window's row exists; remembered once the transaction commits (a refusal rolls
+        back the insert too)."""
+        row = (key_id, scope, starts)
+        if row in self._rows:
+            return
+        await _ensure(connection, key_id, scope, starts)
+        if len(self._rows) > 10_000:
+            self._rows.clear()
+
+        def remember(_: Any) -> None:
+            self._rows.add(row)
+
+        sa.event.listen(connection.sync_connection, "commit", remember, once=True)
 
     async def usage(self) -> dict[str, KeyUsage]:
         """Each key's spending in its current windows (for `toolwire keys list` and /ui)."""
