@@ -15,7 +15,6 @@ import httpx
 
 from toolwire.observe.setup import Observability
 from toolwire.server.app import create_app
-from toolwire.server.observability import install_observability
 from toolwire.server.responses_service import ResponsesService
 from toolwire.server.security import Security
 from toolwire.store.database import Store
@@ -42,14 +41,15 @@ async def served(url: str) -> AsyncIterator[Served]:
     adapter = upstream.adapter(
         max_retries=1, initial_backoff=0.01, max_backoff=0.02, name="lab-gpu"
     )
-    service = ResponsesService(upstream=adapter, store=store)
+    observability = Observability(upstream_name="lab-gpu")
+    service = ResponsesService(upstream=adapter, store=store, observe=observability.observe)
     app = create_app(
         upstream=adapter,
         store=store,
         responses=service,
         security=Security(key_cache_seconds=0),
+        observability=observability,
     )
-    install_observability(app, service, Observability(upstream_name="lab-gpu"))
     transport = StreamingASGITransport(app)
     http = httpx.AsyncClient(transport=transport, base_url=BASE, timeout=60)
     try:
