@@ -33,8 +33,10 @@ def percentile(values: list[float], q: float) -> float | None:
 
 
 def bucket_width(since: int, until: int) -> int:
+    """The smallest of WIDTHS giving at most BUCKETS buckets; beyond them, span / BUCKETS
+    (a range of years still draws BUCKETS points)."""
     span = max(until - since, 1)
-    return next((w for w in WIDTHS if span / w <= BUCKETS), WIDTHS[-1])
+    return next((w for w in WIDTHS if span / w <= BUCKETS), math.ceil(span / BUCKETS))
 
 
 class _Tally:
