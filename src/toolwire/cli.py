@@ -224,19 +224,50 @@ def _keys_store(db: str | None, config: Path | None) -> Any:
     return Store.open(url)
 
 
+KeyRpm = Annotated[
+    int | None, typer.Option("--rpm", help="requests per minute (0: no limit)", min=0)
+]
+KeyTpm = Annotated[int | None, typer.Option("--tpm", help="tokens per minute (0: no limit)", min=0)]
+KeyBudget = Annotated[
+    int | None,
+    typer.Option("--budget", help="tokens per budget period (0: no budget)", min=0),
+]
+KeyPeriod = Annotated[
+    str | None,
+    typer.Option("--budget-period", help="hour, day, week or month (UTC; default month)"),
+]
+
+
 @keys_app.command("create")
 def keys_create(
     name: Annotated[str, typer.Argument(help="a name to know the key by (who uses it)")],
+    operator: Annotated[
+        bool,
+        typer.Option(
+            "--operator", help="an operator key: sees every tenant in /ui and reads /metrics"
+        ),
+    ] = False,
+    rpm: KeyRpm = None,
+    tpm: KeyTpm = None,
+    budget: KeyBudget = None,
+    budget_period: KeyPeriod = None,
     db: KeysDb = None,
     config: KeysConfig = None,
 ) -> None:
-    """Make a key and print it, once: it is stored only as a hash."""
-    from toolwire.store.keys import KeyNameTaken
+    """Make a key and print it, once: it is stored only as a hash. Limits are optional."""
+    from toolwire.store.keys import BadLimit, KeyNameTaken
 
     async def create() -> str:
         store = await _keys_store(db, config)
         try:
-            _, key = await store.keys.create(name)
+            _, key = await store.keys.create(
+                name,
+                operator=operator,
+                rpm=rpm,
+                tpm=tpm,
+                budget=budget,
+                budget_period=budget_period,
+            )
             return str(key)
         finally:
             await store.close()
@@ -246,26 +277,78 @@ def keys_create(
     except KeyNameTaken:
         typer.echo(f"toolwire keys: a key named {name!r} exists; revoke it first", err=True)
         raise typer.Exit(1) from None
+    except BadLimit as exc:
+        typer.echo(f"toolwire keys: {exc}", err=True)
+        raise typer.Exit(2) from None
     typer.echo(key)
     typer.echo(
-        f"key {name!r} created. It is shown only this once; clients send it as "
-        "'Authorization: Bearer <key>' (the OpenAI SDK's api_key).",
+        f"{'operator ' if operator else ''}key {name!r} created. It is shown only this once; "
+        "clients send it as 'Authorization: Bearer <key>' (the OpenAI SDK's api_key).",
         err=True,
     )
 
 
-@keys_app.command("list")
-def keys_list(db: KeysDb = None, config: KeysConfig = None) -> None:
-    """The keys: name, id, first characters, created, revoked."""
+@keys_app.command("update")
+def keys_update(
+    name: Annotated[str, typer.Argument(help="the key's name")],
+    operator: Annotated[
+        bool | None,
+        typer.Option("--operator/--tenant", help="make it an operator key, or a tenant's"),
+    ] = None,
+    rpm: KeyRpm = None,
+    tpm: KeyTpm = None,
+    budget: KeyBudget = None,
+    budget_period: KeyPeriod = None,
+    db: KeysDb = None,
+    config: KeysConfig = None,
+) -> None:
+    """Change a key's limits or role (what is not given stays); running servers apply it
+    within seconds."""
+    from toolwire.store.keys import BadLimit
 
-    async def listing() -> list[Any]:
+    async def update() -> int:
         store = await _keys_store(db, config)
         try:
-            return list(await store.keys.listing())
+            return int(
+                await store.keys.update(
+                    name,
+                    operator=operator,
+                    rpm=rpm,
+                    tpm=tpm,
+                    budget=budget,
+                    budget_period=budget_period,
+                )
+            )
         finally:
             await store.close()
 
-    keys = asyncio.run(listing())
+    if all(v is None for v in (operator, rpm, tpm, budget, budget_period)):
+        typer.echo("toolwire keys update: nothing to change (see --help)", err=True)
+        raise typer.Exit(2)
+    try:
+        changed = asyncio.run(update())
+    except BadLimit as exc:
+        typer.echo(f"toolwire keys: {exc}", err=True)
+        raise typer.Exit(2) from None
+    if not changed:
+        typer.echo(f"toolwire keys: no active key named {name!r}", err=True)
+        raise typer.Exit(1)
+    typer.echo(f"key {name!r} updated")
+
+
+@keys_app.command("list")
+def keys_list(db: KeysDb = None, config: KeysConfig = None) -> None:
+    """The keys: name, id, first characters, role, created, revoked, and each limit with
+    what was used of it (this minute, this budget period)."""
+
+    async def listing() -> tuple[list[Any], dict[str, Any]]:
+        store = await _keys_store(db, config)
+        try:
+            return list(await store.keys.listing()), await store.quotas.usage()
+        finally:
+            await store.close()
+
+    keys, usage = asyncio.run(listing())
     if not keys:
         typer.echo("no keys: the server answers anyone who can reach it (loopback only)")
         return
@@ -276,7 +359,22 @@ def keys_list(db: KeysDb = None, config: KeysConfig = None) -> None:
             if key.revoked_at
             else "active"
         )
-        typer.echo(f"{key.name}\t{key.id}\t{key.prefix}…\t{created}\t{revoked}")
+        role = "operator" if key.operator else "tenant"
+        line = f"{key.name}\t{key.id}\t{key.prefix}…\t{role}\t{created}\t{revoked}"
+        used = usage.get(key.id)
+        limits = key.limits
+        if used is not None:
+            parts = []
+            if limits.rpm is not None:
+                parts.append(f"requests {used.requests_this_minute}/{limits.rpm} a minute")
+            if limits.tpm is not None:
+                parts.append(f"tokens {used.tokens_this_minute}/{limits.tpm} a minute")
+            if limits.budget is not None:
+                parts.append(
+                    f"budget {used.budget_used}/{limits.budget} a {limits.budget_period or 'month'}"
+                )
+            line += "\t" + (", ".join(parts) if parts else "no limits")
+        typer.echo(line)
 
 
 @keys_app.command("revoke")

@@ -17,6 +17,8 @@ class ToolwireError(Exception):
     retryable: bool | None = None
     """Whether the same request may succeed if sent again; None: as the status says (408, 409,
     429 and 5xx are retried by OpenAI's SDKs). False sends `x-should-retry: false`."""
+    headers: dict[str, str] | None = None
+    """More headers for an HTTP answer (a 429's `x-ratelimit-*` and `retry-after`)."""
 
     def __init__(
         self,

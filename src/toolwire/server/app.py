@@ -25,6 +25,7 @@ from toolwire.server.limits import read_limited_json
 from toolwire.server.observability import observability_middleware, observability_routes
 from toolwire.server.openapi import API, served_operations
 from toolwire.server.operations import register_builtin
+from toolwire.server.quotas import QuotaUpstream, admit
 from toolwire.server.request_tools import NOT_OFFERED_HEADER
 from toolwire.server.responses_service import ResponsesService
 from toolwire.server.responses_socket import ResponsesSocket
@@ -75,11 +76,15 @@ def create_app(
     async def read_json(request: Request) -> Any:
         return await read_limited_json(request, limits)
 
+    # every model call of every door reserves from its key's limits (server/quotas.py)
+    responses.driver.upstream = QuotaUpstream(responses.driver.upstream, store.quotas)
     conversations = ConversationsService(store, responses.compaction)
     proxy = ChatProxy(responses.driver, responses.loop_settings, responses.default_model)
 
     async def chat_completions(request: Request) -> Response:
-        call = proxy.prepare(await read_json(request))
+        body = await read_json(request)
+        call = proxy.prepare(body)
+        await admit(store, owner_of(request), body, call.request.sampling.max_output_tokens)
         if call.stream:
             # The status line waits for the upstream's first content: a failure before it is
             # a real HTTP error (raised here), one after it an in-band error frame.
@@ -93,6 +98,7 @@ def create_app(
     async def create_response(request: Request) -> Response:
         body = await read_json(request)
         prepared = await responses.prepare(body, owner=owner_of(request))
+        await admit(store, prepared.owner, body, prepared.loop_request.sampling.max_output_tokens)
         headers = (
             {NOT_OFFERED_HEADER: ", ".join(prepared.not_offered)} if prepared.not_offered else {}
         )
@@ -168,7 +174,9 @@ def create_app(
     ]
     layers = middleware(security, store)
     if observability is not None:
-        routes.extend(observability_routes(responses.timelines))
+        routes.extend(
+            observability_routes(responses.timelines, store, responses.driver.upstream.name)
+        )
         layers.insert(0, observability_middleware(observability))
     return Starlette(
         routes=routes,

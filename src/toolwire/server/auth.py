@@ -12,7 +12,13 @@ Keys are read from the database at most every `ttl` seconds (default 2): a key c
 while the server runs takes effect within that time, without a restart.
 
 A server that must not run open (bound beyond loopback without `--allow-unauthenticated`) has
-`require_keys`: with every key revoked, it refuses everything rather than opening up.
+`require_keys`: with every key revoked, it refuses everything rather than opening up. So does
+any server whose database has ever held a key: revoking the last key closes the server, it
+does not silently reopen it to anyone (data stored under keys would otherwise be one
+`keys revoke` away from anonymous callers; to run open again, start from a fresh database).
+
+An operator key (`toolwire keys create NAME --operator`) marks the request
+`scope["state"]["operator"]`: `/metrics` and the all-tenant views of `/ui` need it.
 """
 
 from __future__ import annotations
@@ -48,6 +54,15 @@ _MISSING = (
     "Keys are made with `toolwire keys create NAME`."
 )
 _WRONG = "Incorrect API key provided. Keys are listed with `toolwire keys list`."
+_ALL_REVOKED = (
+    "Every API key of this server is revoked, so it answers no one (it does not reopen to "
+    "anonymous callers). Make a key with `toolwire keys create NAME`."
+)
+
+
+def is_operator(request: HTTPConnection) -> bool:
+    """Whether the request came with an operator key (or the server uses no keys at all)."""
+    return bool(getattr(request.state, "operator", False))
 
 
 def owner_of(request: HTTPConnection) -> str | None:
@@ -64,6 +79,9 @@ class KeyRing:
         self.store = keys
         self.ttl = ttl
         self._keys: list[ActiveKey] = []
+        self.ever_used = False
+        """Whether the database has ever held a key: then a key is needed even when all are
+        revoked."""
         self._expires = 0.0
         self._lock = asyncio.Lock()
 
@@ -73,17 +91,24 @@ class KeyRing:
         async with self._lock:
             if time.monotonic() >= self._expires:
                 self._keys = await self.store.active()
+                self.ever_used = bool(self._keys) or await self.store.ever_used()
                 self._expires = time.monotonic() + self.ttl
         return self._keys
 
     @staticmethod
     def match(keys: list[ActiveKey], presented: str) -> str | None:
         """The id of the key `presented` is, or None; compares against every key, always."""
+        found = KeyRing.find(keys, presented)
+        return None if found is None else found.id
+
+    @staticmethod
+    def find(keys: list[ActiveKey], presented: str) -> ActiveKey | None:
+        """The key `presented` is, or None; compares against every key, always."""
         digest = hash_key(presented).encode()
-        found: str | None = None
+        found: ActiveKey | None = None
         for key in keys:
             if hmac.compare_digest(digest, key.hash.encode()):
-                found = key.id
+                found = key
         return found
 
 
@@ -158,13 +183,21 @@ class AuthMiddleware:
             return
         keys = await self.keyring.active()
         owner: str | None = None
-        if keys or self.require_keys:
+        operator = False
+        if keys or self.require_keys or self.keyring.ever_used:
             presented = presented_key(scope["headers"])
-            owner = None if presented is None else KeyRing.match(keys, presented)
-            if owner is None:
-                await self._refuse(scope, send, _MISSING if presented is None else _WRONG)
+            found = None if presented is None else KeyRing.find(keys, presented)
+            if found is None:
+                message = _MISSING if presented is None else _WRONG
+                if not keys:
+                    message = _ALL_REVOKED
+                await self._refuse(scope, send, message)
                 return
-        scope.setdefault("state", {})["owner"] = owner
+            owner, operator = found.id, found.operator
+        state = scope.setdefault("state", {})
+        state["owner"] = owner
+        # no keys in use: whoever reaches the server (loopback) is its operator
+        state["operator"] = operator or owner is None
         token = current_owner.set(owner)
         try:
             await self.app(scope, receive, send)

@@ -22,6 +22,7 @@ from toolwire.server.http import ORJSONResponse, until_disconnected
 from toolwire.server.item_ids import check_unique
 from toolwire.server.item_references import resolve_stored_references
 from toolwire.server.openapi import API, ApiSpec, Operation
+from toolwire.server.quotas import admit
 from toolwire.server.requests import validation_error
 from toolwire.server.responses_service import ResponsesService
 from toolwire.server.schemas.objects import Item
@@ -145,6 +146,7 @@ class CompactionService:
 
         async def compact(request: Request) -> Response:
             body = await read_json(request)
+            await admit(self.responses.store, owner_of(request), body, None)  # 429: limits
             work = self.compact(body, owner_of(request))
             return ORJSONResponse(await until_disconnected(request, work))
 

@@ -41,6 +41,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 from toolwire.errors import InvalidRequestError, ToolwireError
 from toolwire.server.auth import owner_of
 from toolwire.server.limits import Limits, parse_limited_json
+from toolwire.server.quotas import admit
 from toolwire.server.responses_service import LocalResponse, Prepared, ResponsesService
 
 log = logging.getLogger("toolwire.server")
@@ -150,6 +151,7 @@ class _Session:
             self.lane = lane
         body = _create_body(message)
         prepared = await self.door.service.prepare(body, owner=self.owner, local=local)
+        await admit(self.door.service.store, self.owner, body, prepared.request.max_output_tokens)
         await self.run(prepared)
 
     async def run(self, prepared: Prepared) -> None:

@@ -31,6 +31,7 @@ from toolwire.store import timelines as _timelines  # noqa: F401  (its table joi
 from toolwire.store.keys import KeyStore
 from toolwire.store.migrate import ensure_schema
 from toolwire.store.owner import INHERIT, Owner, OwnerArg, owned_by, resolve
+from toolwire.store.quotas import QuotaStore
 from toolwire.store.runs import RunChange, RunStore, apply_change
 from toolwire.store.tables import (
     approvals,
@@ -74,6 +75,7 @@ class Store:
         # lock, where a waiting write can fail with "database is locked".
         self._write_lock = asyncio.Lock() if engine.dialect.name == "sqlite" else None
         self.runs = RunStore(engine, self.write)
+        self.quotas = QuotaStore(engine, self.write)  # per-key limits and budgets
 
     @contextlib.asynccontextmanager
     async def write(self) -> AsyncIterator[AsyncConnection]:
