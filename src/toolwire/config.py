@@ -63,7 +63,15 @@ class WorkspaceConfig(BaseModel):
         "bwrap: refuse to start without it; none: never sandbox",
     )
     exec_memory_mb: int = Field(
-        default=4096, ge=0, description="address-space limit of exec commands (0: none)"
+        default=4096,
+        ge=0,
+        description="data-memory limit per exec process, and the size of its /tmp (0: none)",
+    )
+    exec_max_processes: int = Field(
+        default=256, ge=0, description="processes an exec command may have, per uid (0: none)"
+    )
+    exec_max_file_mb: int = Field(
+        default=1024, ge=0, description="largest file an exec command may write (0: none)"
     )
 
 

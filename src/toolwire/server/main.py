@@ -43,6 +43,8 @@ def _workspace_tools(config: ServerConfig) -> list[Tool]:
         allow_exec=settings.allow_exec,
         exec_sandbox=settings.exec_sandbox,
         exec_memory_mb=settings.exec_memory_mb,
+        exec_max_processes=settings.exec_max_processes,
+        exec_max_file_mb=settings.exec_max_file_mb,
     )
     if workspace.allow_exec:
         try:
