@@ -125,6 +125,11 @@ class ServerConfig(BaseModel):
     workspace: WorkspaceConfig | None = None
     mcp_idle_seconds: float = 300.0
     mcp_call_timeout: float = 60.0
+    mcp_allow_private_urls: bool = Field(
+        default=False,
+        description="let requests' MCP server_url reach loopback, private and link-local "
+        "addresses (cloud metadata included); see docs/security.md",
+    )
     # -- security: see docs/security.md --------------------------------------------------
     allow_unauthenticated: bool = Field(
         default=False, description="serve beyond loopback with no API key (not recommended)"

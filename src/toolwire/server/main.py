@@ -110,7 +110,9 @@ async def build_app(config: ServerConfig) -> Starlette:
     search = config.web_search
     if search is not None and search.server not in {s.label for s in config.mcp_servers}:
         raise ConfigError(f"web_search.server {search.server!r} is not a label in mcp_servers")
-    pool = McpPool(idle_seconds=config.mcp_idle_seconds)
+    pool = McpPool(
+        idle_seconds=config.mcp_idle_seconds, allow_private_urls=config.mcp_allow_private_urls
+    )
     service = ResponsesService(
         upstream=upstream,
         store=store,
