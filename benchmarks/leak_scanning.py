@@ -77,8 +77,8 @@ def main() -> None:
     size = int(mib * 1024 * 1024)
     print(f"{'payload':<30} {'hold-back s':>12} {'detect s':>10} {'MiB/s (hold)':>13}  outcome")
     for name, text in payloads(size).items():
-        held, outcome_h = timed(lambda: hold(text))
-        detected, outcome_d = timed(lambda: detect_leak(text))
+        held, outcome_h = timed(lambda text=text: hold(text))
+        detected, outcome_d = timed(lambda text=text: detect_leak(text))
         rate = len(text) / 1024 / 1024 / held if held else float("inf")
         outcome = outcome_h if outcome_h != "ok" else outcome_d
         print(f"{name:<30} {held:>12.3f} {detected:>10.3f} {rate:>13.2f}  {outcome}")
