@@ -148,6 +148,9 @@ class ServerConfig(BaseModel):
     max_json_depth: int = Field(default=64, gt=0)
     max_input_items: int = Field(default=2048, gt=0)
     max_tools: int = Field(default=512, gt=0)
+    max_websockets: int = Field(
+        default=256, gt=0, description="WebSockets of /v1/responses open at once, per process"
+    )
     websocket_max_seconds: float = Field(
         default=3600.0,
         gt=0,

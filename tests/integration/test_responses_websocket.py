@@ -453,3 +453,25 @@ async def test_a_revoked_key_stops_working_on_an_open_socket(
     assert refused["error"]["code"] == "invalid_api_key"
     assert closed.value.rcvd is not None and closed.value.rcvd.code == 1008
     assert len(upstream.requests) == 1  # nothing ran on the revoked key
+
+
+async def test_open_sockets_are_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The attack: open sockets without end (each may hold a few body-sized messages)."""
+    monkeypatch.setenv("TOOLWIRE_MAX_WEBSOCKETS", "2")
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    with ScriptedUpstream([Reply(text="still served")]) as upstream:
+        args = ["serve", "--upstream", upstream.base_url, "--db", f"sqlite:///{tmp_path}/t.db"]
+        with toolwire_process(*args, "--port", str(port), health=base + "/health"):
+            url = base.replace("http://", "ws://") + "/v1/responses"
+            async with websockets.connect(url) as first, websockets.connect(url):
+                with pytest.raises(websockets.InvalidStatus):
+                    async with websockets.connect(url):
+                        pass
+                await first.send(
+                    json.dumps({"type": "response.create", "model": "m", "input": "hi"})
+                )
+                answered = [event async for event in events_until_terminal(first)]
+            async with websockets.connect(url):  # the count goes down as sockets close
+                pass
+    assert answered[-1]["type"] == "response.completed"

@@ -71,6 +71,7 @@ async def build_app(config: ServerConfig) -> Starlette:
                 max_input_items=config.max_input_items,
                 max_tools=config.max_tools,
                 max_socket_seconds=config.websocket_max_seconds,
+                max_sockets=config.max_websockets,
             ),
             allowed_origins=tuple(config.allowed_origins),
             allowed_hosts=tuple(config.allowed_hosts),

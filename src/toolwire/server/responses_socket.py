@@ -50,8 +50,9 @@ log = logging.getLogger("toolwire.server")
 CREATE = "response.create"
 _FINISHED = frozenset({"response.completed", "response.incomplete"})
 #: Messages read ahead while a response runs; past this the socket is not read until the
-#: current response ends (the client's sends back up, as on any full socket).
-QUEUED = 8
+#: current response ends (the client's sends back up, as on any full socket). With the one
+#: being read, a socket holds at most QUEUED + 2 messages (each under the body limit).
+QUEUED = 2
 
 
 class ResponsesSocket:
@@ -60,8 +61,21 @@ class ResponsesSocket:
     def __init__(self, service: ResponsesService, limits: Limits) -> None:
         self.service = service
         self.limits = limits
+        self.open = 0
 
     async def endpoint(self, websocket: WebSocket) -> None:
+        if self.open >= self.limits.max_sockets:
+            # Refused before it is accepted: the client sees a failed handshake (HTTP 403 from
+            # uvicorn), and memory stays bounded however many sockets are opened.
+            await websocket.close(code=1013, reason="too many WebSockets open; try again")
+            return
+        self.open += 1
+        try:
+            await self._serve(websocket)
+        finally:
+            self.open -= 1
+
+    async def _serve(self, websocket: WebSocket) -> None:
         await websocket.accept()
         session = _Session(self, websocket)
         inbox: asyncio.Queue[str | bytes] = asyncio.Queue(QUEUED)
