@@ -105,8 +105,10 @@ class Sandbox:
     def describe(self) -> str:
         if self.bwrap is not None:
             return (
-                "sandboxed (bubblewrap): no network, writes only inside the workspace, "
-                "a private /tmp" + (", as an unprivileged user" if os.geteuid() == 0 else "")
+                "sandboxed (bubblewrap): no network, only system directories (read-only) and "
+                "the workspace exist, writes only inside the workspace, a private /tmp, limits "
+                "on time, memory, processes and file size"
+                + (", as an unprivileged user" if os.geteuid() == 0 else "")
             )
         return f"NOT sandboxed ({self.reason}): commands run as toolwire's own user"
 
