@@ -63,7 +63,15 @@ class WorkspaceConfig(BaseModel):
         "bwrap: refuse to start without it; none: never sandbox",
     )
     exec_memory_mb: int = Field(
-        default=4096, ge=0, description="address-space limit of exec commands (0: none)"
+        default=4096,
+        ge=0,
+        description="data-memory limit per exec process, and the size of its /tmp (0: none)",
+    )
+    exec_max_processes: int = Field(
+        default=256, ge=0, description="processes an exec command may have, per uid (0: none)"
+    )
+    exec_max_file_mb: int = Field(
+        default=1024, ge=0, description="largest file an exec command may write (0: none)"
     )
 
 
@@ -117,6 +125,11 @@ class ServerConfig(BaseModel):
     workspace: WorkspaceConfig | None = None
     mcp_idle_seconds: float = 300.0
     mcp_call_timeout: float = 60.0
+    mcp_allow_private_urls: bool = Field(
+        default=False,
+        description="let requests' MCP server_url reach loopback, private and link-local "
+        "addresses (cloud metadata included); see docs/security.md",
+    )
     # -- security: see docs/security.md --------------------------------------------------
     allow_unauthenticated: bool = Field(
         default=False, description="serve beyond loopback with no API key (not recommended)"
@@ -135,6 +148,9 @@ class ServerConfig(BaseModel):
     max_json_depth: int = Field(default=64, gt=0)
     max_input_items: int = Field(default=2048, gt=0)
     max_tools: int = Field(default=512, gt=0)
+    max_websockets: int = Field(
+        default=256, gt=0, description="WebSockets of /v1/responses open at once, per process"
+    )
     websocket_max_seconds: float = Field(
         default=3600.0,
         gt=0,

@@ -380,7 +380,14 @@ def test_binding_beyond_loopback_needs_a_key_or_an_explicit_opt_out(tmp_path: Pa
     assert "toolwire keys create" in refused.stderr and "--allow-unauthenticated" in refused.stderr
     with serve(tmp_path / "open.db", "--allow-unauthenticated", host="0.0.0.0") as (base, _, _):
         port = base.rsplit(":", 1)[1]
-        # open, and no Host check: it is not a loopback server
+        # open to addresses; a name (what a DNS-rebinding page sends) only when allowed
+        r = httpx.post(base + "/v1/conversations", json={}, headers={"host": f"10.1.2.3:{port}"})
+        assert r.status_code == 200
+        r = httpx.post(base + "/v1/conversations", json={}, headers={"host": f"lan.example:{port}"})
+        assert r.status_code == 403 and r.json()["error"]["code"] == "host_not_allowed"
+    args = ("--allow-unauthenticated", "--allow-host", "lan.example")
+    with serve(tmp_path / "open.db", *args, host="0.0.0.0") as (base, _, _):
+        port = base.rsplit(":", 1)[1]
         r = httpx.post(base + "/v1/conversations", json={}, headers={"host": f"lan.example:{port}"})
         assert r.status_code == 200
 

@@ -189,6 +189,8 @@ class _Run:
             request.tools, limits=driver.limits, max_concurrency=self.settings.max_concurrent_tools
         )
         self.client_names = {spec.name for spec in request.client_tools}
+        self.judged: dict[int, tuple[ToolCall, str | None]] = {}
+        """Caller-tool calls already judged (`judge_calls`), by identity: ids may repeat."""
         transcript: Transcript = [*request.history]
         self.state = LoopState(transcript=transcript, output_start=len(transcript))
         transcript.extend(request.input)
@@ -331,11 +333,28 @@ class _Run:
     def caller_problem(self, call: ToolCall) -> str | None:
         """Why a call of a caller-side tool cannot be handed back (None: it can). A `custom`
         tool's call is judged by its kind (free-form input, its grammar), not as JSON."""
+        judged = self.judged.get(id(call))
+        if judged is not None and judged[0] is call:
+            return judged[1]
         declared = self.request.caller_tools
         tool = declared.get(call.name) if declared is not None else None
         if tool is not None:
             return tool.problem(call)
         return None if call.ok else (call.parse_error or "arguments are not a JSON object")
+
+    async def judge_calls(self, calls: list[ToolCall]) -> None:
+        """Judge the calls of caller-side tools with a grammar in slices that yield to the
+        event loop: the check is CPU-bound in the model's text (seconds for a megabyte), and
+        every other request is served meanwhile."""
+        declared = self.request.caller_tools
+        if not declared:
+            return
+        for call in calls:
+            tool = declared.get(call.name)
+            if tool is not None and tool.syntax is not None:
+                known = self.judged.get(id(call))
+                if known is None or known[0] is not call:
+                    self.judged[id(call)] = (call, await tool.problem_async(call))
 
     async def call_model(self) -> NextAction:
         state = self.state
@@ -421,6 +440,7 @@ class _Run:
             self.emit(OutputTextDelta(shown))
         state.leak_prose = ""  # a turn without a leak: the next streams live again
         message = AssistantMessage(full_text, calls, full_reasoning)
+        await self.judge_calls(calls)
         plans = [self.plan(call) for call in calls]
         state.transcript.append(message)
         self.emit(ModelTurnCompleted(message, finish_reason, usage, plans))
@@ -582,6 +602,7 @@ class _Run:
         built-in tools; calls beyond it are not run and the model answers without tools."""
         state = self.state
         limit = self.settings.max_tool_calls
+        await self.judge_calls(calls)  # salvaged calls come here unjudged
         plans = [self.plan(call) for call in calls]
         results: dict[str, ToolResult] = {}
         runnable: list[PlannedCall] = []

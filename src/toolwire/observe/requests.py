@@ -171,7 +171,7 @@ class ObserveMiddleware:
             end = time.perf_counter()
             route_obj = scope.get("route")
             route = getattr(route_obj, "path", None) or "(unmatched)"
-            method = scope["method"]
+            method = metrics.METHOD_LABEL(scope["method"])
             requests, duration, ttfb = self._metrics(route, method, status)
             requests.inc()
             duration.observe(end - start)
@@ -214,4 +214,23 @@ class ObserveMiddleware:
         if self.log_format == "json":
             _write(orjson.dumps(fields).decode())
         else:
-            _write(" ".join(f"{key}={value}" for key, value in fields.items() if value is not None))
+            _write(
+                " ".join(
+                    f"{key}={_text_value(value)}"
+                    for key, value in fields.items()
+                    if value is not None
+                )
+            )
+
+
+_PLAIN = re.compile(r"[\w./:@%+,\-\[\]()]*")
+
+
+def _text_value(value: Any) -> str:
+    """A value as the text format writes it: bare when plainly safe, else a JSON string. A
+    request path decoded from `%0a` (a newline), a space or a quote must not forge a field or a
+    whole log line."""
+    text = str(value)
+    if _PLAIN.fullmatch(text) and text:
+        return text
+    return orjson.dumps(text).decode()

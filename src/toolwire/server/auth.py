@@ -9,7 +9,9 @@ The key's id becomes the request's owner: `scope["state"]["owner"]` (so `request
 and `store.owner.current_owner`, which scopes every store call.
 
 Keys are read from the database at most every `ttl` seconds (default 2): a key created or revoked
-while the server runs takes effect within that time, without a restart.
+while the server runs takes effect within that time, without a restart. A WebSocket is checked
+at its upgrade and again before each message it runs (`scope["state"]["key_check"]`), so a
+revoked key stops working on sockets already open too.
 
 A server that must not run open (bound beyond loopback without `--allow-unauthenticated`) has
 `require_keys`: with every key revoked, it refuses everything rather than opening up. So does
@@ -24,6 +26,7 @@ An operator key (`toolwire keys create NAME --operator`) marks the request
 from __future__ import annotations
 
 import asyncio
+import functools
 import hmac
 import time
 from collections.abc import Awaitable, Callable, MutableMapping
@@ -198,11 +201,21 @@ class AuthMiddleware:
         state["owner"] = owner
         # no keys in use: whoever reaches the server (loopback) is its operator
         state["operator"] = operator or owner is None
+        if kind == "websocket":  # a socket outlives its upgrade: it asks again per message
+            state["key_check"] = functools.partial(self.still_valid, owner)
         token = current_owner.set(owner)
         try:
             await self.app(scope, receive, send)
         finally:
             current_owner.reset(token)
+
+    async def still_valid(self, owner: str | None) -> bool:
+        """Whether a connection accepted as `owner` would be accepted now (its key not
+        revoked, and no key required where none was when it opened)."""
+        keys = await self.keyring.active()
+        if owner is None:
+            return not keys and not self.require_keys and not self.keyring.ever_used
+        return any(key.id == owner for key in keys)
 
     async def _refuse(self, scope: Scope, send: Send, message: str) -> None:
         await send_error(

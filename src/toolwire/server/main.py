@@ -43,6 +43,8 @@ def _workspace_tools(config: ServerConfig) -> list[Tool]:
         allow_exec=settings.allow_exec,
         exec_sandbox=settings.exec_sandbox,
         exec_memory_mb=settings.exec_memory_mb,
+        exec_max_processes=settings.exec_max_processes,
+        exec_max_file_mb=settings.exec_max_file_mb,
     )
     if workspace.allow_exec:
         try:
@@ -69,6 +71,7 @@ async def build_app(config: ServerConfig) -> Starlette:
                 max_input_items=config.max_input_items,
                 max_tools=config.max_tools,
                 max_socket_seconds=config.websocket_max_seconds,
+                max_sockets=config.max_websockets,
             ),
             allowed_origins=tuple(config.allowed_origins),
             allowed_hosts=tuple(config.allowed_hosts),
@@ -110,7 +113,9 @@ async def build_app(config: ServerConfig) -> Starlette:
     search = config.web_search
     if search is not None and search.server not in {s.label for s in config.mcp_servers}:
         raise ConfigError(f"web_search.server {search.server!r} is not a label in mcp_servers")
-    pool = McpPool(idle_seconds=config.mcp_idle_seconds)
+    pool = McpPool(
+        idle_seconds=config.mcp_idle_seconds, allow_private_urls=config.mcp_allow_private_urls
+    )
     observability = Observability.from_env(  # observe/: metrics, traces, request logs, /ui
         upstream_name=upstream.name, tools=tools, log_format=config.log_format
     )

@@ -28,6 +28,7 @@ from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from toolwire.store import timelines as _timelines  # noqa: F401  (its table joins metadata)
+from toolwire.store.files import prepare_sqlite_file, private_directory, sqlite_path
 from toolwire.store.keys import KeyStore
 from toolwire.store.migrate import ensure_schema
 from toolwire.store.owner import INHERIT, Owner, OwnerArg, owned_by, resolve
@@ -44,7 +45,7 @@ from toolwire.store.tables import (
 
 def default_database_url() -> str:
     directory = Path(user_data_dir("toolwire", appauthor=False))
-    directory.mkdir(parents=True, exist_ok=True)
+    private_directory(directory)
     return f"sqlite+aiosqlite:///{directory / 'toolwire.db'}"
 
 
@@ -92,6 +93,9 @@ class Store:
         """Open (and create) the database; an older schema is upgraded, or with
         `migrate=False` refused with a `ConfigError` naming `toolwire db upgrade`."""
         url = normalize_url(url or default_database_url())
+        sqlite_file = sqlite_path(url)
+        if sqlite_file is not None:
+            prepare_sqlite_file(sqlite_file)
         options: dict[str, Any] = {}
         if url.startswith("postgresql"):
             options.update(pool_size=20, max_overflow=20, pool_pre_ping=True)

@@ -47,6 +47,7 @@ from toolwire.upstream.events import (
 )
 from toolwire.upstream.lowering import chat_messages, chat_tool_choice, chat_tools
 from toolwire.upstream.retry import RETRYABLE_STATUSES, RetryPolicy
+from toolwire.upstream.scrub import Scrubber
 from toolwire.upstream.transport import Answer, sender
 from toolwire.wire.sse import SSEDecoder, SSEEventTooLarge
 
@@ -145,6 +146,8 @@ class ChatCompletionsUpstream:
         key = config.resolved_api_key()
         if key:
             headers["authorization"] = f"Bearer {key}"
+        # Every error leaving this adapter goes through it: servers quote the key they got.
+        self._scrubber = Scrubber([key])
         base = config.base_url.rstrip("/")
         self._completions_url = base + "/chat/completions"
         self._models_url = base + "/models"
@@ -178,7 +181,10 @@ class ChatCompletionsUpstream:
         await self._sender.aclose()
 
     async def list_models(self) -> list[dict[str, Any]]:
-        _, content = await self._send("GET", self._models_url, None)
+        try:
+            _, content = await self._send("GET", self._models_url, None)
+        except UpstreamError as exc:
+            raise self._scrubber.error(exc) from exc.__cause__
         try:
             data = orjson.loads(content).get("data", [])
         except (orjson.JSONDecodeError, AttributeError) as exc:
@@ -237,14 +243,17 @@ class ChatCompletionsUpstream:
         return body
 
     async def stream_turn(self, request: TurnRequest) -> AsyncIterator[ModelEvent]:
-        if request.tools and request.parallel_tool_calls is False:
-            # The server may ignore the flag (many do): one call per turn is kept, the first;
-            # the model sees its result and can ask for the next in the following turn.
-            async for event in _first_call_only(self._turn(request)):
+        try:
+            if request.tools and request.parallel_tool_calls is False:
+                # The server may ignore the flag (many do): one call per turn is kept, the
+                # first; the model sees its result and can ask for the next in the next turn.
+                async for event in _first_call_only(self._turn(request)):
+                    yield event
+                return
+            async for event in self._turn(request):
                 yield event
-            return
-        async for event in self._turn(request):
-            yield event
+        except UpstreamError as exc:
+            raise self._scrubber.error(exc) from exc.__cause__
 
     async def _turn(self, request: TurnRequest) -> AsyncIterator[ModelEvent]:
         declared = [tool.name for tool in request.tools] if request.tools else None
