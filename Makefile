@@ -70,6 +70,7 @@ serve: $(STAMP)
 clients:
 	@.ci/install-codex
 	@.ci/install-opencode
+	@.ci/install-claude-code
 
 # The OpenResponses compliance suite (vendored in tests/conformance/) runs on bun: bun and zod,
 # pinned, into .tools/openresponses (needs npm).
