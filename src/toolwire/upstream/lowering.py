@@ -55,6 +55,10 @@ def chat_messages(transcript: Transcript, *, vision: bool = True) -> list[dict[s
             out: dict[str, Any] = {"role": "assistant", "content": message.text}
             if message.tool_calls:
                 out["tool_calls"] = [_call_json(call) for call in message.tool_calls]
+                if message.reasoning:
+                    # Interleaved-thinking models (DeepSeek, Kimi, GLM, Qwen3) fail or lose the
+                    # thread unless a tool-call turn's reasoning comes back with it.
+                    out["reasoning_content"] = message.reasoning
             messages.append(out)
         elif isinstance(message, UserMessage):
             messages.append({"role": "user", "content": _user_parts(message.content, vision)})

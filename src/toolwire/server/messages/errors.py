@@ -11,7 +11,7 @@ import logging
 
 from starlette.responses import Response
 
-from toolwire.errors import ToolwireError
+from toolwire.errors import ToolwireError, UpstreamError
 from toolwire.server.http import ORJSONResponse
 from toolwire.wire import anthropic
 
@@ -19,7 +19,8 @@ log = logging.getLogger("toolwire.server")
 
 
 def status_of(error: ToolwireError) -> int:
-    if error.status in (503, 529):
+    upstream = error.upstream_status if isinstance(error, UpstreamError) else None
+    if error.status in (503, 529) or upstream in (503, 529):
         return 529
     return error.status
 

@@ -79,6 +79,7 @@ class MessagesDoor:
         self.server_tools = server_tools
         self.read_json = read_json
         self._seal: ThinkingSeal | None = None
+        self._windows: dict[str, int | None] = {}
 
     def routes(self) -> list[Route]:
         return [
@@ -113,10 +114,33 @@ class MessagesDoor:
         call = await self._translate(request, counting=True)
         return ORJSONResponse({"input_tokens": await self._prompt_tokens(call.request)})
 
-    def _fit(self, call: MessagesCall, prompt: int) -> None:
+    async def _window(self, model: str) -> int | None:
+        """The configured window, else the one the upstream's `/v1/models` names for the model
+        (vLLM and SGLang: `max_model_len`; LM Studio, OpenRouter: `context_length`), asked
+        once per model."""
+        if self.settings.context_window is not None:
+            return self.settings.context_window
+        if model not in self._windows:
+            try:
+                listed = await self.upstream.list_models()
+            except ToolwireError:
+                listed = []
+            entry = next((m for m in listed if m.get("id") == model), None)
+            if entry is None and len(listed) == 1:
+                entry = listed[0]
+            found = None
+            for key in ("max_model_len", "context_length", "context_window"):
+                value = (entry or {}).get(key)
+                if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+                    found = value
+                    break
+            self._windows[model] = found
+        return self._windows[model]
+
+    async def _fit(self, call: MessagesCall, prompt: int) -> None:
         """`max_tokens` within what the upstream's window leaves; a prompt that does not fit
         is refused in the words Claude Code reacts to by compacting."""
-        window = self.settings.context_window
+        window = await self._window(call.request.model)
         if window is None:
             return
         if prompt >= window:
@@ -131,7 +155,7 @@ class MessagesDoor:
     async def create(self, request: Request) -> Response:
         call = await self._translate(request)
         prompt = await self._prompt_tokens(call.request)
-        self._fit(call, prompt)
+        await self._fit(call, prompt)
         writer = BlockWriter(
             await self.seal(), owner_of(request), call.show_thinking, call.omit_thinking
         )
@@ -189,9 +213,10 @@ class MessagesDoor:
             async for batch in pump_batches(run):
                 frames: list[bytes] = []
                 if not opened:
+                    for event in batch:
+                        if isinstance(event, LoopFinished):
+                            stop_reason(event)  # a run that failed at once: an HTTP error
                     opened = True
-                    if isinstance(batch[0], LoopFinished):
-                        stop_reason(batch[0])  # a run that failed at once: an HTTP error
                     start = anthropic.message(
                         msg_id, call.model, [], None, anthropic.usage(prompt, 0)
                     )
