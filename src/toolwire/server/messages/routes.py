@@ -28,6 +28,7 @@ from toolwire.loop.state import LoopRequest, LoopSettings
 from toolwire.server.auth import owner_of
 from toolwire.server.http import ORJSONResponse, until_disconnected
 from toolwire.server.messages.errors import error_frame, error_response, unexpected_response
+from toolwire.server.messages.schemas import register as register_operations
 from toolwire.server.messages.sink import RELAYED, BlockWriter, stop_reason, usage_of
 from toolwire.server.messages.translate import (
     MessagesCall,
@@ -82,6 +83,7 @@ class MessagesDoor:
         self._windows: dict[str, int | None] = {}
 
     def routes(self) -> list[Route]:
+        register_operations()  # the door in /openapi.json (schemas.py)
         return [
             Route("/v1/messages", anthropic_errors(self.create), methods=["POST"]),
             Route("/v1/messages/count_tokens", anthropic_errors(self.count), methods=["POST"]),
