@@ -539,3 +539,17 @@ async def test_model_mapping_and_context_window() -> None:
         too_long = await post(gw, body(messages=[{"role": "user", "content": "word " * 2000}]))
         assert too_long.status_code == 400
         assert too_long.json()["error"]["message"].startswith("prompt is too long: ")
+
+
+async def test_server_side_tools_run_inside_the_loop(gw: AppGateway) -> None:
+    """The gateway's own tools (here the demo `get_weather`) run here; only the client's
+    tools come back as `tool_use`."""
+    gw.upstream.add(
+        Reply(tool_calls=[("get_weather", {"city": "Oslo"})]),
+        Reply(tool_calls=[("Read", {"file_path": "oslo.txt"})]),
+    )
+    message = (await post(gw, body(tools=[READ]))).json()
+    assert [b["type"] for b in message["content"]] == ["tool_use"]
+    assert message["content"][0]["name"] == "Read" and message["stop_reason"] == "tool_use"
+    ran = upstream_body(gw)["messages"][-1]
+    assert ran["role"] == "tool" and "Oslo" in ran["content"]

@@ -77,14 +77,19 @@ def run_claude(
     )
 
 
-def call_chunks(name: str, pieces: list[str], call_id: str) -> Chunks:
+def call_chunks(name: str, pieces: list[str], call_id: str, reasoning: str = "") -> Chunks:
     """A streamed call as quirky servers send it: the name repeated on every delta, the
-    arguments cut mid-token."""
+    arguments cut mid-token; after `reasoning` (as `reasoning_content`), if any."""
     first = {"index": 0, "id": call_id, "type": "function", "function": {"name": name}}
     deltas = [first] + [
         {"index": 0, "function": {"name": name, "arguments": piece}} for piece in pieces
     ]
     chunks: list[dict[str, Any]] = [
+        {"choices": [{"index": 0, "delta": {"role": "assistant", "reasoning_content": part}}]}
+        for part in ([reasoning[: len(reasoning) // 2], reasoning[len(reasoning) // 2 :]])
+        if reasoning
+    ]
+    chunks += [
         {"choices": [{"index": 0, "delta": {"role": "assistant", "tool_calls": [d]}}]}
         for d in deltas
     ]
@@ -107,7 +112,9 @@ def test_claude_code_reads_edits_and_runs_through_quirks(
     notes.write_text("status: draft\n")
     gw.upstream.add(
         # 1. Read, split oddly with the name repeated
-        call_chunks("Read", ['{"file_', f'path": "{notes}', '"}'], "call_read"),
+        call_chunks(
+            "Read", ['{"file_', f'path": "{notes}', '"}'], "call_read", "First read the file."
+        ),
         # 2. Edit, leaked as Hermes <tool_call> text
         Reply(
             text="I will edit it.\n<tool_call>\n"
@@ -135,6 +142,9 @@ def test_claude_code_reads_edits_and_runs_through_quirks(
         for call in m.get("tool_calls", [])
     ]
     assert calls == ["Read", "Edit", "Bash"]  # the two leaked calls came back as real ones
+    # the thinking block Claude Code kept (signed here, text omitted) came back as reasoning
+    first_turn = next(m for m in requests[1]["messages"] if m["role"] == "assistant")
+    assert first_turn["reasoning_content"] == "First read the file."
     tool_results = [m for m in requests[-1]["messages"] if m["role"] == "tool"]
     assert tool_results[0]["tool_call_id"] == "call_read"
     assert any("status: final" in m["content"] for m in tool_results), tool_results
