@@ -483,7 +483,8 @@ async def test_keys_as_x_api_key_or_bearer(gw: AppGateway) -> None:
         gw.upstream.add(Reply(text="ok"))
         answer = await post(gw, body(), headers={**headers, **auth})
         assert answer.status_code == 200, answer.text
-    assert (await gw.http.head("/")).status_code == 200  # the reachability check, keyless
+    for path in ("/", "/api/hello"):  # Claude Code's reachability checks, sent keyless
+        assert (await gw.http.head(path)).status_code == 200
 
 
 # -- count_tokens, models, windows -----------------------------------------------------------
@@ -536,6 +537,11 @@ async def test_model_mapping_and_context_window() -> None:
             sent = upstream_body(gw)
             assert sent["model"] == model
             assert sent["max_tokens"] < 400  # capped to what the window leaves
+        discovered = await gw.http.get(
+            "/v1/models?limit=1000", headers={"anthropic-version": "2023-06-01"}
+        )
+        ids = [m["id"] for m in discovered.json()["data"]]
+        assert ids == ["claude-opus-4-1", "big-model", "small-model"]  # mapped claude-* first
         too_long = await post(gw, body(messages=[{"role": "user", "content": "word " * 2000}]))
         assert too_long.status_code == 400
         assert too_long.json()["error"]["message"].startswith("prompt is too long: ")

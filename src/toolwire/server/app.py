@@ -21,7 +21,7 @@ from toolwire.server.errors import toolwire_error_handler, unexpected_error_hand
 from toolwire.server.fallback import http_error_handler
 from toolwire.server.http import ORJSONResponse, paginate, until_disconnected
 from toolwire.server.limits import read_limited_json
-from toolwire.server.messages.routes import MessagesDoor, anthropic_models
+from toolwire.server.messages.routes import MessagesDoor
 from toolwire.server.messages.translate import MessagesSettings
 from toolwire.server.openapi import API, served_operations
 from toolwire.server.operations import register_builtin
@@ -144,11 +144,11 @@ def create_app(
     async def models(request: Request) -> Response:
         data = await upstream.list_models()
         if "anthropic-version" in request.headers:  # an Anthropic client's model discovery
-            return ORJSONResponse(anthropic_models(data))
+            return ORJSONResponse(messages_door.models(data))
         return ORJSONResponse({"object": "list", "data": data})
 
     async def root(request: Request) -> Response:
-        return ORJSONResponse({"status": "ok"})  # Claude Code's `HEAD /` reachability check
+        return ORJSONResponse({"status": "ok"})  # reachability checks (Claude Code's HEADs)
 
     async def health(request: Request) -> Response:
         return ORJSONResponse({"status": "ok"})
@@ -179,6 +179,7 @@ def create_app(
         *messages_door.routes(),
         Route("/v1/models", models, methods=["GET"]),
         Route("/", root, methods=["GET"]),
+        Route("/api/hello", root, methods=["GET"]),
         Route("/health", health, methods=["GET"]),
         Route("/openapi.json", openapi, methods=["GET"]),
     ]

@@ -37,8 +37,9 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 #: Paths open without a key (GET and HEAD only).
-OPEN_PATHS = frozenset({"/", "/health", "/openapi.json", "/ui", "/ui/"})
-"""Open without a key: the root (Claude Code's `HEAD /` reachability check), the health check,
+OPEN_PATHS = frozenset({"/", "/api/hello", "/health", "/openapi.json", "/ui", "/ui/"})
+"""Open without a key: the root and `/api/hello` (Claude Code's reachability checks, sent
+without its key), the health check,
 the OpenAPI document (the same for every server), and the /ui page's shell and static files,
 which hold no data (the page asks for a key and sends it with every `/ui/api/...` call)."""
 OPEN_PREFIXES = ("/ui/static/",)

@@ -10,7 +10,7 @@ makes Claude Code compact.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
@@ -88,6 +88,12 @@ class MessagesDoor:
             Route("/v1/messages", anthropic_errors(self.create), methods=["POST"]),
             Route("/v1/messages/count_tokens", anthropic_errors(self.count), methods=["POST"]),
         ]
+
+    def models(self, data: list[dict[str, Any]]) -> dict[str, Any]:
+        aliases = [
+            name for name in self.settings.models if name.startswith(("claude", "anthropic"))
+        ]
+        return anthropic_models(data, aliases)
 
     async def seal(self) -> ThinkingSeal:
         if self._seal is None:  # shared by replicas on this database, kept across restarts
@@ -273,24 +279,25 @@ async def _opened(frames: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
     return rest()
 
 
-def anthropic_models(data: list[dict[str, Any]]) -> dict[str, Any]:
-    """The upstream's models in the shape of Anthropic's `GET /v1/models` (`ModelInfo` list),
-    answered when the request carries `anthropic-version`, as Anthropic's clients send."""
-    models = []
-    for entry in data:
-        model_id = str(entry.get("id") or "")
-        if not model_id:
-            continue
-        created = entry.get("created")
-        stamp = (
-            datetime.fromtimestamp(created, UTC) if isinstance(created, int) else EPOCH
-        ).strftime("%Y-%m-%dT%H:%M:%SZ")
-        models.append(
-            {"type": "model", "id": model_id, "display_name": model_id, "created_at": stamp}
-        )
+def anthropic_models(data: list[dict[str, Any]], aliases: Iterable[str] = ()) -> dict[str, Any]:
+    """Models in the shape of Anthropic's `GET /v1/models` (a `ModelInfo` list): the mapped
+    `claude-*` names first (Claude Code's gateway discovery lists only names starting with
+    `claude` or `anthropic`), then the upstream's own."""
+    models = [_model_info(alias, None) for alias in aliases]
+    models += [_model_info(str(m["id"]), m.get("created")) for m in data if m.get("id")]
     return {
         "data": models,
         "has_more": False,
         "first_id": models[0]["id"] if models else None,
         "last_id": models[-1]["id"] if models else None,
+    }
+
+
+def _model_info(model_id: str, created: Any) -> dict[str, Any]:
+    when = datetime.fromtimestamp(created, UTC) if isinstance(created, int) else EPOCH
+    return {
+        "type": "model",
+        "id": model_id,
+        "display_name": model_id,
+        "created_at": when.strftime("%Y-%m-%dT%H:%M:%SZ"),
     }

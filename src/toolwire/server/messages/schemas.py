@@ -193,10 +193,13 @@ OPERATIONS = (
         error=AnthropicError,
     ),
     Operation(
+        "get", "/", "root", "Reachability (Claude Code's HEAD /)", "Server", Root, public=True
+    ),
+    Operation(
         "get",
-        "/",
-        "root",
-        "Reachability (Claude Code sends HEAD /)",
+        "/api/hello",
+        "hello",
+        "Reachability (Claude Code's HEAD /api/hello)",
         "Server",
         Root,
         public=True,
