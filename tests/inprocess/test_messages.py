@@ -559,3 +559,33 @@ async def test_server_side_tools_run_inside_the_loop(gw: AppGateway) -> None:
     assert message["content"][0]["name"] == "Read" and message["stop_reason"] == "tool_use"
     ran = upstream_body(gw)["messages"][-1]
     assert ran["role"] == "tool" and "Oslo" in ran["content"]
+
+
+async def test_tool_search_result_is_read_as_text(gw: AppGateway) -> None:
+    history = [
+        *HI,
+        {
+            "role": "assistant",
+            "content": [
+                {
+                    "type": "tool_use",
+                    "id": "toolu_s",
+                    "name": "ToolSearch",
+                    "input": {"query": "select:WebFetch"},
+                },
+            ],
+        },
+        {
+            "role": "user",
+            "content": [
+                {
+                    "type": "tool_result",
+                    "tool_use_id": "toolu_s",
+                    "content": [{"type": "tool_reference", "tool_name": "WebFetch"}],
+                },
+            ],
+        },
+    ]
+    gw.upstream.add(Reply(text="ok"))
+    assert (await post(gw, body(messages=history))).status_code == 200
+    assert upstream_body(gw)["messages"][-1]["content"] == "[tool loaded: WebFetch]"

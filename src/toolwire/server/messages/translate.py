@@ -382,6 +382,8 @@ def _tool_result(block: dict[str, Any], at: str, names: dict[str, str]) -> ToolM
             if part.get("type") == "image":
                 url = _image_url(part, f"{at}.content[{n}]")
                 images.append({"type": "image_url", "image_url": {"url": url}})
+            elif part.get("type") == "tool_reference":  # a tool search's answer (Claude Code)
+                texts.append(f"[tool loaded: {part.get('tool_name')}]")
             else:
                 texts.extend(p["text"] for p in _user_part(part, f"{at}.content[{n}]"))
     else:
