@@ -433,6 +433,12 @@ async def test_transport_errors_in_anthropic_shape(gw: AppGateway) -> None:
     )
     assert bad_json.status_code == 400
     assert bad_json.json()["error"]["type"] == "invalid_request_error"
+    for method, path, status in (("GET", "/v1/messages", 405), ("POST", "/v1/messages/x", 404)):
+        wrong = await gw.http.request(method, path)
+        assert wrong.status_code == status and wrong.json()["type"] == "error"
+        assert wrong.json()["error"]["type"] == (
+            "not_found_error" if status == 404 else "invalid_request_error"
+        )
     too_big = await gw.http.post(
         "/v1/messages",
         content=b" " * (5 * 1024 * 1024),
