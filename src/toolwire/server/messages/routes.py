@@ -10,6 +10,7 @@ makes Claude Code compact.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -44,6 +45,7 @@ from toolwire.wire import anthropic
 Handler = Callable[[Request], Awaitable[Response]]
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _ORDER = {"thinking": 0, "text": 1, "tool_use": 2}
+LISTING_SECONDS = 300.0
 
 
 def anthropic_errors(handler: Handler) -> Handler:
@@ -80,7 +82,7 @@ class MessagesDoor:
         self.server_tools = server_tools
         self.read_json = read_json
         self._seal: ThinkingSeal | None = None
-        self._windows: dict[str, int | None] = {}
+        self._listing: tuple[float, list[dict[str, Any]]] | None = None
 
     def routes(self) -> list[Route]:
         register_operations()  # the door in /openapi.json (schemas.py)
@@ -124,26 +126,25 @@ class MessagesDoor:
 
     async def _window(self, model: str) -> int | None:
         """The configured window, else the one the upstream's `/v1/models` names for the model
-        (vLLM and SGLang: `max_model_len`; LM Studio, OpenRouter: `context_length`), asked
-        once per model."""
+        (vLLM and SGLang: `max_model_len`; LM Studio, OpenRouter: `context_length`). The
+        listing is asked at most every `LISTING_SECONDS`, whatever names clients send."""
         if self.settings.context_window is not None:
             return self.settings.context_window
-        if model not in self._windows:
+        if self._listing is None or time.monotonic() - self._listing[0] > LISTING_SECONDS:
             try:
                 listed = await self.upstream.list_models()
             except ToolwireError:
                 listed = []
-            entry = next((m for m in listed if m.get("id") == model), None)
-            if entry is None and len(listed) == 1:
-                entry = listed[0]
-            found = None
-            for key in ("max_model_len", "context_length", "context_window"):
-                value = (entry or {}).get(key)
-                if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-                    found = value
-                    break
-            self._windows[model] = found
-        return self._windows[model]
+            self._listing = (time.monotonic(), listed)
+        listed = self._listing[1]
+        entry = next((m for m in listed if m.get("id") == model), None)
+        if entry is None and len(listed) == 1:
+            entry = listed[0]
+        for key in ("max_model_len", "context_length", "context_window"):
+            value = (entry or {}).get(key)
+            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+                return value
+        return None
 
     async def _fit(self, call: MessagesCall, prompt: int) -> None:
         """`max_tokens` within what the upstream's window leaves; a prompt that does not fit
