@@ -17,6 +17,7 @@ from tests.inprocess_gateway import AppGateway, app_gateway
 from tests.integration.test_claude_code import call_chunks
 from toolwire.server.messages.translate import MessagesSettings, ThinkingSeal
 from toolwire.testing import Body, Chunks, Reply, ScriptedUpstream
+from toolwire.testing.asgi import StreamingASGITransport
 
 FIXTURE = Path(__file__).parents[1] / "data" / "anthropic" / "claude_code_request.json"
 READ = {
@@ -595,3 +596,37 @@ async def test_tool_search_result_is_read_as_text(gw: AppGateway) -> None:
     gw.upstream.add(Reply(text="ok"))
     assert (await post(gw, body(messages=history))).status_code == 200
     assert upstream_body(gw)["messages"][-1]["content"] == "[tool loaded: WebFetch]"
+
+
+async def test_count_tokens_uses_the_upstreams_tokenizer() -> None:
+    """vLLM-style `/tokenize` answers `{"count": n}`: count_tokens is that count (plus the
+    per-message overhead compaction also adds), the same figure message_start reports."""
+    upstream = ScriptedUpstream.in_process()
+    prompts: list[str] = []
+
+    async def with_tokenizer(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["path"].endswith("/tokenize"):
+            request = orjson.loads((await receive())["body"])
+            prompts.append(request["prompt"])
+            answer = orjson.dumps({"count": 1234})
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": 200,
+                    "headers": [(b"content-type", b"application/json")],
+                }
+            )
+            await send({"type": "http.response.body", "body": answer})
+            return
+        await upstream(scope, receive, send)
+
+    async with app_gateway(
+        upstream, upstream_transport=StreamingASGITransport(with_tokenizer), tools=()
+    ) as gw:
+        request = body(system="Be brief.", tools=[READ])
+        counted = (await gw.http.post("/v1/messages/count_tokens", json=request)).json()
+        assert 1234 < counted["input_tokens"] < 1234 + 50  # the tokenizer's count, + overhead
+        assert "Be brief." in prompts[0] and "file_path" in prompts[0]  # tools counted too
+        upstream.add(Reply(text="ok"))
+        events = events_of((await post(gw, dict(request, stream=True))).content)
+        assert events[0]["message"]["usage"]["input_tokens"] == counted["input_tokens"]
