@@ -286,24 +286,29 @@ def check_messages(body: bytes, stream: bool, expected_args: str) -> tuple[bool,
         kinds = [e.get("type") for e in events]
         if not kinds or kinds[-1] != "message_stop":
             return False, f"no message_stop (last: {kinds[-1:]})", len(events)
-        names = [
-            e["content_block"].get("name")
-            for e in events
-            if e.get("type") == "content_block_start"
-            and e["content_block"].get("type") == "tool_use"
-        ]
-        partial = "".join(
-            e["delta"].get("partial_json", "")
-            for e in events
-            if e.get("type") == "content_block_delta"
-        )
+        # as the SDK builds a tool_use block: its input from the concatenated partial_json
+        # pieces, or the start's `input` when no piece came
+        names: list[str] = []
+        inputs: dict[int, Any] = {}
+        pieces: dict[int, list[str]] = {}
+        for e in events:
+            if (
+                e.get("type") == "content_block_start"
+                and e["content_block"].get("type") == "tool_use"
+            ):
+                names.append(e["content_block"].get("name"))
+                inputs[e["index"]] = e["content_block"].get("input")
+            elif e.get("type") == "content_block_delta" and "partial_json" in e["delta"]:
+                pieces.setdefault(e["index"], []).append(e["delta"]["partial_json"])
+        for index, parts in pieces.items():
+            inputs[index] = json.loads("".join(parts)) if "".join(parts) else {}
         stop = next(
             (e["delta"].get("stop_reason") for e in events if e.get("type") == "message_delta"),
             None,
         )
         if names != ["get_weather"]:
             return False, f"tool_use blocks {names}", len(events)
-        if json.loads(partial) != json.loads(expected_args):
+        if list(inputs.values()) != [json.loads(expected_args)]:
             return False, "streamed input differs", len(events)
         if stop != "tool_use":
             return False, f"stop_reason {stop!r}", len(events)

@@ -1332,7 +1332,14 @@ def main() -> None:
                     stream=stream,
                     kind="messages",
                     kinds={"direct": "chat"},
-                    bodies={"direct": {"model": model, "messages": MESSAGES, "tools": TOOLS}},
+                    bodies={
+                        "direct": {
+                            "model": model,
+                            "messages": MESSAGES,
+                            "tools": TOOLS,
+                            "stream": stream,
+                        }
+                    },
                     expected=expected,
                     warmup=max(3, min(200, count // 5)),
                     requests=count,
