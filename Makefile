@@ -65,12 +65,14 @@ MODEL ?= $(TOOLWIRE_MODEL)
 serve: $(STAMP)
 	$(BIN)/toolwire serve $(if $(UPSTREAM),--upstream $(UPSTREAM)) $(if $(MODEL),--model $(MODEL))
 
-# The client tests drive the real Codex CLI and opencode: installed once, pinned, into .tools/
+# The client tests drive the real Codex CLI, opencode, the AI SDK and openai-node, and Claude Code:
+# installed once, pinned, into .tools/
 # (needs npm; without it those tests skip and say why).
 clients:
 	@.ci/install-codex
 	@.ci/install-opencode
 	@.ci/install-aisdk
+	@.ci/install-claude-code
 
 # The OpenResponses compliance suite (vendored in tests/conformance/) runs on bun: bun and zod,
 # pinned, into .tools/openresponses (needs npm).

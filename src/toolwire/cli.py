@@ -154,6 +154,18 @@ def serve(
     log_format: Annotated[
         str | None, typer.Option(help="request log lines: text | json | off (default text)")
     ] = None,
+    anthropic_model: Annotated[
+        list[str],
+        typer.Option(
+            "--anthropic-model",
+            help="on /v1/messages: requested name or tier (opus, sonnet, haiku, default) = "
+            "upstream model, e.g. sonnet=qwen3-coder; repeatable",
+        ),
+    ] = [],  # noqa: B006
+    context_window: Annotated[
+        int | None,
+        typer.Option(help="the upstream's context window in tokens (default: asked of it)"),
+    ] = None,
     no_migrate: Annotated[
         bool,
         typer.Option(
@@ -190,6 +202,8 @@ def serve(
         "max_upstream_response_bytes": max_upstream_response_bytes,
         "log_format": log_format,
         "migrate": False if no_migrate else None,
+        "anthropic_models": anthropic_model,
+        "context_window": context_window,
     }
     try:
         settings = load_config(config, flags)

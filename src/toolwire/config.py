@@ -13,7 +13,14 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from toolwire.errors import ConfigError
 
@@ -111,6 +118,17 @@ class ServerConfig(BaseModel):
         description="server processes sharing the port and the database (one per core)",
     )
     tools: list[str] = Field(default_factory=list, description="server-side tools, module:object")
+    anthropic_models: dict[str, str] = Field(
+        default_factory=dict,
+        description="Messages door (/v1/messages): requested model name or tier (opus, sonnet, "
+        "haiku, default) -> upstream model; `NAME=MODEL,...` in the environment",
+    )
+    context_window: int | None = Field(
+        default=None,
+        ge=256,
+        description="the upstream's context window in tokens (default: asked of the upstream, "
+        "or local_n_ctx for the managed local model); the Messages door caps max_tokens to it",
+    )
     leaked_calls: Literal["retry", "salvage", "off"] = "retry"
     leak_retries: int = 2
     max_iterations: int = 20
@@ -198,6 +216,24 @@ class ServerConfig(BaseModel):
     background_attempts: int = Field(
         default=3, gt=0, description="processes that may die running one background response"
     )
+
+    @field_validator("anthropic_models", mode="before")
+    @classmethod
+    def _anthropic_models(cls, value: Any) -> Any:
+        return _name_map(value)
+
+
+def _name_map(value: Any) -> Any:
+    """`NAME=MODEL` pairs (a comma-separated string, or a list of them) -> a mapping."""
+    if isinstance(value, str):
+        value = [part for part in value.split(",") if part.strip()]
+    if isinstance(value, list):
+        pairs = [str(item).partition("=") for item in value]
+        bad = [name for name, sep, model in pairs if not sep or not name.strip() or not model]
+        if bad:
+            raise ValueError(f"expected NAME=MODEL, got {bad[0]!r}")
+        return {name.strip(): model.strip() for name, _, model in pairs}
+    return value
 
 
 def load_config(path: Path | None, flags: dict[str, Any]) -> ServerConfig:

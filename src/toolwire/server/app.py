@@ -22,6 +22,8 @@ from toolwire.server.errors import toolwire_error_handler, unexpected_error_hand
 from toolwire.server.fallback import http_error_handler
 from toolwire.server.http import ORJSONResponse, paginate, until_disconnected
 from toolwire.server.limits import read_limited_json
+from toolwire.server.messages.routes import MessagesDoor
+from toolwire.server.messages.translate import MessagesSettings
 from toolwire.server.observability import observability_middleware, observability_routes
 from toolwire.server.openapi import API, served_operations
 from toolwire.server.operations import register_builtin
@@ -64,6 +66,7 @@ def create_app(
     responses: ResponsesService,
     on_shutdown: list[Any] | None = None,
     security: Security | None = None,
+    messages: MessagesSettings | None = None,
     observability: Observability | None = None,
 ) -> Starlette:
     """The app, behind the security middleware (`server/security.py`): with the default
@@ -80,6 +83,16 @@ def create_app(
     responses.driver.upstream = QuotaUpstream(responses.driver.upstream, store.quotas)
     conversations = ConversationsService(store, responses.compaction)
     proxy = ChatProxy(responses.driver, responses.loop_settings, responses.default_model)
+    messages_door = MessagesDoor(  # the Anthropic door: server/messages/
+        driver=responses.driver,
+        upstream=upstream,
+        store=store,
+        settings=messages or MessagesSettings(),
+        loop_settings=responses.loop_settings,
+        default_model=responses.default_model,
+        server_tools=responses.server_tools,
+        read_json=read_json,
+    )
 
     async def chat_completions(request: Request) -> Response:
         body = await read_json(request)
@@ -140,7 +153,12 @@ def create_app(
 
     async def models(request: Request) -> Response:
         data = await upstream.list_models()
+        if "anthropic-version" in request.headers:  # an Anthropic client's model discovery
+            return ORJSONResponse(messages_door.models(data))
         return ORJSONResponse({"object": "list", "data": data})
+
+    async def root(request: Request) -> Response:
+        return ORJSONResponse({"status": "ok"})  # reachability checks (Claude Code's HEADs)
 
     async def health(request: Request) -> Response:
         return ORJSONResponse({"status": "ok"})
@@ -168,7 +186,10 @@ def create_app(
         Route("/v1/responses/{response_id}/cancel", cancel_response, methods=["POST"]),
         *conversations.routes(read_json, ORJSONResponse),
         Route("/v1/chat/completions", chat_completions, methods=["POST"]),
+        *messages_door.routes(),
         Route("/v1/models", models, methods=["GET"]),
+        Route("/", root, methods=["GET"]),
+        Route("/api/hello", root, methods=["GET"]),
         Route("/health", health, methods=["GET"]),
         Route("/openapi.json", openapi, methods=["GET"]),
     ]

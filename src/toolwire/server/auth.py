@@ -37,6 +37,7 @@ from starlette.requests import HTTPConnection
 
 from toolwire.store.keys import ActiveKey, KeyStore, hash_key
 from toolwire.store.owner import current_owner
+from toolwire.wire import anthropic
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -45,10 +46,11 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 #: Paths open without a key (GET and HEAD only).
-OPEN_PATHS = frozenset({"/health", "/openapi.json", "/ui", "/ui/"})
-"""Open without a key: the health check, the OpenAPI document (the same for every server), and
-the /ui page's shell and static files, which hold no data (the page asks for a key and sends it
-with every `/ui/api/...` call)."""
+OPEN_PATHS = frozenset({"/", "/api/hello", "/health", "/openapi.json", "/ui", "/ui/"})
+"""Open without a key: the root and `/api/hello` (Claude Code's reachability checks, sent
+without its key), the health check,
+the OpenAPI document (the same for every server), and the /ui page's shell and static files,
+which hold no data (the page asks for a key and sends it with every `/ui/api/...` call)."""
 OPEN_PREFIXES = ("/ui/static/",)
 
 _MISSING = (
@@ -146,6 +148,8 @@ async def send_error(
     body = orjson.dumps(
         {"error": {"message": message, "type": error_type, "param": param, "code": code}}
     )
+    if scope is not None and scope.get("path", "").startswith("/v1/messages"):
+        body = orjson.dumps(anthropic.error_body(status, message))  # the Anthropic door
     start = {
         "status": status,
         "headers": [

@@ -128,6 +128,7 @@ class GuardMiddleware:
                 415,
                 f"Unsupported content type {shown!r}: send the body as application/json.",
                 "unsupported_media_type",
+                scope=scope,
             )
             return
         await self.app(scope, receive, send)

@@ -83,7 +83,7 @@ class BodyLimitMiddleware:
                     declared = 0
                 if declared > limit:
                     error = too_large(limit)
-                    await send_error(send, 413, error.message, "request_too_large")
+                    await send_error(send, 413, error.message, "request_too_large", scope=scope)
                     return
         received = 0
 

@@ -17,6 +17,7 @@ from toolwire.server.app import create_app
 from toolwire.server.durable import DurabilitySettings
 from toolwire.server.limits import Limits
 from toolwire.server.mcp_tools import configured_server
+from toolwire.server.messages.translate import MessagesSettings
 from toolwire.server.responses_service import ResponsesService
 from toolwire.server.security import startup_security
 from toolwire.server.workers import reuse_port_socket, run_workers
@@ -150,6 +151,11 @@ async def build_app(config: ServerConfig) -> Starlette:
         responses=service,
         on_shutdown=[pool.close, upstream.aclose, store.close, *shutdown, observability.shutdown],
         security=security,
+        messages=MessagesSettings(
+            models=config.anthropic_models,
+            context_window=config.context_window
+            or (None if config.upstream else config.local_n_ctx),
+        ),
         observability=observability,
     )
 

@@ -34,9 +34,11 @@ ERROR_STATUSES: dict[int, str] = {
     415: "The body is not `application/json`.",
     422: "The run ended without an answer this door can express.",
     424: "A tool server's tools could not be listed.",
+    429: "The upstream model server is rate limiting.",
     500: "An internal error (a bug: please report it).",
     502: "The upstream model server failed.",
     504: "The upstream model server did not answer in time.",
+    529: "The upstream model server is overloaded (Anthropic's status for it).",
 }
 _BODY_METHODS = ("post", "put", "patch", "delete")
 
@@ -70,6 +72,8 @@ class Operation:
     description: str = ""
     ok_media: str | None = None
     """The 200 answer's media type when it is not JSON (`/metrics`' text, `/ui`'s HTML)."""
+    error: type[BaseModel] | None = None
+    """The error body when it is not OpenAI's `ErrorResponse` (the Anthropic door's)."""
 
 
 LIST_QUERY = (
@@ -116,7 +120,7 @@ class ApiSpec:
 
         models: set[type[BaseModel]] = {ErrorResponse}
         for op in operations:
-            models.update(m for m in (op.ok, op.body, op.stream_event) if m is not None)
+            models.update(m for m in (op.ok, op.body, op.stream_event, op.error) if m is not None)
         ordered = sorted(models, key=lambda m: m.__name__)
         refs, definitions = models_json_schema(
             [(m, "validation") for m in ordered], ref_template=REF
@@ -128,15 +132,17 @@ class ApiSpec:
         error_ref = ref(ErrorResponse)
         paths: dict[str, dict[str, Any]] = {}
         for op in operations:
-            paths.setdefault(op.path, {})[op.method] = _operation(op, ref, error_ref)
+            errors = ref(op.error) if op.error is not None else error_ref
+            paths.setdefault(op.path, {})[op.method] = _operation(op, ref, errors)
         return {
             "openapi": "3.1.0",
             "info": {
                 "title": self.title,
                 "version": toolwire.__version__,
                 "description": (
-                    "An OpenAI-compatible agent gateway. Errors are always "
-                    '`{"error": {"message", "type", "param", "code"}}`.'
+                    "An OpenAI-compatible agent gateway. Errors are "
+                    '`{"error": {"message", "type", "param", "code"}}`, except on the '
+                    "Anthropic door (`/v1/messages`), where they are Anthropic's shape."
                 ),
                 "license": {"name": "Apache-2.0", "identifier": "Apache-2.0"},
             },
