@@ -321,3 +321,20 @@ def test_scripted_upstream_still_serves_a_valid_script(tmp_path: Path) -> None:
         health=f"http://127.0.0.1:{port}/v1/models",
     ):
         pass
+
+
+# -- a child's last words ----------------------------------------------------------------------
+
+
+async def test_an_mcp_stdio_server_that_dies_at_start_shows_its_stderr() -> None:
+    from toolwire.tools.mcp.connection import McpConnection, McpConnectionError, stdio_opener
+
+    connection = McpConnection(
+        "MCP server 'time'",
+        stdio_opener(sys.executable, ["-m", "no_such_mcp_server_module"], None, None),
+    )
+    with pytest.raises(McpConnectionError) as info:
+        await connection.start(handshake_seconds=30)
+    message = str(info.value)
+    assert message.startswith("MCP server 'time': ")
+    assert "No module named no_such_mcp_server_module" in message
