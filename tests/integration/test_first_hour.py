@@ -338,3 +338,43 @@ async def test_an_mcp_stdio_server_that_dies_at_start_shows_its_stderr() -> None
     message = str(info.value)
     assert message.startswith("MCP server 'time': ")
     assert "No module named no_such_mcp_server_module" in message
+
+
+# -- what it logs ------------------------------------------------------------------------------
+
+
+def test_websockets_are_logged_in_toolwires_format_and_refusals_labelled(
+    scripted: ScriptedUpstream, tmp_path: Path
+) -> None:
+    from websockets.sync.client import connect
+
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    with toolwire_process(
+        "serve",
+        "--upstream",
+        scripted.base_url,
+        "--port",
+        str(port),
+        "--db",
+        f"sqlite:///{tmp_path / 'a.db'}",
+        health=f"{base}/health",
+    ) as process:
+        with connect(f"ws://127.0.0.1:{port}/v1/responses"):
+            pass
+        refused = httpx.post(
+            f"{base}/v1/responses", json={"input": "hi"}, headers={"origin": "https://evil.test"}
+        )
+        assert refused.status_code == 403
+        missing_model = httpx.post(f"{base}/v1/responses", json={"input": "hi"})
+        exported = httpx.get(f"{base}/metrics").text
+        deadline = time.monotonic() + 10
+        while "method=WEBSOCKET" not in output_of(process) and time.monotonic() < deadline:
+            time.sleep(0.05)  # the log line is written by a thread, after the socket closes
+        out = output_of(process)
+    assert missing_model.status_code == 400
+    assert "toolwire serve --model NAME" in missing_model.json()["error"]["message"]
+    line = next(line for line in out.splitlines() if "method=WEBSOCKET" in line)
+    assert "path=/v1/responses" in line and "status=101" in line and "request_id=req_" in line
+    assert '"WebSocket /v1/responses"' not in out
+    assert 'route="(refused)",status="403"' in exported

@@ -27,6 +27,7 @@ import orjson
 
 from toolwire.config import McpServerConfig, WebSearchConfig
 from toolwire.errors import (
+    MISSING_MODEL,
     InvalidRequestError,
     NotFoundError,
     RunStatus,
@@ -169,7 +170,7 @@ class ResponsesService:
         request = parse_create(body)
         model = request.model or self.default_model
         if not model:
-            raise InvalidRequestError("Missing required parameter: 'model'.", param="model")
+            raise InvalidRequestError(MISSING_MODEL, param="model")
         history: list[dict[str, Any]] = []
         conversation_id = request.conversation_id
         inline = local is not None and request.previous_response_id == local.response_id
