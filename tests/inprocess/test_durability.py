@@ -143,6 +143,28 @@ async def test_a_final_write_that_fails_is_response_failed_not_a_cut_stream(
     assert "could not be stored" in events[-1]["response"]["error"]["message"]
 
 
+async def test_a_stream_finalized_elsewhere_first_is_not_told_it_completed(
+    gw: AppGateway, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another replica took this one for dead (its heartbeat late on a loaded machine) and
+    finalized the response `failed` just before the final write: the client is told what is
+    stored, never `completed` over a stored `failed`."""
+    original = gw.store.save_response
+
+    async def swept_first(body: dict[str, Any], **kwargs: Any) -> bool:
+        if body["status"] == "completed":
+            error = {"code": "server_error", "message": "lost its lease"}
+            await gw.store.runs.finalize(body["id"], "failed", error, body["created_at"])
+        return await original(body, **kwargs)
+
+    monkeypatch.setattr(gw.store, "save_response", swept_first)
+    gw.upstream.add(Reply(text="answered, but too late"))
+    events = await stream(gw, {"model": "m", "input": "x"})
+    assert [e["type"] for e in events][-2:] == ["error", "response.failed"]
+    stored = await gw.store.get_response(events[-1]["response"]["id"])
+    assert stored is not None and stored["status"] == "failed"
+
+
 # -- replicas on one database ----------------------------------------------------------------
 
 calls: list[str] = []
@@ -234,7 +256,7 @@ async def test_a_background_run_is_resumed_after_its_step_and_no_tool_runs_twice
         stored = await first.store.get_response(response_id)
         assert stored is not None and stored["output"][-1]["status"] == "in_progress"
         # The process dies here: nothing it would still do reaches the database.
-        first.persist = _nothing  # type: ignore[method-assign]
+        first.recorder.persist = _nothing  # type: ignore[method-assign]
         first.store.runs.release = _nothing  # type: ignore[method-assign]
         async with first.store.write() as connection:
             await connection.execute(
@@ -252,6 +274,33 @@ async def test_a_background_run_is_resumed_after_its_step_and_no_tool_runs_twice
     assert calls == ["one"]
     told = fake_upstream.chat_requests[-1].body["messages"][-1]
     assert told["role"] == "tool" and "interrupted" in told["content"]
+
+
+async def test_a_background_run_goes_back_to_the_queue_when_its_replica_shuts_down(
+    fake_upstream: ScriptedUpstream, database_url: str
+) -> None:
+    """A graceful shutdown is not a cancel: the job is stored as it stands, its lease given
+    up, and another replica finishes it."""
+    calls.clear()
+    fake_upstream.add(
+        Reply(text="Working.", tool_calls=[("slow_step", {"note": "one"})]),
+        Reply(text="Finished elsewhere."),
+    )
+    body = {"model": "m", "input": "go", "background": True}
+    async with replica(fake_upstream, database_url, start=False) as first:
+        queued = await first.start_background(await first.prepare(body), body)
+        response_id = queued["id"]
+        await wait_for(lambda: asyncio.sleep(0, result=bool(calls)))
+    # `first` has shut down here
+    async with replica(fake_upstream, database_url, start=False) as probe:
+        stored = await probe.store.get_response(response_id)
+    assert stored is not None and stored["status"] == "in_progress"
+    async with replica(fake_upstream, database_url) as second:
+        await wait_for(lambda: _finished(second.store, response_id))
+        final = await second.store.get_response(response_id)
+    assert final is not None and final["status"] == "completed", final
+    assert final["output"][-1]["content"][0]["text"] == "Finished elsewhere."
+    assert calls == ["one"]
 
 
 async def test_cancel_reaches_the_replica_that_runs_the_job(
@@ -290,6 +339,7 @@ async def test_64_concurrent_streams_lose_nothing(
     async with app_gateway(fake_upstream) as gw:
         gw.service.store = store = await Store.open(database_url)
         gw.service.replica.store = store
+        gw.service.recorder.store = store
         gate = asyncio.Semaphore(count)  # 64 streams at a time, twice over
 
         async def one(n: int) -> list[dict[str, Any]]:
@@ -327,7 +377,7 @@ async def test_a_queued_jobs_request_is_sealed_at_rest(
         ],
     }
     async with replica(fake_upstream, database_url, start=False) as service:
-        service.launch = lambda job, prepared=None: None  # type: ignore[method-assign]
+        service.queue.launch = lambda job, prepared=None: None  # type: ignore[method-assign]
         queued = await service.start_background(await service.prepare(body), body)
         async with service.store.engine.connect() as connection:
             row = (await connection.execute(sa.select(runs))).one()

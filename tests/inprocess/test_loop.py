@@ -13,10 +13,12 @@ from typing import Any
 import pytest
 
 from toolwire import Agent, LoopSettings, tool
+from toolwire.errors import StopReason, StoreError
 from toolwire.loop.driver import LoopDriver
 from toolwire.loop.events import (
     CallArgumentsDelta,
     CallStreamStarted,
+    CancelCause,
     LeakDetected,
     LoopEvent,
     LoopFinished,
@@ -29,10 +31,10 @@ from toolwire.loop.events import (
     ToolExecutionFinished,
     ToolExecutionStarted,
 )
-from toolwire.loop.state import LoopRequest
+from toolwire.loop.state import Cancellation, LoopRequest, RunServices
 from toolwire.testing import Body, Chunks, Reply, ScriptedUpstream
 from toolwire.testing.script import WEATHER_DEMO
-from toolwire.transcript import ToolSpec, UserMessage
+from toolwire.transcript import ToolCall, ToolSpec, UserMessage
 
 ran: list[tuple[str, dict[str, Any]]] = []
 
@@ -502,3 +504,112 @@ async def test_an_adapter_bug_ends_the_run_failed_not_crashed() -> None:
     assert result.reason == "upstream_error"
     assert result.message == "the upstream adapter failed: RuntimeError: boom"
     assert isinstance(result.events[-1], LoopFinished)
+
+
+# -- the run's end: the final write is part of the run ----------------------------------------
+
+
+async def test_the_final_write_happens_before_any_sink_sees_the_outcome(
+    fake_upstream: ScriptedUpstream,
+) -> None:
+    fake_upstream.add(Reply(text="stored first"))
+    order: list[str] = []
+
+    def sink(event: LoopEvent) -> None:
+        if isinstance(event, LoopFinished):
+            order.append("announced")
+
+    async def checkpoint(event: LoopEvent) -> None:
+        if isinstance(event, LoopFinished):
+            await asyncio.sleep(0)  # a real write yields to the event loop
+            order.append(f"stored {event.reason}")
+
+    request = LoopRequest(model="m", input=[UserMessage("hi")])
+    state = await LoopDriver(fake_upstream.adapter()).run(request, sink, checkpoint=checkpoint)
+    assert order == ["stored answered", "announced"]
+    assert state.status == "completed"
+
+
+async def test_a_failed_final_write_is_the_store_error_outcome(
+    fake_upstream: ScriptedUpstream,
+) -> None:
+    fake_upstream.add(Reply(text="never recorded"))
+    events: list[LoopEvent] = []
+
+    async def checkpoint(event: LoopEvent) -> None:
+        if isinstance(event, LoopFinished):
+            raise StoreError("the response could not be stored: disk full")
+
+    request = LoopRequest(model="m", input=[UserMessage("hi")])
+    state = await LoopDriver(fake_upstream.adapter()).run(
+        request, events.append, checkpoint=checkpoint
+    )
+    finished = [e for e in events if isinstance(e, LoopFinished)]
+    assert len(finished) == 1 and finished[0].reason is StopReason.STORE_ERROR
+    assert finished[0].message == "the response could not be stored: disk full"
+    assert isinstance(finished[0].error, StoreError)
+    assert state.status == "failed"
+
+
+@pytest.mark.parametrize(
+    ("told", "reported"),
+    [(None, CancelCause.CLIENT), (CancelCause.SHUTDOWN, CancelCause.SHUTDOWN)],
+)
+async def test_a_cancelled_run_reports_who_cancelled_it(
+    fake_upstream: ScriptedUpstream, told: CancelCause | None, reported: CancelCause
+) -> None:
+    fake_upstream.add(Reply(text="slow", tool_calls=[("wait_a_while", {})]))
+    started = asyncio.Event()
+
+    @tool
+    async def wait_a_while() -> str:
+        """Waits."""
+        started.set()
+        await asyncio.sleep(60)
+        return "late"
+
+    events: list[LoopEvent] = []
+    cancellation = Cancellation()
+    request = LoopRequest(model="m", input=[UserMessage("go")], tools=[wait_a_while])
+    run = asyncio.create_task(
+        LoopDriver(fake_upstream.adapter()).run(request, events.append, cancellation=cancellation)
+    )
+    await started.wait()
+    if told is not None:
+        cancellation.cancel(told)
+    cancellation.cancel(CancelCause.CLIENT)  # a later cause does not replace the first
+    run.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await run
+    finished = events[-1]
+    assert isinstance(finished, LoopFinished)
+    assert finished.reason is StopReason.CANCELLED and finished.cause is reported
+
+
+async def test_the_driver_never_edits_its_request_and_reports_the_decisions_it_applied(
+    fake_upstream: ScriptedUpstream,
+) -> None:
+    """The request is data: a decision already used elsewhere is dropped from the run's own
+    view (and from `LoopFinished.decisions`), not from the request a caller may reuse."""
+    fake_upstream.add(Reply(text="done"))
+
+    class UsedLedger:
+        async def claim_approval(self, *args: Any) -> bool:
+            return False  # decided before, on another branch of history
+
+    call = ToolCall("mcpr_1", "get_weather", {"city": "Oslo"}, '{"city": "Oslo"}')
+    request = LoopRequest(
+        model="m",
+        input=[UserMessage("weather?")],
+        tools=[get_weather],
+        approvals={"mcpr_1": True},
+        resume_calls=[call],
+    )
+    events: list[LoopEvent] = []
+    await LoopDriver(fake_upstream.adapter()).run(
+        request, events.append, services=RunServices(ledger=UsedLedger())
+    )
+    assert request.approvals == {"mcpr_1": True} and request.resume_calls == [call]
+    finished = events[-1]
+    assert isinstance(finished, LoopFinished) and finished.decisions == {}
+    assert ran == []  # the used decision ran nothing

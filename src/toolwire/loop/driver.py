@@ -10,8 +10,11 @@ iterations, leak retries), cancellation, and the typed `RunOutcome`. Doors (libr
 Responses, chat proxy) translate requests in and events out; they decide nothing. Persistence is
 driven by the run's events: the optional `checkpoint` is awaited at `RunStarted`, at each
 `StepReached` (before and after server-side calls run) and at `LoopFinished`, also when the run
-is cancelled. A checkpoint that raises `StoreError` before the end ends the run `failed`
-(`StopReason.STORE_ERROR`); `LoopSettings.deadline` bounds the whole run.
+is cancelled. The final write is part of the run: the checkpoint sees `LoopFinished` *before*
+any sink does, so a terminal event always follows the write that stored it. A checkpoint that
+raises `StoreError`, at any point including the last, ends the run `failed`
+(`StopReason.STORE_ERROR`), decided here; `LoopSettings.deadline` bounds the whole run. A
+cancelled run reports who cancelled it (`Cancellation`, `LoopFinished.cause`).
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ from toolwire.loop.events import (
     CallArgumentsDelta,
     CallStreamStarted,
     CallTarget,
+    CancelCause,
     ContextCompacted,
     LeakDetected,
     LoopEvent,
@@ -67,12 +71,14 @@ from toolwire.loop.holdback import Holdback
 from toolwire.loop.state import (
     AwaitApproval,
     CallModel,
+    Cancellation,
     ExecuteTools,
     Finish,
     LoopRequest,
     LoopState,
     NextAction,
     RunOutcome,
+    RunServices,
 )
 from toolwire.tools.base import ToolArgumentsError
 from toolwire.tools.envelope import EnvelopeLimits
@@ -138,26 +144,47 @@ class LoopDriver:
         self.observe = observe
 
     async def run(
-        self, request: LoopRequest, sink: Sink, *, checkpoint: Checkpoint | None = None
+        self,
+        request: LoopRequest,
+        sink: Sink,
+        *,
+        checkpoint: Checkpoint | None = None,
+        cancellation: Cancellation | None = None,
+        services: RunServices | None = None,
     ) -> LoopState:
         """Drive the run to its outcome; always emits `LoopFinished` last, also when cancelled
-        (then the outcome is `cancelled`, checkpointed, and the cancellation re-raised)."""
+        (then the outcome is `cancelled`, checkpointed, and the cancellation re-raised).
+        `cancellation`: where whoever cancels the run's task says why, first. `services`: the
+        approval ledger and signer, the compaction seal (the request itself is only data,
+        never edited here)."""
         if self.observe is not None:
             sink = self.observe(request, sink)
-        return await _Run(self, request, sink, checkpoint).drive()
+        run = _Run(self, request, sink, checkpoint, cancellation, services or RunServices())
+        return await run.drive()
 
 
 class _Run:
     """One run's moving parts; the transitions are the methods named after `NextAction`s."""
 
     def __init__(
-        self, driver: LoopDriver, request: LoopRequest, sink: Sink, checkpoint: Checkpoint | None
+        self,
+        driver: LoopDriver,
+        request: LoopRequest,
+        sink: Sink,
+        checkpoint: Checkpoint | None,
+        cancellation: Cancellation | None,
+        services: RunServices,
     ) -> None:
         self.upstream = driver.upstream
         self.request = request
+        self.services = services
+        self.approvals = dict(request.approvals)
+        """The decisions this run applies: those of the request, less any already used."""
+        self.resume_calls = list(request.resume_calls)
         self.settings = request.settings
         self.emit = sink
         self.checkpoint = checkpoint
+        self.cancellation = cancellation
         self.executor = ToolExecutor(
             request.tools, limits=driver.limits, max_concurrency=self.settings.max_concurrent_tools
         )
@@ -181,8 +208,10 @@ class _Run:
             except StoreError as exc:
                 action = Finish(RunOutcome(StopReason.STORE_ERROR, exc.message, exc))
         except asyncio.CancelledError:
+            told = self.cancellation.cause if self.cancellation is not None else None
+            cause = told or CancelCause.CLIENT
             await _finish_despite_cancellation(
-                self.finish(RunOutcome(StopReason.CANCELLED, CANCELLED))
+                self.finish(RunOutcome(StopReason.CANCELLED, CANCELLED), cause)
             )
             raise
         await self.finish(action.outcome)
@@ -227,22 +256,22 @@ class _Run:
         context = self.request.context
         if context is not None and context.compact_now:
             return await self.compact("requested") or Finish(RunOutcome(StopReason.ANSWERED))
-        resume = self.request.resume_calls
+        resume = self.resume_calls
         return ExecuteTools(list(resume)) if resume else CallModel()
 
     async def claim_approvals(self) -> None:
         """Each decision runs at most once, across every branch of history: it is recorded
         first, and a decision that was already recorded runs nothing."""
         request = self.request
-        ledger = request.ledger
-        for call in list(request.resume_calls):
-            approve = request.approvals[call.id]
+        ledger = self.services.ledger
+        for call in list(self.resume_calls):
+            approve = self.approvals[call.id]
             if ledger is None or await ledger.claim_approval(
                 call.id, request.run_id, approve, now()
             ):
                 continue
-            request.resume_calls.remove(call)
-            request.approvals.pop(call.id, None)
+            self.resume_calls.remove(call)
+            self.approvals.pop(call.id, None)
             result = self.executor.error(call, ALREADY_USED)
             self.state.transcript.append(ToolMessage(call.id, call.name, result.text))
 
@@ -442,7 +471,8 @@ class _Run:
         state.transcript[:] = context.transcript()
         state.output_start = 0
         state.compacted_size = len(state.transcript)
-        item_id, sealed = new_id("cmp"), policy.seal(context)
+        seal = self.services.seal or policy.seal
+        item_id, sealed = new_id("cmp"), seal(context)
         self.emit(ContextCompacted(item_id, sealed, compactor.usage, trigger, tokens))
         return None
 
@@ -610,14 +640,14 @@ class _Run:
 
     def needs_decision(self, call: ToolCall) -> bool:
         tool = self.executor.tools.get(call.name)
-        if tool is None or not call.ok or call.id in self.request.approvals:
+        if tool is None or not call.ok or call.id in self.approvals:
             return False
         return tool.requires_approval(call.arguments or {})
 
     async def run_calls(self, plans: list[PlannedCall]) -> dict[str, ToolResult]:
         """Approved (or approval-free) calls run; denied ones are only reported to the model:
         a call that never ran leaves no `mcp_call` behind."""
-        approvals = self.request.approvals
+        approvals = self.approvals
         results: dict[str, ToolResult] = {}
         running: list[PlannedCall] = []
         for plan in plans:
@@ -641,7 +671,7 @@ class _Run:
 
     def answered(self, call: ToolCall) -> str | None:
         """The approval request a call answers, if it waited for one."""
-        return call.id if call.id in self.request.approvals else None
+        return call.id if call.id in self.approvals else None
 
     def repeated_failure(self, calls: list[ToolCall], results: dict[str, ToolResult]) -> str | None:
         for call in calls:
@@ -662,7 +692,7 @@ class _Run:
 
     def await_approval(self, action: AwaitApproval) -> NextAction:
         self.state.pending_approvals = action.calls
-        issue = self.request.approval_ids
+        issue = self.services.approval_ids
         requests = []
         for call in action.calls:
             label = self.plan(call).server_label
@@ -672,16 +702,29 @@ class _Run:
         self.emit(ApprovalRequested(requests))
         return Finish(RunOutcome(StopReason.AWAITING_APPROVAL, "a tool call waits for approval"))
 
-    async def finish(self, outcome: RunOutcome) -> None:
+    async def finish(self, outcome: RunOutcome, cause: CancelCause | None = None) -> None:
+        """The final write, then the outcome: the checkpoint stores the run's end before any
+        sink sees `LoopFinished`; a write that fails makes the outcome `STORE_ERROR`."""
         state = self.state
+        finished = self.finished(outcome, cause)
+        if self.checkpoint is not None:
+            try:
+                await self.checkpoint(finished)
+            except StoreError as exc:
+                outcome = RunOutcome(StopReason.STORE_ERROR, exc.message, exc)
+                finished = self.finished(outcome, None)
         state.outcome = outcome
-        await self.record(
-            LoopFinished(
-                outcome.reason,
-                outcome.message,
-                state.final_text,
-                state.usage,
-                outcome.error,
-                list(state.pending_calls),
-            )
+        self.emit(finished)
+
+    def finished(self, outcome: RunOutcome, cause: CancelCause | None) -> LoopFinished:
+        state = self.state
+        return LoopFinished(
+            outcome.reason,
+            outcome.message,
+            state.final_text,
+            state.usage,
+            outcome.error,
+            list(state.pending_calls),
+            cause,
+            dict(self.approvals),
         )

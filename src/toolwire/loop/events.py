@@ -27,6 +27,16 @@ class CallTarget(StrEnum):
     run, never handed back."""
 
 
+class CancelCause(StrEnum):
+    """Who cancelled a run: told to the driver by whoever cancels its task
+    (`loop/state.py` `Cancellation`), reported on `LoopFinished.cause`."""
+
+    CLIENT = "client"
+    """The client left, or cancelled the response (`POST /cancel`)."""
+    SHUTDOWN = "shutdown"
+    """This process is shutting down: a durable run goes back to the queue, to be resumed."""
+
+
 @dataclass(slots=True)
 class RunStarted:
     """The run is about to call its first tool server or model; a persistence point."""
@@ -192,7 +202,9 @@ class StepReached:
 
 @dataclass(slots=True)
 class LoopFinished:
-    """The run's last event, always: its typed outcome and everything a door reports."""
+    """The run's last event, always: its typed outcome and everything a door reports. The
+    driver hands it to the checkpoint (the final write) before any sink sees it, so the outcome
+    a sink reports was stored, or is `StopReason.STORE_ERROR`."""
 
     reason: StopReason
     message: str | None
@@ -200,6 +212,11 @@ class LoopFinished:
     usage: Usage
     error: ToolwireError | None = None
     pending_calls: list[ToolCall] = field(default_factory=list)
+    cause: CancelCause | None = None
+    """Why a cancelled run was cancelled (None unless `reason` is `CANCELLED`)."""
+    decisions: dict[str, bool] = field(default_factory=dict)
+    """The approval decisions this run claimed and applied, by call id (a decision that was
+    already used elsewhere is not among them)."""
 
     @property
     def status(self) -> RunStatus:

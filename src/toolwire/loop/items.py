@@ -96,6 +96,36 @@ _DROPPED = {
     "program_output",
 }
 
+_CONSUMED = {
+    # decisions, not history: `loop/approvals.py` matches them to the requests they answer
+    "mcp_approval_response",
+}
+LOWERED = frozenset(
+    {"message", "function_call", "custom_tool_call", "mcp_approval_request", "mcp_call"}
+    | set(_CALLS)
+    | _OUTPUTS
+    | set(_HOSTED)
+)
+"""Item types that become part of the transcript the model reads."""
+KEPT = frozenset(_DROPPED | _CONSUMED)
+"""Item types kept in history (and echoed) that the model does not read as such."""
+RESOLVED = frozenset({"item_reference"})
+"""Item types replaced by the item they name before anything else sees them."""
+
+
+def disposition(kind: str) -> str | None:
+    """What becomes of an accepted input item type: `lowered`, `kept` or `resolved`; None for
+    a type that is refused. Every type `normalize_input` accepts has one (tested against
+    OpenAI's `InputItem` schema), so no item is ever silently dropped."""
+    if kind in LOWERED:
+        return "lowered"
+    if kind in KEPT:
+        return "kept"
+    if kind in RESOLVED:
+        return "resolved"
+    return None
+
+
 IMAGE_NOT_SHOWN = "[image omitted: this model cannot see images]"
 
 
@@ -173,7 +203,7 @@ def normalize_input(value: str | list[Any], param: str = "input") -> list[dict[s
         elif kind in ("mcp_call", "mcp_approval_request"):
             _require_str(item, ("name",), where)
             _optional_str(item, ("arguments", "output", "error", "server_label"), where)
-        elif kind not in _ITEM_PREFIX:
+        elif disposition(kind) is None:
             raise InvalidRequestError(
                 f"Invalid value: '{kind}'. {where}.type must be one of: "
                 f"{', '.join([*_ITEM_PREFIX, 'item_reference'])}.",
@@ -576,6 +606,10 @@ def items_to_transcript(
                 call.name, ok=not error, output=item.get("output") or "", error=error or ""
             )
             transcript.append(ToolMessage(call.id, call.name, envelope))
+        elif kind not in KEPT and kind not in RESOLVED:
+            # every accepted type is lowered or kept (`disposition`): one that is neither is a
+            # bug here, never an item to lose quietly
+            raise ValueError(f"no lowering for input item type {kind!r}")
     return transcript
 
 

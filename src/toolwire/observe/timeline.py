@@ -37,7 +37,7 @@ def _clip(text: str | None) -> str:
 
 
 class Timeline:
-    __slots__ = ("_call", "_request", "_start", "_tools", "entries", "started_at")
+    __slots__ = ("_call", "_ended", "_request", "_start", "_tools", "entries", "started_at")
 
     def __init__(self, request: LoopRequest) -> None:
         self._request = request
@@ -46,6 +46,7 @@ class Timeline:
         self.entries: list[dict[str, Any]] = []
         self._call: dict[str, Any] | None = None
         self._tools: dict[str, tuple[dict[str, Any], float]] = {}
+        self._ended: LoopFinished | None = None
 
     def _t(self) -> float:
         return round(time.perf_counter() - self._start, 6)
@@ -176,6 +177,11 @@ class Timeline:
         )
 
     def _finished(self, event: LoopFinished) -> None:
+        """Once per outcome: the recorder shows it the outcome before the final write (the
+        timeline is stored in that write), then the run's sink shows it again."""
+        if self._ended is event:
+            return
+        self._ended = event
         call = self._call
         if call is not None:  # the model call failed or was cancelled
             call["duration"] = round(self._t() - call["t"], 6)

@@ -111,6 +111,7 @@ class ChatProxy:
             tool_choice = (
                 legacy if isinstance(legacy, str) else {"type": "function", "function": legacy}
             )
+        _check_tool_choice(tool_choice, tools)
         request = LoopRequest(
             model=model,
             input=chat_to_transcript(body.get("messages")),
@@ -256,11 +257,46 @@ def _tools(tools: Any, functions: Any) -> list[ToolSpec]:
             raise InvalidRequestError(
                 f"{where}.name must be a non-empty string", param=f"{where}.name"
             )
-        parameters = function.get("parameters") or {"type": "object", "properties": {}}
+        parameters = function.get("parameters")
+        if parameters is not None and not isinstance(parameters, dict):
+            raise InvalidRequestError(
+                f"{where}.parameters must be a JSON Schema object", param=f"{where}.parameters"
+            )
+        parameters = parameters or {"type": "object", "properties": {}}
         specs.append(
             ToolSpec(name, function.get("description") or "", parameters, function.get("strict"))
         )
     return specs
+
+
+_CHOICE_MODES = ("auto", "none", "required")
+
+
+def _check_tool_choice(choice: Any, tools: list[ToolSpec]) -> None:
+    """Chat's `tool_choice` (or legacy `function_call`): a mode, or a declared function by
+    name (`allowed_tools` and `custom` choices pass through to the upstream as sent)."""
+    if choice is None or choice in _CHOICE_MODES:
+        return
+    if isinstance(choice, dict):
+        kind = choice.get("type")
+        if kind in ("allowed_tools", "custom"):
+            return
+        function = choice.get("function")
+        name = function.get("name") if isinstance(function, dict) else None
+        if kind == "function" and isinstance(name, str):
+            if name not in {spec.name for spec in tools}:
+                raise InvalidRequestError(
+                    f"tool_choice names a function that is not in tools: {name!r}",
+                    param="tool_choice",
+                    code="invalid_value",
+                )
+            return
+    raise InvalidRequestError(
+        "Invalid value for 'tool_choice': expected 'auto', 'none', 'required' or "
+        "{type: function, function: {name}}.",
+        param="tool_choice",
+        code="invalid_value",
+    )
 
 
 def _call_json(call: ToolCall) -> dict[str, Any]:

@@ -27,11 +27,20 @@ import secrets
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
+from toolwire.errors import InvalidRequestError, NotFoundError, ToolwireError
+from toolwire.loop.events import CancelCause, LoopFinished
+from toolwire.loop.state import Cancellation
+from toolwire.observe.metrics import BACKGROUND_JOBS
+from toolwire.sealed import SECRET_NAME as SEALED_SECRET
+from toolwire.sealed import Sealer, SealError
+from toolwire.server.preparation import Prepared, Resumption, request_body
+from toolwire.server.response_record import ResponseRecorder, resumable
+from toolwire.server.responses_sink import ResponseBuilder
 from toolwire.store.database import Store
 from toolwire.store.notify import Listener
-from toolwire.store.runs import Job, host_key
+from toolwire.store.runs import TERMINAL, Job, RunChange, host_key
 from toolwire.wire import responses as wire
 
 log = logging.getLogger("toolwire.durable")
@@ -175,17 +184,162 @@ class Replica:
         return len(orphans)
 
 
-async def retrying(
-    write: Callable[[], Awaitable[None]], *, attempts: int = 3, backoff: float = 0.2
-) -> None:
-    """A write retried a few times with backoff (a database restarting, a lock timeout)."""
-    for attempt in range(attempts):
+Run = Callable[[Prepared, ResponseBuilder, Cancellation], Awaitable[LoopFinished]]
+Prepare = Callable[..., Awaitable[Prepared]]
+
+
+class BackgroundQueue:
+    """Background responses: a durable queue in the database. This replica queues them, runs
+    the jobs it claims (`Replica.poll`), resumes those a dead process left, and cancels them
+    wherever they run. It is the `JobRunner` of its `Replica`."""
+
+    def __init__(
+        self,
+        store: Store,
+        replica: Replica,
+        recorder: ResponseRecorder,
+        *,
+        prepare: Prepare,
+        run: Run,
+    ) -> None:
+        self.store = store
+        self.replica = replica
+        self.recorder = recorder
+        self.prepare = prepare
+        self.run = run
+        self.background: dict[str, asyncio.Task[None]] = {}
+        """Background responses running in this process."""
+        self._cancellations: dict[str, Cancellation] = {}
+        self._job_sealer: Sealer | None = None
+
+    async def stop(self) -> None:
+        """Shut down: background runs here go back to the queue (another replica, or this
+        one restarted, resumes them)."""
+        tasks = list(self.background.values())
+        for response_id, task in self.background.items():
+            self._cancellations[response_id].cancel(CancelCause.SHUTDOWN)
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def start_background(self, prepared: Prepared, body: Any | None = None) -> dict[str, Any]:
+        """Queue the response (its request kept, so that any replica can run it); if this
+        replica has room, it is queued claimed by this replica and starts here at once."""
+        queued = ResponseBuilder(prepared.header, None).body("queued")
+        sealer = await self._sealer()
+        request = {
+            # sealed: the body may carry MCP credentials (toolwire/sealed.py)
+            "sealed_body": sealer.seal(body if body is not None else request_body(prepared)),
+            "owner": prepared.owner,
+        }
+        here = len(self.background) < self.replica.settings.max_background
+        claim = RunChange(
+            "enqueue",
+            kind="background",
+            request=request,
+            replica_id=self.replica.id if here else None,
+        )
+        await self.recorder.queue(prepared, queued, claim)
+        if here:
+            self.launch(Job(prepared.response_id, request, 0, False), prepared)
+        else:
+            self.replica.wake()
+        return queued
+
+    def launch(self, job: Job, prepared: Prepared | None = None) -> None:
+        """Run a claimed job in this process."""
+        response_id = job.response_id
+        cancellation = self._cancellations[response_id] = Cancellation()
+        task = asyncio.create_task(
+            self._work(job, prepared, cancellation), name=f"toolwire-{response_id}"
+        )
+        self.background[response_id] = task
+
+    def cancel_local(self, response_id: str) -> bool:
+        task = self.background.get(response_id)
+        if task is None or task.done():
+            return False
+        self._cancellations[response_id].cancel(CancelCause.CLIENT)
+        task.cancel()
+        return True
+
+    async def _work(self, job: Job, prepared: Prepared | None, cancellation: Cancellation) -> None:
+        response_id = job.response_id
         try:
-            await write()
-            return
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            if attempt == attempts - 1:
-                raise
-            await asyncio.sleep(backoff * 3**attempt)
+            if job.cancel_requested:
+                await self.recorder.finalize(response_id, "cancelled")
+                return
+            if prepared is None:
+                try:
+                    prepared = await self._prepare_job(job)
+                except ToolwireError as exc:
+                    error = wire.error_object(exc.code or "server_error", exc.message)
+                    await self.recorder.finalize(response_id, "failed", error)
+                    return
+            builder = ResponseBuilder(prepared.header, None, output=prepared.resumed)
+            BACKGROUND_JOBS.labels("running").inc()  # observe/
+            try:
+                await self.run(prepared, builder, cancellation)
+            finally:
+                BACKGROUND_JOBS.labels("running").dec()
+        finally:
+            self.background.pop(response_id, None)
+            self._cancellations.pop(response_id, None)
+
+    async def _prepare_job(self, job: Job) -> Prepared:
+        """A job queued by any replica, prepared here under its own id; if an earlier
+        process ran part of it, the run resumes from its last stored step."""
+        owner = job.request.get("owner")
+        stored = await self.store.get_response(job.response_id, owner=owner)
+        if stored is None:
+            raise NotFoundError(f"Response with id '{job.response_id}' not found.")
+        output = resumable(list(stored.get("output") or []))
+        resumption = Resumption(job.response_id, stored["created_at"], output)
+        return await self.prepare(await self._job_body(job), owner=owner, resume=resumption)
+
+    async def _sealer(self) -> Sealer:
+        """The key every replica on this database seals job requests with."""
+        if self._job_sealer is None:
+            self._job_sealer = Sealer(await self.store.secret(SEALED_SECRET))
+        return self._job_sealer
+
+    async def _job_body(self, job: Job) -> Any:
+        sealed = job.request.get("sealed_body")
+        if sealed is None:  # queued before requests were sealed
+            return job.request.get("body")
+        try:
+            return (await self._sealer()).open(sealed)
+        except SealError as exc:
+            raise ToolwireError(str(exc), code="server_error") from None
+
+    async def cancel(self, response_id: str, *, owner: str | None = None) -> dict[str, Any]:
+        """Cancel a background response wherever it runs (idempotent). Here: at once. On
+        another replica: its cancel flag is set and that replica stops it within
+        `poll_seconds`; this waits up to `cancel_wait_seconds` for the outcome. Queued, or
+        left by a dead replica: cancelled here."""
+        record = await self.store.get_response(response_id, owner=owner)
+        if record is None:
+            raise NotFoundError(f"Response with id '{response_id}' not found.", param="response_id")
+        if not record.get("background"):
+            raise InvalidRequestError(
+                "Only background responses can be cancelled.", param="response_id"
+            )
+        if record.get("status") in TERMINAL:
+            return record
+        task = self.background.get(response_id)
+        if task is not None and not task.done():
+            self.cancel_local(response_id)
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            return await self.store.get_response(response_id, owner=owner) or record
+        runs = self.store.runs
+        state = await runs.request_cancel(response_id)
+        if state != "running":
+            await self.recorder.finalize(
+                response_id, "cancelled", replica_id=None if state else False
+            )
+        deadline = time.monotonic() + self.replica.settings.cancel_wait_seconds
+        while True:
+            current = await self.store.get_response(response_id, owner=owner) or record
+            if current.get("status") in TERMINAL or time.monotonic() >= deadline:
+                return current
+            await asyncio.sleep(0.05)

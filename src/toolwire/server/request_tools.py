@@ -251,11 +251,19 @@ def tool_choice(
             )
         return choice
     kind = choice.get("type")
-    if kind in ("function", "custom"):
+    if not isinstance(kind, str):
+        raise InvalidRequestError(
+            f"Invalid type for 'tool_choice.type': expected a string, got {type(kind).__name__}.",
+            param="tool_choice.type",
+            code="invalid_type",
+        )
+    if kind == "function" or kind == "custom":
         name = choice.get("name")
         if not isinstance(name, str):
             raise InvalidRequestError("tool_choice.name must be a string", param="tool_choice")
-        model_name = tools.client.model_name(kind, None, name)
+        model_name = tools.client.model_name(
+            "custom" if kind == "custom" else "function", None, name
+        )
         if model_name not in tools.client and model_name not in server_names:
             raise InvalidRequestError(
                 f"tool_choice names an unknown tool {name!r}", param="tool_choice"

@@ -173,6 +173,14 @@ def parse_create(body: Any) -> CreateResponse:
                 param=f"context_management[{index}].type",
                 code="invalid_value",
             )
+    if isinstance(request.conversation, dict) and not isinstance(
+        request.conversation.get("id"), str
+    ):
+        raise InvalidRequestError(
+            "Missing required parameter: 'conversation.id'.",
+            param="conversation.id",
+            code="missing_required_parameter",
+        )
     if request.background and not request.store:
         raise InvalidRequestError("background responses need store: true", param="background")
     if request.max_output_tokens is not None and request.max_output_tokens < 16:

@@ -74,12 +74,21 @@ class ResponseHeader:
 
 
 class ResponseBuilder:
-    def __init__(self, header: ResponseHeader, emit: Emit | None) -> None:
+    def __init__(
+        self,
+        header: ResponseHeader,
+        emit: Emit | None,
+        *,
+        output: list[dict[str, Any]] | None = None,
+    ) -> None:
+        """`output`: items an earlier attempt of this response stored (a resumed run goes
+        on after them)."""
         self.header = header
         self._emit = emit
         self.sequence = 0
-        self.output: list[dict[str, Any]] = []
+        self.output: list[dict[str, Any]] = list(output or [])
         self.final: dict[str, Any] | None = None
+        self._settled: tuple[LoopFinished, dict[str, Any]] | None = None
         self._message: dict[str, Any] | None = None
         self._message_index = 0
         self._message_text: list[str] = []
@@ -194,11 +203,21 @@ class ResponseBuilder:
         elif isinstance(event, LoopFinished):
             self._finished(event)
 
-    def _finished(self, event: LoopFinished) -> None:
+    def settle(self, event: LoopFinished) -> dict[str, Any]:
+        """The final response object for an outcome the driver is about to announce: the
+        recorder stores it first, then the terminal event carries this same object. Items
+        still open close here (their `.done` events go out; the terminal one does not)."""
+        if self._settled is not None and self._settled[0] is event:
+            return self._settled[1]
         self.close_open_items()
         self._abandon_open_calls()
+        body = self.body(event.status.value, finished=event, usage=event.usage)
+        self._settled = (event, body)
+        return body
+
+    def _finished(self, event: LoopFinished) -> None:
         status = event.status
-        self.final = self.body(status.value, finished=event, usage=event.usage)
+        self.final = self.settle(event)
         if status is RunStatus.FAILED:
             error = self.final["error"] or {}
             code = error.get("code")
