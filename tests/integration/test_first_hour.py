@@ -86,6 +86,13 @@ def test_serve_prints_what_it_serves_and_warns_of_a_down_upstream(
         message = answer.json()["error"]["message"]
         assert f"{dead}/chat/completions" in message
         assert "2 attempts, 1 of them retries" in message
+        exported = httpx.get(f"http://127.0.0.1:{port}/metrics").text
+        retried = [
+            line
+            for line in exported.splitlines()
+            if line.startswith("toolwire_upstream_retries_total{") and 'cause="connection"' in line
+        ]
+        assert retried and retried[0].endswith(" 1.0"), exported
 
 
 class _OnlyV1(BaseHTTPRequestHandler):
