@@ -385,3 +385,21 @@ def test_websockets_are_logged_in_toolwires_format_and_refusals_labelled(
     assert "path=/v1/responses" in line and "status=101" in line and "request_id=req_" in line
     assert '"WebSocket /v1/responses"' not in out
     assert 'route="(refused)",status="403"' in exported
+
+
+async def test_the_local_model_server_dying_at_start_shows_its_stderr(tmp_path: Path) -> None:
+    from toolwire.errors import ConfigError
+    from toolwire.upstream.local_llama import ManagedLlamaServer, local_extra_installed
+
+    if not local_extra_installed():
+        pytest.skip("needs the local extra (llama-cpp-python), which `make run` installs")
+    bad = tmp_path / "broken.gguf"
+    bad.write_bytes(b"not a GGUF file at all")
+    server = ManagedLlamaServer(bad, startup_timeout=120)
+    try:
+        with pytest.raises(ConfigError) as info:
+            await server.start()
+    finally:
+        await server.stop()
+    assert "exited at start-up" in info.value.message
+    assert "its stderr ended with:" in info.value.message
