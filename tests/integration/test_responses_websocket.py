@@ -405,7 +405,7 @@ def test_codex_cli_over_websocket_mode(tmp_path: Path) -> None:
         chat = [request.body for request in upstream.chat_requests]
     assert result.returncode == 0, result.stderr[-3000:]
     assert "done over the socket" in result.stdout
-    assert '"WebSocket /v1/responses" [accepted]' in log
+    assert "method=WEBSOCKET path=/v1/responses route=/v1/responses status=101" in log
     assert "method=POST path=/v1/responses" not in log  # no turn fell back to HTTP
     tool_message = chat[1]["messages"][-1]
     assert tool_message["role"] == "tool" and "ran-over-ws" in tool_message["content"]
