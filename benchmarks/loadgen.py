@@ -268,7 +268,60 @@ def check_responses(body: bytes, stream: bool, expected_args: str) -> tuple[bool
         return False, f"{type(exc).__name__}: {exc}"[:200], 0
 
 
-# -- sequential runs (workloads a, b, d) ----------------------------------------------------
+def check_messages(body: bytes, stream: bool, expected_args: str) -> tuple[bool, str, int]:
+    """Anthropic's Messages answer: one `tool_use` get_weather block whose input is the
+    expected arguments (streaming: the concatenated `input_json_delta`s), stop_reason tool_use."""
+    try:
+        if not stream:
+            doc = json.loads(body)
+            uses = [b for b in doc.get("content", []) if b.get("type") == "tool_use"]
+            if len(uses) != 1 or uses[0].get("name") != "get_weather":
+                return False, f"tool_use blocks {[b.get('name') for b in uses]}", 0
+            if uses[0]["input"] != json.loads(expected_args):
+                return False, "input differs", 0
+            if doc.get("stop_reason") != "tool_use":
+                return False, f"stop_reason {doc.get('stop_reason')!r}", 0
+            return True, "", 0
+        events = [json.loads(d) for d in sse_data(body)]
+        kinds = [e.get("type") for e in events]
+        if not kinds or kinds[-1] != "message_stop":
+            return False, f"no message_stop (last: {kinds[-1:]})", len(events)
+        # as the SDK builds a tool_use block: its input from the concatenated partial_json
+        # pieces, or the start's `input` when no piece came
+        names: list[str] = []
+        inputs: dict[int, Any] = {}
+        pieces: dict[int, list[str]] = {}
+        for e in events:
+            if (
+                e.get("type") == "content_block_start"
+                and e["content_block"].get("type") == "tool_use"
+            ):
+                names.append(e["content_block"].get("name"))
+                inputs[e["index"]] = e["content_block"].get("input")
+            elif e.get("type") == "content_block_delta" and "partial_json" in e["delta"]:
+                pieces.setdefault(e["index"], []).append(e["delta"]["partial_json"])
+        for index, parts in pieces.items():
+            inputs[index] = json.loads("".join(parts)) if "".join(parts) else {}
+        stop = next(
+            (e["delta"].get("stop_reason") for e in events if e.get("type") == "message_delta"),
+            None,
+        )
+        if names != ["get_weather"]:
+            return False, f"tool_use blocks {names}", len(events)
+        if list(inputs.values()) != [json.loads(expected_args)]:
+            return False, "streamed input differs", len(events)
+        if stop != "tool_use":
+            return False, f"stop_reason {stop!r}", len(events)
+        return True, "", len(events)
+    except Exception as exc:
+        return False, f"{type(exc).__name__}: {exc}"[:200], 0
+
+
+CHECKS = {"chat": check_chat, "responses": check_responses, "messages": check_messages}
+MARKERS = {"chat": b'"tool_calls"', "responses": b"function_call", "messages": b'"tool_use"'}
+
+
+# -- sequential runs (workloads a, b, d, g) -------------------------------------------------
 
 
 def sequential(spec: dict[str, Any]) -> dict[str, Any]:
@@ -278,13 +331,13 @@ def sequential(spec: dict[str, Any]) -> dict[str, Any]:
     rotating, one keep-alive connection each; warm-up requests are not recorded."""
     targets: dict[str, str] = spec["targets"]
     stream = bool(spec["stream"])
-    kind = spec["kind"]
-    marker = b'"tool_calls"' if kind == "chat" else b"function_call"
-    check = check_chat if kind == "chat" else check_responses
+    # `kinds` / `bodies`: per-target overrides (the Messages workload's direct baseline is a
+    # chat completion while the gateways take an Anthropic request)
+    kinds = {name: spec.get("kinds", {}).get(name, spec["kind"]) for name in targets}
     clients = {name: RawClient(url) for name, url in targets.items()}
     requests = {}
     for name, client in clients.items():
-        body = dict(spec["body"])
+        body = dict(spec.get("bodies", {}).get(name, spec["body"]))
         body["model"] = spec.get("models", {}).get(name, body.get("model"))
         extra = "".join(f"{k}: {v}\r\n" for k, v in spec.get("headers", {}).get(name, {}).items())
         requests[name] = client.request_bytes(json.dumps(body).encode(), extra)
@@ -313,7 +366,9 @@ def sequential(spec: dict[str, Any]) -> dict[str, Any]:
     for phase, name in schedule:
         res = results[name]
         try:
-            status, first, marker_at, total, body = clients[name].post(requests[name], marker)
+            status, first, marker_at, total, body = clients[name].post(
+                requests[name], MARKERS[kinds[name]]
+            )
         except (OSError, HTTPError) as exc:
             if phase == "measure":
                 res["errors"] += 1
@@ -325,7 +380,7 @@ def sequential(spec: dict[str, Any]) -> dict[str, Any]:
             res["errors"] += 1
             res["why"] = res["why"] or f"HTTP {status}: {body[:300].decode(errors='replace')}"
             continue
-        ok, why, chunks = check(body, stream, spec["expected_args"])
+        ok, why, chunks = CHECKS[kinds[name]](body, stream, spec["expected_args"])
         if not ok:
             res["bad"] += 1
             res["why"] = res["why"] or why

@@ -480,6 +480,30 @@ def render(results: dict[str, Any], plot_paths: list[Path]) -> str:
             f"{'–' if live is None else f'{live:.2f}'} | {correctness(f['toolwire'])} |"
         )
         w("")
+    g = results.get("g", {})
+    if g:
+        w("## (g) `/v1/messages` (Anthropic's door) with a tool call\n")
+        w(
+            "The tool call of (a) and the 500-chunk call of (b), asked in Anthropic's Messages shape: toolwire's "
+            "`/v1/messages` runs its loop (chat completions upstream, nothing stored); LiteLLM's `/v1/messages` "
+            "translates to chat completions. **direct** is the chat-completions request itself, so *added* is what "
+            "the door adds end to end. Checked: one `get_weather` `tool_use` block with the right input (streaming: "
+            "the concatenated `input_json_delta`s), `stop_reason` `tool_use`. Per chunk (streaming) = added p50 / 500.\n"
+        )
+        for mode in ("non-streaming", "streaming"):
+            section = g.get(mode, {})
+            if "toolwire" not in section:
+                continue
+            w(f"**{mode}**\n")
+            out.extend(latency_table(section, ttfb=(mode == "streaming")))
+            if mode == "streaming":
+                per = ", ".join(
+                    f"{NAMES[n]} {_added_ms(section, n) * 1000 / 500:.2f} µs"
+                    for n in names_in(section)
+                    if n != "direct"
+                )
+                w(f"\nPer chunk: {per}.")
+            w("")
     w("## (d) `/v1/responses` with a function tool\n")
     w(
         "`POST /v1/responses` (`input` text, two function tools); the answer is one `function_call` item. **direct** is the "

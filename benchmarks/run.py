@@ -109,6 +109,14 @@ MESSAGES = [
     {"role": "user", "content": "What is the weather in Paris right now?"},
 ]
 RESPONSES_TOOLS = [{"type": "function", **t["function"]} for t in TOOLS]
+ANTHROPIC_TOOLS = [
+    {
+        "name": t["function"]["name"],
+        "description": t["function"]["description"],
+        "input_schema": t["function"]["parameters"],
+    }
+    for t in TOOLS
+]
 
 
 # -- bootstrap --------------------------------------------------------------------------------
@@ -500,9 +508,14 @@ def sequential(
     cpus: set[int] | None,
     block: int,
     headers: dict[str, dict[str, str]] | None = None,
+    kinds: dict[str, str] | None = None,
+    bodies: dict[str, dict[str, Any]] | None = None,
 ) -> Any:
-    """One sequential workload (loadgen.py in its own process): per path, timings and checks."""
+    """One sequential workload (loadgen.py in its own process): per path, timings and checks;
+    `kinds` and `bodies` override `kind` and `body` per path."""
     spec = {
+        "kinds": kinds or {},
+        "bodies": bodies or {},
         "headers": {n: h for n, h in (headers or {}).items() if n in targets},
         "targets": targets,
         "body": body,
@@ -1292,6 +1305,47 @@ def main() -> None:
             models={},
             block=10,
         )
+        # -- (g) /v1/messages (Anthropic's door) against direct chat completions --------------
+        # The same tool call asked in Anthropic's shape: toolwire's Messages door and LiteLLM's
+        # /v1/messages both translate to chat completions; direct is the chat request itself.
+        messages = {
+            p.name: f"{p.base}/messages" for p in paths if p.name in ("toolwire", "litellm")
+        }
+        if messages:
+            body_g = {
+                "model": "mock-tool",
+                "max_tokens": 1024,
+                "system": MESSAGES[0]["content"],
+                "messages": [MESSAGES[1]],
+                "tools": ANTHROPIC_TOOLS,
+            }
+            results["g"] = {}
+            for mode, stream, model, expected, count in (
+                ("non-streaming", False, "mock-tool", SHORT_ARGS, args.requests),
+                ("streaming", True, "mock-stream", long_args, args.stream_requests),
+            ):
+                targets_g = {"direct": chat["direct"], **messages}
+                results["g"][mode] = measured(
+                    f"g-{mode}",
+                    targets_g,
+                    {**body_g, "model": model, "stream": stream},
+                    stream=stream,
+                    kind="messages",
+                    kinds={"direct": "chat"},
+                    bodies={
+                        "direct": {
+                            "model": model,
+                            "messages": MESSAGES,
+                            "tools": TOOLS,
+                            "stream": stream,
+                        }
+                    },
+                    expected=expected,
+                    warmup=max(3, min(200, count // 5)),
+                    requests=count,
+                    models={},
+                    block=10,
+                )
         # -- (c) throughput at each concurrency, (e) RSS under it ------------------------------
         results["c"] = {}
         results["e"] = {"idle_rss": idle_rss, "peak_rss": {}, "cpu_us_per_request": {}}

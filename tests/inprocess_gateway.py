@@ -24,6 +24,7 @@ from starlette.applications import Starlette
 from toolwire.demo_tools import ALL as DEMO_TOOLS
 from toolwire.loop.state import LoopSettings
 from toolwire.server.app import create_app
+from toolwire.server.messages.translate import MessagesSettings
 from toolwire.server.responses_service import ResponsesService
 from toolwire.store.database import Store
 from toolwire.testing import ScriptedUpstream
@@ -62,10 +63,12 @@ async def app_gateway(
     tools: Sequence[Tool] = tuple(DEMO_TOOLS),
     settings: LoopSettings | None = None,
     upstream_transport: httpx.AsyncBaseTransport | None = None,
+    messages: MessagesSettings | None = None,
     **adapter_options: Any,
 ) -> AsyncIterator[AppGateway]:
     """`db`: a SQLite file, or None for an in-memory database. `upstream_transport` replaces the transport to the scripted upstream (e.g. one that
-    holds the upstream's answer until the test lets it go); `adapter_options` are
+    holds the upstream's answer until the test lets it go); `messages`: the Anthropic door's
+    settings (model names, context window); `adapter_options` are
     `ChatCompletionsConfig` fields (defaults as the integration gateway: one retry)."""
     options: dict[str, Any] = {"max_retries": 1, "initial_backoff": 0.01, "max_backoff": 0.02}
     options.update(adapter_options)
@@ -80,7 +83,7 @@ async def app_gateway(
         server_tools=list(tools),
         loop_settings=settings or LoopSettings(),
     )
-    app = create_app(upstream=adapter, store=store, responses=service)
+    app = create_app(upstream=adapter, store=store, responses=service, messages=messages)
     transport = StreamingASGITransport(app)
     http = httpx.AsyncClient(transport=transport, base_url=BASE)
     client = openai.AsyncOpenAI(
@@ -93,6 +96,7 @@ async def app_gateway(
         for task in background:
             task.cancel()
         await asyncio.gather(*background, return_exceptions=True)
+        await service.replica.stop()  # the lease its first response took (`Replica.join`)
         await transport.shutdown()
         if isinstance(upstream_transport, StreamingASGITransport):
             await upstream_transport.shutdown()

@@ -11,9 +11,17 @@ import os
 import tomllib
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from toolwire.errors import ConfigError
 
@@ -63,7 +71,15 @@ class WorkspaceConfig(BaseModel):
         "bwrap: refuse to start without it; none: never sandbox",
     )
     exec_memory_mb: int = Field(
-        default=4096, ge=0, description="address-space limit of exec commands (0: none)"
+        default=4096,
+        ge=0,
+        description="data-memory limit per exec process, and the size of its /tmp (0: none)",
+    )
+    exec_max_processes: int = Field(
+        default=256, ge=0, description="processes an exec command may have, per uid (0: none)"
+    )
+    exec_max_file_mb: int = Field(
+        default=1024, ge=0, description="largest file an exec command may write (0: none)"
     )
 
 
@@ -103,6 +119,17 @@ class ServerConfig(BaseModel):
         description="server processes sharing the port and the database (one per core)",
     )
     tools: list[str] = Field(default_factory=list, description="server-side tools, module:object")
+    anthropic_models: dict[str, str] = Field(
+        default_factory=dict,
+        description="Messages door (/v1/messages): requested model name or tier (opus, sonnet, "
+        "haiku, default) -> upstream model; `NAME=MODEL,...` in the environment",
+    )
+    context_window: int | None = Field(
+        default=None,
+        ge=256,
+        description="the upstream's context window in tokens (default: asked of the upstream, "
+        "or local_n_ctx for the managed local model); the Messages door caps max_tokens to it",
+    )
     leaked_calls: Literal["retry", "salvage", "off"] = "retry"
     leak_retries: int = 2
     max_iterations: int = 20
@@ -117,6 +144,11 @@ class ServerConfig(BaseModel):
     workspace: WorkspaceConfig | None = None
     mcp_idle_seconds: float = 300.0
     mcp_call_timeout: float = 60.0
+    mcp_allow_private_urls: bool = Field(
+        default=False,
+        description="let requests' MCP server_url reach loopback, private and link-local "
+        "addresses (cloud metadata included); see docs/security.md",
+    )
     # -- security: see docs/security.md --------------------------------------------------
     allow_unauthenticated: bool = Field(
         default=False, description="serve beyond loopback with no API key (not recommended)"
@@ -135,6 +167,9 @@ class ServerConfig(BaseModel):
     max_json_depth: int = Field(default=64, gt=0)
     max_input_items: int = Field(default=2048, gt=0)
     max_tools: int = Field(default=512, gt=0)
+    max_websockets: int = Field(
+        default=256, gt=0, description="WebSockets of /v1/responses open at once, per process"
+    )
     websocket_max_seconds: float = Field(
         default=3600.0,
         gt=0,
@@ -145,6 +180,11 @@ class ServerConfig(BaseModel):
     upstream_vision: bool = Field(
         default=True,
         description="the upstream model sees images; false: images become a one-line note",
+    )
+    upstream_reasoning_replay: Literal["auto", "reasoning_content", "reasoning", "off"] = Field(
+        default="auto",
+        description="the field reasoning from history goes back to the model in: auto is the "
+        "one the upstream writes it in; off sends none",
     )
     web_search: WebSearchConfig | None = Field(
         default=None, description="the MCP tool that serves the `web_search` tool"
@@ -178,6 +218,35 @@ class ServerConfig(BaseModel):
         default=3, gt=0, description="processes that may die running one background response"
     )
 
+    @model_validator(mode="after")
+    def _upstream_is_a_url(self) -> ServerConfig:
+        if self.upstream is not None:
+            parts = urlsplit(self.upstream)
+            if parts.scheme not in ("http", "https") or not parts.hostname:
+                raise ValueError(
+                    f"--upstream {self.upstream!r} is not an http(s) URL: give the model "
+                    "server's chat-completions base URL, e.g. http://127.0.0.1:8000/v1"
+                )
+        return self
+
+    @field_validator("anthropic_models", mode="before")
+    @classmethod
+    def _anthropic_models(cls, value: Any) -> Any:
+        return _name_map(value)
+
+
+def _name_map(value: Any) -> Any:
+    """`NAME=MODEL` pairs (a comma-separated string, or a list of them) -> a mapping."""
+    if isinstance(value, str):
+        value = [part for part in value.split(",") if part.strip()]
+    if isinstance(value, list):
+        pairs = [str(item).partition("=") for item in value]
+        bad = [name for name, sep, model in pairs if not sep or not name.strip() or not model]
+        if bad:
+            raise ValueError(f"expected NAME=MODEL, got {bad[0]!r}")
+        return {name.strip(): model.strip() for name, _, model in pairs}
+    return value
+
 
 def load_config(path: Path | None, flags: dict[str, Any]) -> ServerConfig:
     data: dict[str, Any] = {}
@@ -193,7 +262,8 @@ def load_config(path: Path | None, flags: dict[str, Any]) -> ServerConfig:
     except ValidationError as exc:
         first = exc.errors(include_url=False)[0]
         where = ".".join(str(p) for p in first["loc"])
-        raise ConfigError(f"invalid setting {where}: {first['msg']}") from None
+        message = str(first["msg"]).removeprefix("Value error, ")
+        raise ConfigError(f"invalid setting {where}: {message}" if where else message) from None
 
 
 def _read_file(path: Path) -> dict[str, Any]:

@@ -17,6 +17,8 @@ class ToolwireError(Exception):
     retryable: bool | None = None
     """Whether the same request may succeed if sent again; None: as the status says (408, 409,
     429 and 5xx are retried by OpenAI's SDKs). False sends `x-should-retry: false`."""
+    headers: dict[str, str] | None = None
+    """More headers for an HTTP answer (a 429's `x-ratelimit-*` and `retry-after`)."""
 
     def __init__(
         self,
@@ -185,9 +187,18 @@ class StopReason(StrEnum):
 
     @property
     def incomplete_reason(self) -> str | None:
-        """`incomplete_details.reason` on a Responses object (None unless incomplete)."""
-        return self.value if _STATUS_OF[self] is RunStatus.INCOMPLETE else None
+        """`incomplete_details.reason` on a Responses object (None unless incomplete): only
+        OpenAI's values (`max_output_tokens`, `content_filter`), which strict clients check.
+        toolwire's own reasons (an iteration cap, a deadline, a stuck leak, repeated
+        failures) all mean "the run stopped before a finished answer", which is what
+        `max_output_tokens` tells a client; the exact reason rides alongside as
+        `incomplete_details.toolwire_reason`."""
+        if _STATUS_OF[self] is not RunStatus.INCOMPLETE:
+            return None
+        return self.value if self in _OPENAI_INCOMPLETE else StopReason.MAX_OUTPUT_TOKENS.value
 
+
+_OPENAI_INCOMPLETE = frozenset({StopReason.MAX_OUTPUT_TOKENS, StopReason.CONTENT_FILTER})
 
 _STATUS_OF: dict[StopReason, RunStatus] = {
     StopReason.ANSWERED: RunStatus.COMPLETED,
@@ -273,3 +284,10 @@ def error_code(reason: StopReason, error: ToolwireError | None) -> str:
         if 400 <= error.status < 500 and error.status not in (408, 409, 424):
             return "invalid_prompt"
     return "server_error"
+
+
+MISSING_MODEL = (
+    "Missing required parameter: 'model'. (Or start `toolwire serve --model NAME` to give "
+    "requests that name none a default.)"
+)
+"""OpenAI's message for a request without `model`, and the fix on toolwire's side."""

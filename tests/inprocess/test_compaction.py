@@ -333,7 +333,7 @@ async def test_compact_needs_something_to_compact_and_a_known_previous_response(
         "/v1/responses/compact",
         json={"model": "scripted-model", "previous_response_id": "resp_nope"},
     )
-    assert missing.status_code == 404
+    assert missing.status_code == 400  # as OpenAI answers
     assert missing.json()["error"]["code"] == "previous_response_not_found"
     unknown = await gw.http.post(
         "/v1/responses/compact", json={"model": "scripted-model", "input": "x", "store": True}
@@ -435,7 +435,8 @@ async def test_compaction_is_keyed_like_every_route(gw: AppGateway) -> None:
         json={"model": "scripted-model", "previous_response_id": own.json()["id"]},
         headers=as_b,
     )
-    assert foreign.status_code == 404
+    assert foreign.status_code == 400  # an unknown previous_response_id, as OpenAI answers
+    assert foreign.json()["error"]["code"] == "previous_response_not_found"
 
 
 async def test_a_foreign_compaction_item_is_not_stored_in_a_conversation(gw: AppGateway) -> None:

@@ -70,7 +70,8 @@ async def test_a_response_past_its_overall_deadline_ends_incomplete(
         events = await stream(gw, {"model": "m", "input": "x"})
         final = events[-1]["response"]
         assert events[-1]["type"] == "response.incomplete"
-        assert final["incomplete_details"]["reason"] == "response_deadline"
+        assert final["incomplete_details"]["reason"] == "max_output_tokens"
+        assert final["incomplete_details"]["toolwire_reason"] == "response_deadline"
         assert final["output"][0]["content"][0]["text"].startswith("word word")
 
 

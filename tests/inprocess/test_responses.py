@@ -72,6 +72,7 @@ def check_lifecycle(events: list[dict[str, Any]]) -> dict[str, Any]:
         elif kind == "response.output_text.done":
             assert "".join(text.pop(item_id, [])) == event["text"]
         elif kind == "response.reasoning_text.delta":
+            assert item_id in parts_open, "reasoning delta outside a content part"
             reasoning.setdefault(item_id, []).append(event["delta"])
         elif kind == "response.reasoning_text.done":
             assert "".join(reasoning.pop(item_id, [])) == event["text"]
@@ -272,7 +273,12 @@ async def test_text_stream_lifecycle(gw: AppGateway) -> None:
     assert events_of(events, "response.output_text.delta"), "text arrives as deltas"
     kinds = [e["type"] for e in events]
     # the reasoning item closes before the message opens
-    assert kinds.index("response.reasoning_text.done") < kinds.index("response.content_part.added")
+    message_opens = next(
+        n
+        for n, e in enumerate(events)
+        if e["type"] == "response.output_item.added" and e["item"]["type"] == "message"
+    )
+    assert kinds.index("response.reasoning_text.done") < message_opens
     stored = (await gw.http.get(f"/v1/responses/{final['id']}")).json()
     assert stored == final
 
@@ -516,8 +522,8 @@ async def test_unknown_ids_are_404(gw: AppGateway, method: str, path: str) -> No
     assert set(response.json()["error"]) == {"message", "type", "param", "code"}
 
 
-async def test_unknown_previous_response_is_404(gw: AppGateway) -> None:
-    with pytest.raises(openai.NotFoundError):
+async def test_unknown_previous_response_is_400(gw: AppGateway) -> None:
+    with pytest.raises(openai.BadRequestError):
         await gw.client.responses.create(model="m", input="x", previous_response_id="resp_nope")
 
 

@@ -71,7 +71,9 @@ def mcp_gateway(tmp_path_factory: pytest.TempPathFactory, calls_log: Path) -> It
                         "args": ["-m", "mcp_server_time", "--local-timezone", "UTC"],
                         "require_approval": "never",
                     },
-                ]
+                ],
+                # the test MCP servers listen on loopback, which requests may not use by default
+                "mcp_allow_private_urls": True,
             }
         ),
         encoding="utf-8",

@@ -271,7 +271,7 @@ def test_ui_page_lists_a_run_and_its_approval_continues_it(
     browser = Browser()
     shots = tmp_path_factory.mktemp("ui")
     try:
-        browser.navigate(base + "/ui")
+        browser.navigate(base + "/ui#/responses")
         browser.evaluate(
             "document.getElementById('api-key').value = 'sk-ui-test';"
             "document.getElementById('key-form').requestSubmit(); true"
@@ -295,7 +295,10 @@ def test_ui_page_lists_a_run_and_its_approval_continues_it(
             "[...document.querySelectorAll('[data-testid=timeline] li')]"
             ".some(li => li.dataset.type === 'tool_call')"
         )
-        browser.wait_for(f"document.querySelector('#detail h2').textContent !== '{asking.id}'")
+        browser.wait_for(
+            "document.querySelector('#detail h2') &&"
+            f" document.querySelector('#detail h2').textContent !== '{asking.id}'"
+        )
         text = browser.evaluate("document.querySelector('[data-testid=detail]').innerText")
         assert "deleted notes.txt" in text and "completed" in text
         browser.screenshot(shots / "continued.png")

@@ -405,7 +405,82 @@ def test_codex_cli_over_websocket_mode(tmp_path: Path) -> None:
         chat = [request.body for request in upstream.chat_requests]
     assert result.returncode == 0, result.stderr[-3000:]
     assert "done over the socket" in result.stdout
-    assert '"WebSocket /v1/responses" [accepted]' in log
+    assert "method=WEBSOCKET path=/v1/responses route=/v1/responses status=101" in log
     assert "method=POST path=/v1/responses" not in log  # no turn fell back to HTTP
     tool_message = chat[1]["messages"][-1]
     assert tool_message["role"] == "tool" and "ran-over-ws" in tool_message["content"]
+
+
+async def test_a_revoked_key_stops_working_on_an_open_socket(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The attack: revoke a key; the socket opened with it kept working for its whole life
+    (the key was checked at the upgrade only)."""
+    monkeypatch.setenv("TOOLWIRE_KEY_CACHE_SECONDS", "0")
+    db = tmp_path / "t.db"
+    store = await Store.open(f"sqlite:///{db}")
+    try:
+        key = (await store.keys.create("ws"))[1]
+    finally:
+        await store.close()
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+
+    async def revoke() -> None:
+        store = await Store.open(f"sqlite:///{db}")
+        try:
+            assert await store.keys.revoke("ws") == 1
+        finally:
+            await store.close()
+
+    create = json.dumps({"type": "response.create", "model": "m", "input": "hi"})
+    with ScriptedUpstream([Reply(text="before"), Reply(text="after")]) as upstream:
+        args = ["serve", "--upstream", upstream.base_url, "--db", f"sqlite:///{db}"]
+        with toolwire_process(*args, "--port", str(port), health=base + "/health"):
+            url = base.replace("http://", "ws://") + "/v1/responses"
+            headers = {"Authorization": f"Bearer {key}"}
+            async with websockets.connect(url, additional_headers=headers) as socket:
+                await socket.send(create)
+                first = [event async for event in events_until_terminal(socket)]
+                await revoke()
+                await socket.send(create)
+                refused = json.loads(await socket.recv())
+                assert refused["type"] == "error", refused
+                with pytest.raises(websockets.ConnectionClosed) as closed:
+                    await socket.recv()
+    assert first[-1]["type"] == "response.completed"
+    assert refused["type"] == "error" and refused["status"] == 401
+    assert refused["error"]["code"] == "invalid_api_key"
+    assert closed.value.rcvd is not None and closed.value.rcvd.code == 1008
+    assert len(upstream.requests) == 1  # nothing ran on the revoked key
+
+
+async def test_open_sockets_are_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The attack: open sockets without end (each may hold a few body-sized messages)."""
+    monkeypatch.setenv("TOOLWIRE_MAX_WEBSOCKETS", "2")
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    with ScriptedUpstream([Reply(text="still served")]) as upstream:
+        args = ["serve", "--upstream", upstream.base_url, "--db", f"sqlite:///{tmp_path}/t.db"]
+        with toolwire_process(*args, "--port", str(port), health=base + "/health"):
+            url = base.replace("http://", "ws://") + "/v1/responses"
+            async with websockets.connect(url) as first, websockets.connect(url):
+                with pytest.raises(websockets.InvalidStatus):
+                    async with websockets.connect(url):
+                        pass
+                await first.send(
+                    json.dumps({"type": "response.create", "model": "m", "input": "hi"})
+                )
+                answered = [event async for event in events_until_terminal(first)]
+            # The count goes down as sockets close: the server sees the closes a moment after
+            # the client does, so a new socket is accepted within a bounded number of tries.
+            accepted = False
+            for _ in range(100):
+                try:
+                    async with websockets.connect(url):
+                        accepted = True
+                        break
+                except websockets.InvalidStatus:
+                    await asyncio.sleep(0.05)
+            assert accepted
+    assert answered[-1]["type"] == "response.completed"

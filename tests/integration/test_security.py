@@ -192,12 +192,13 @@ def test_another_key_sees_nothing_of_a_response(server: Server) -> None:
         lambda: bob.responses.input_items.list(response.id),
         lambda: bob.responses.delete(response.id),
         lambda: bob.responses.cancel(response.id),
-        lambda: bob.responses.create(
-            model="scripted-model", input="and?", previous_response_id=response.id
-        ),
     ):
         with pytest.raises(openai.NotFoundError):
             call()
+    # as an unknown previous_response_id: 400, as OpenAI answers
+    with pytest.raises(openai.BadRequestError) as unknown:
+        bob.responses.create(model="scripted-model", input="and?", previous_response_id=response.id)
+    assert unknown.value.code == "previous_response_not_found"
     assert alice.responses.retrieve(response.id).output_text == "alice's answer"
     assert alice.responses.input_items.list(response.id).data[0].type == "message"
     alice.responses.delete(response.id)
@@ -379,7 +380,14 @@ def test_binding_beyond_loopback_needs_a_key_or_an_explicit_opt_out(tmp_path: Pa
     assert "toolwire keys create" in refused.stderr and "--allow-unauthenticated" in refused.stderr
     with serve(tmp_path / "open.db", "--allow-unauthenticated", host="0.0.0.0") as (base, _, _):
         port = base.rsplit(":", 1)[1]
-        # open, and no Host check: it is not a loopback server
+        # open to addresses; a name (what a DNS-rebinding page sends) only when allowed
+        r = httpx.post(base + "/v1/conversations", json={}, headers={"host": f"10.1.2.3:{port}"})
+        assert r.status_code == 200
+        r = httpx.post(base + "/v1/conversations", json={}, headers={"host": f"lan.example:{port}"})
+        assert r.status_code == 403 and r.json()["error"]["code"] == "host_not_allowed"
+    args = ("--allow-unauthenticated", "--allow-host", "lan.example")
+    with serve(tmp_path / "open.db", *args, host="0.0.0.0") as (base, _, _):
+        port = base.rsplit(":", 1)[1]
         r = httpx.post(base + "/v1/conversations", json={}, headers={"host": f"lan.example:{port}"})
         assert r.status_code == 200
 

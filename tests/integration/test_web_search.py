@@ -120,6 +120,45 @@ def test_streamed_search_emits_openai_web_search_events(sg: Gateway) -> None:
     assert final["type"] == "web_search_call" and "sources" not in final["action"]  # not asked
 
 
+def test_an_answer_naming_a_found_page_cites_it(sg: Gateway) -> None:
+    answer = (
+        "Read https://toolwire.example/docs, or [the docs](https://toolwire.example/docs); "
+        "not https://elsewhere.example/."
+    )
+    sg.upstream.add(Reply(tool_calls=[("search", {"query": "toolwire"})]), Reply(text=answer))
+    raw = sg.client.responses.with_raw_response.create(
+        model="m", input="what is toolwire?", tools=[WEB_SEARCH], stream=True
+    )
+    events = sse_events(raw.http_response.read())
+    message = events[-1]["response"]["output"][-1]
+    annotations = message["content"][0]["annotations"]
+    url = "https://toolwire.example/docs"
+    bare = answer.index(url)
+    link = answer.index("[the docs]")
+    assert annotations == [
+        {
+            "type": "url_citation",
+            "start_index": bare,
+            "end_index": bare + len(url),
+            "url": url,
+            "title": "toolwire",  # the words before the address in the search's result
+        },
+        {
+            "type": "url_citation",
+            "start_index": link,
+            "end_index": answer.index(");") + 1,
+            "url": url,
+            "title": "toolwire",  # the page's title, not the link's words
+        },
+    ]
+    for annotation in annotations:
+        jsonschema.validate(annotation, openai_schema("UrlCitationBody"))
+    added = [e for e in events if e["type"] == "response.output_text.annotation.added"]
+    assert [e["annotation"] for e in added] == annotations
+    for event in added:
+        jsonschema.validate(event, openai_schema("ResponseOutputTextAnnotationAddedEvent"))
+
+
 def test_tool_choice_web_search_forces_the_backend(sg: Gateway) -> None:
     sg.upstream.add(Reply(tool_calls=[("search", {"query": "weather"})]), Reply(text="ok"))
     sg.client.responses.create(

@@ -4,6 +4,7 @@ the same tools answer any MCP client through `toolwire mcp-serve`."""
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,6 +27,9 @@ def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (root / ".gitignore").write_text("build/\n", encoding="utf-8")
     (root / "build").mkdir()
     (root / "build" / "out.ts").write_text("// TODO generated\n", encoding="utf-8")
+    if os.geteuid() == 0:  # as root, exec runs as the workspace's owner: an unprivileged one
+        for path in [root, *root.rglob("*")]:
+            os.chown(path, 65534, 65534)
     return root
 
 

@@ -56,3 +56,18 @@ def test_missing_file_is_named(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as info:
         load_config(tmp_path / "nope.yaml", {})
     assert "nope.yaml" in info.value.message
+
+
+def test_anthropic_model_mapping_from_file_env_and_flags(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = tmp_path / "toolwire.yaml"
+    config.write_text("anthropic_models:\n  haiku: small\ncontext_window: 32768\n")
+    assert load_config(config, {}).anthropic_models == {"haiku": "small"}
+    assert load_config(config, {}).context_window == 32768
+    monkeypatch.setenv("TOOLWIRE_ANTHROPIC_MODELS", "haiku=small, default=big")
+    assert load_config(None, {}).anthropic_models == {"haiku": "small", "default": "big"}
+    flags = {"anthropic_models": ["claude-opus-4-1=big"]}
+    assert load_config(None, flags).anthropic_models == {"claude-opus-4-1": "big"}
+    with pytest.raises(ConfigError, match="NAME=MODEL"):
+        load_config(None, {"anthropic_models": ["sonnet"]})

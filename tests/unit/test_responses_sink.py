@@ -50,7 +50,11 @@ def test_a_leak_let_out_past_the_hold_bound_is_replaced_at_done() -> None:
     assert [d["text"] for d in done] == ["Sure. "]
     assert builder.final is not None and "tool_call" not in str(builder.final["output"])
     assert builder.final["status"] == "incomplete"
-    assert builder.final["incomplete_details"] == {"reason": "leaked_tool_call", "message": "why"}
+    assert builder.final["incomplete_details"] == {
+        "reason": "max_output_tokens",  # OpenAI's enum; toolwire's own reason alongside
+        "toolwire_reason": "leaked_tool_call",
+        "message": "why",
+    }
 
 
 def test_a_call_cut_off_by_a_failure_ends_incomplete_in_a_failed_response() -> None:

@@ -160,7 +160,7 @@ async def test_startup_refuses_an_open_server_beyond_loopback(tmp_path: Path) ->
         opted = await startup_security(
             store, host="0.0.0.0", port=1, allow_unauthenticated=True, limits=limits
         )
-        assert not opted.require_keys and not opted.check_host
+        assert not opted.require_keys and opted.check_host and opted.ip_hosts
         local = await startup_security(
             store, host="127.0.0.1", port=1, allow_unauthenticated=False, limits=limits
         )

@@ -178,11 +178,11 @@ def test_atomic_write_checks_the_hash_right_before_replacing(tmp_path: Path) -> 
     path = tmp_path / "f.txt"
     path.write_bytes(b"v1")
     with pytest.raises(EditConflictError):
-        atomic_write(path, b"v2", expect_sha256=sha256_hex(b"v0"), display="f.txt")
+        atomic_write(tmp_path, path, b"v2", expect_sha256=sha256_hex(b"v0"), display="f.txt")
     with pytest.raises(EditConflictError, match="created by someone else"):
-        atomic_write(path, b"v2", expect_sha256=ABSENT, display="f.txt")
+        atomic_write(tmp_path, path, b"v2", expect_sha256=ABSENT, display="f.txt")
     assert path.read_bytes() == b"v1" and sorted(os.listdir(tmp_path)) == ["f.txt"]
-    atomic_write(path, b"v2", expect_sha256=sha256_hex(b"v1"), display="f.txt")
+    atomic_write(tmp_path, path, b"v2", expect_sha256=sha256_hex(b"v1"), display="f.txt")
     assert path.read_bytes() == b"v2"
 
 

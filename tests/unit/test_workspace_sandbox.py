@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shlex
 import socket
 import time
 from collections.abc import Iterator
@@ -48,7 +49,11 @@ def processes_with(*markers: bytes) -> list[str]:
 
 @pytest.fixture
 def root(tmp_path: Path) -> Path:
+    """A workspace belonging to an unprivileged user (as it should: as root, exec runs as the
+    workspace's owner, or as nobody when root owns it)."""
     (tmp_path / "ws").mkdir()
+    if os.geteuid() == 0:
+        os.chown(tmp_path / "ws", sandbox_module.NOBODY, sandbox_module.NOBODY)
     return tmp_path / "ws"
 
 
@@ -106,9 +111,130 @@ async def test_memory_limit(root: Path) -> None:
 
 @needs_bwrap
 @pytest.mark.skipif(os.geteuid() != 0, reason="toolwire is not running as root here")
-async def test_root_runs_commands_as_nobody(root: Path) -> None:
-    result = await run(Workspace(root, allow_exec=True), command="id -u; echo x > mine")
-    assert result.stdout == f"{sandbox_module.NOBODY}\n" and (root / "mine").exists()
+async def test_root_runs_commands_as_a_real_unprivileged_uid(root: Path, tmp_path: Path) -> None:
+    """As root, the sandbox's uid must be a real host uid, not a user-namespace alias of 0: a
+    file only root may read stays unreadable even when bind-mounted into the workspace's
+    view, and a file the command creates belongs to the workspace's owner on the host."""
+    (root / "root-only").write_text("ROOT SECRET")
+    os.chmod(root / "root-only", 0o600)
+    result = await run(
+        Workspace(root, allow_exec=True),
+        command="id -u; echo x > mine; cat root-only; grep CapEff /proc/self/status",
+    )
+    assert result.stdout.startswith(f"{sandbox_module.NOBODY}\n")
+    assert (root / "mine").stat().st_uid == sandbox_module.NOBODY
+    assert "ROOT SECRET" not in result.stdout and "Permission denied" in result.stderr
+    assert "CapEff:\t0000000000000000" in result.stdout
+
+
+@needs_bwrap
+async def test_the_database_other_homes_and_shadow_are_out_of_sight(
+    root: Path, tmp_path: Path
+) -> None:
+    """The attack: an approved exec reads toolwire's SQLite file (other tenants' responses,
+    key hashes, the server secret) and /etc/shadow. Outside the workspace nothing but the
+    system directories is mounted, and those are read as a real unprivileged uid."""
+    db = tmp_path / "toolwire.db"
+    db.write_text("TENANT SECRET")
+    db.chmod(0o644)  # even a world-readable database is out of reach: it is not mounted
+    result = await run(
+        Workspace(root, allow_exec=True),
+        command=f"cat {db}; cat /etc/shadow; ls /root /home /var /opt; cat ../toolwire.db",
+    )
+    assert "TENANT SECRET" not in result.stdout
+    assert "root:" not in result.stdout  # /etc/shadow's first line
+    assert result.stdout == "", result.stdout
+    for hidden in ("/root", "/home", "/var"):
+        assert f"cannot access '{hidden}': No such file or directory" in result.stderr
+
+
+@needs_bwrap
+async def test_no_host_unix_socket_is_reachable(root: Path) -> None:
+    """The attack: "no network" covered TCP/UDP only; a Docker socket under /run stayed
+    reachable. /run, /var/run and everything else outside the workspace are not mounted, and
+    abstract sockets belong to the host's network namespace."""
+    run_dir = Path("/run") if os.access("/run", os.W_OK) else Path(root).parent
+    path = run_dir / f"toolwire-test-{os.getpid()}.sock"
+    abstract = f"\0toolwire-test-{os.getpid()}"
+    with socket.socket(socket.AF_UNIX) as server, socket.socket(socket.AF_UNIX) as hidden:
+        server.bind(str(path))
+        os.chmod(path, 0o777)
+        server.listen()
+        hidden.bind(abstract)
+        hidden.listen()
+        script = (
+            "import socket\n"
+            f"for a in ({str(path)!r}, {abstract!r}):\n"
+            "    s = socket.socket(socket.AF_UNIX)\n"
+            "    try:\n        s.connect(a); print('connected', repr(a))\n"
+            "    except OSError as e:\n        print('refused', e.errno)\n"
+        )
+        try:
+            open_result = await run(
+                Workspace(root, allow_exec=True, exec_sandbox="none"),
+                command=f"/usr/bin/python3 -c {shlex.quote(script)}",
+            )
+            result = await run(
+                Workspace(root, allow_exec=True),
+                command=f"/usr/bin/python3 -c {shlex.quote(script)}",
+            )
+        finally:
+            path.unlink()
+    assert open_result.stdout.count("connected") == 2  # the sockets do work unsandboxed
+    assert "connected" not in result.stdout and result.stdout.count("refused") == 2
+
+
+@needs_bwrap
+async def test_tmp_is_bounded_by_the_memory_limit(root: Path) -> None:
+    """The attack: 1 GiB written to the sandbox's tmpfs /tmp (RAM) with a 256 MB limit."""
+    ws = Workspace(root, allow_exec=True, exec_memory_mb=32)
+    result = await run(
+        ws,
+        command="dd if=/dev/zero of=/tmp/big bs=1M count=100 2>/dev/null; wc -c < /tmp/big; "
+        "dd if=/dev/zero of=/dev/shm/big bs=1M count=100 2>/dev/null; wc -c < /dev/shm/big",
+    )
+    tmp, shm = (int(line) for line in result.stdout.split())
+    assert 0 < tmp <= 32 * 1024 * 1024 and 0 < shm <= 32 * 1024 * 1024
+
+
+@needs_bwrap
+async def test_process_count_is_bounded(root: Path) -> None:
+    """The attack: a fork bomb (here a bounded one: 300 sleeping children)."""
+    ws = Workspace(root, allow_exec=True, exec_max_processes=40)
+    result = await run(
+        ws,
+        command="n=0; while [ $n -lt 300 ]; do sleep 30.0713 & n=$((n+1)); done; echo all started",
+        timeout=5,
+    )
+    assert "all started" not in result.stdout
+    assert "fork" in result.stderr.lower()
+    await asyncio.sleep(0.2)
+    assert processes_with(b"30.0713") == []
+
+
+@needs_bwrap
+async def test_file_size_is_bounded(root: Path) -> None:
+    """The attack: 1 GiB written into the workspace (here 64 MiB against an 8 MiB limit)."""
+    ws = Workspace(root, allow_exec=True, exec_max_file_mb=8)
+    result = await run(ws, command="dd if=/dev/zero of=big bs=1M count=64")
+    assert (root / "big").stat().st_size <= 8 * 1024 * 1024
+    assert result.exit_code != 0
+
+
+@needs_bwrap
+async def test_cpu_time_is_bounded_per_process(root: Path) -> None:
+    """A spinning command gets SIGXCPU at its CPU limit (the wall clock covers sleepers)."""
+    ws = Workspace(root, allow_exec=True, max_exec_timeout=600)
+    result = await run(
+        ws, command="grep -E 'Max (cpu time|processes|file size|data)' /proc/self/limits"
+    )
+    limits = {line[:25].strip(): line[25:].split()[0] for line in result.stdout.splitlines()}
+    assert limits == {
+        "Max cpu time": "31",
+        "Max data size": str(4096 * 1024 * 1024),
+        "Max file size": str(1024 * 1024 * 1024),
+        "Max processes": "256",
+    }
 
 
 async def test_the_environment_is_clean_sandboxed_or_not(

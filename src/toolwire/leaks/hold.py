@@ -22,8 +22,15 @@ registry's scanners read the chain of calls from it, as the detector will. It di
 When a candidate dies, the search for the next one resumes right after its start, so a call
 quoted inside a dead candidate is still found. Cost: the search looks at each character once,
 an opener's prefix test is bounded by the opener's length, and a candidate is re-probed only
-when its held text has grown by half (or by 32 characters while small), so `feed` is amortized
-O(len(delta)).
+when its held text has grown by half (or by 32 characters while small). That alone is neither
+linear nor cheap on hostile text: thousands of unclosed `<tool_call>` or `<function=` openers
+make each dying candidate's successor probe everything after it again, and every position is
+tested against a dozen openers. So the judging has a budget: opener tests and the text probes
+may read are counted, and once the total passes `WORK_PER_CHAR` units per character fed (plus
+a fixed allowance, far above what prose, code or real calls use), the hold stops judging for
+the rest of the turn and shows text as it comes, as it does past `max_hold`; the end-of-turn
+detector still judges the turn. `feed` is O(len(delta)) amortized with a small constant,
+whatever the text (`benchmarks/leak_scanning.py` measures it).
 """
 
 from __future__ import annotations
@@ -39,6 +46,11 @@ from toolwire.leaks.scanning.whole import scan_whole
 
 DEFAULT_MAX_HOLD = 64 * 1024
 DEFAULT_SLACK = 256
+#: Judging budget (see the docstring): units per character fed, plus a fixed allowance. One
+#: unit is one opener's literal head tested at one position (a grammar walk is eight), or 16
+#: characters a probe may read.
+WORK_PER_CHAR = 2
+_WORK_ALLOWANCE = 16 * 1024
 _CONTEXT = 64  # text kept before the earliest candidate (line starts, look-behind)
 
 # Where the visible message may start again: after a reasoning block or a Harmony header.
@@ -82,6 +94,32 @@ def _by_first_char(
     return {c: tuple(v) for c, v in table.items()}
 
 
+def _literal_head(seq: Seq) -> str:
+    """The literal text every match of `seq` starts with (its leading string parts)."""
+    head = ""
+    for part in seq:
+        if not isinstance(part, str):
+            break
+        head += part
+    return head
+
+
+#: Literal heads by sequence identity: a C-speed `startswith` rules most positions out before
+#: the grammar walk (which costs microseconds per call) runs at all.
+_HEADS: dict[int, str] = {
+    id(seq): _literal_head(seq) for _, seq in (*_ANYWHERE, *_AT_START) if _literal_head(seq)
+}
+
+
+def _head_rules_out(seq: Seq, s: str, i: int, n: int) -> bool:
+    head = _HEADS.get(id(seq))
+    if head is None:
+        return False
+    if n - i >= len(head):
+        return not s.startswith(head, i)
+    return not head.startswith(s[i:n])
+
+
 _ANY_BY_CHAR = _by_first_char(_ANYWHERE)
 _START_BY_CHAR = _by_first_char(_AT_START)
 _TRIGGER = re.compile("[" + re.escape("".join(sorted({*_ANY_BY_CHAR, *_START_BY_CHAR}))) + "]")
@@ -105,6 +143,7 @@ class LeakHold:
         "_scan",
         "_slack",
         "_started",
+        "_work",
     )
 
     def __init__(self, max_hold: int = DEFAULT_MAX_HOLD, slack: int = DEFAULT_SLACK) -> None:
@@ -122,6 +161,7 @@ class LeakHold:
         self._opened = -1  # end of the candidate's opener once complete
         self._probed = 0  # held size at the last probe
         self._started = False  # visible non-space text seen (since the last reasoning end)
+        self._work = 0  # characters probes have been allowed to read (see WORK_PER_CHAR)
 
     @property
     def length(self) -> int:
@@ -146,6 +186,11 @@ class LeakHold:
         shown = self._safe
         self._pending.append(delta)
         self._n += len(delta)
+        if self._work < 0:  # hostile text: no longer judged (see the docstring)
+            self._flush()
+            self._safe = self._scan = self._n
+            self._trim(shown)
+            return self._safe
         if self._cand is not None and self._opened >= 0:
             held = self._n - self._cand
             if held > self._max_hold:
@@ -179,15 +224,26 @@ class LeakHold:
         self._flush()
         while True:
             if self._cand is not None:
+                self._work += (self._n - self._cand) // 16  # a probe reads at most this
+                if self._over_budget():
+                    break
                 if self._alive():
                     self._safe = self._cand
                     break
                 self._scan = self._cand + 1
                 self._cand = None
-            if not self._find():
+            if not self._find() or self._over_budget():
                 self._safe = self._n
                 break
         self._trim(shown)
+
+    def _over_budget(self) -> bool:
+        """Past the judging budget: stop judging for the rest of the turn."""
+        if self._work <= WORK_PER_CHAR * self._n + _WORK_ALLOWANCE:
+            return False
+        self._give_up()
+        self._work = -1  # marks the turn as no longer judged
+        return True
 
     def _find(self) -> bool:
         """Look for the next candidate from `_scan`; True if one was found (and set)."""
@@ -228,11 +284,15 @@ class LeakHold:
     ) -> bool:
         s, base, n = self._s, self._base, self._n
         best: tuple[Prefix, int, Opener | None, Seq] | None = None
+        self._work += len(entries)
         for opener, seq in entries:
             if opener is not None and opener.line_start and not whole_ok:
                 ctx = Ctx(s, 0, n - base, n - base)
                 if not line_start(ctx, p - base):
                     continue
+            if _head_rules_out(seq, s, p - base, n - base):
+                continue
+            self._work += 8  # the grammar walk costs about eight head tests
             state, end = prefix_state(seq, s, p - base, n - base)
             if state is Prefix.DEAD:
                 continue

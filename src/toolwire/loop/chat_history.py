@@ -50,7 +50,15 @@ def chat_to_transcript(messages: list[dict[str, Any]]) -> Transcript:
             legacy = message.get("function_call")
             if isinstance(legacy, dict) and not calls:
                 calls.append(_call({"id": f"call_legacy_{index}", "function": legacy}))
-            transcript.append(AssistantMessage(_text(content), calls))
+            # interleaved-thinking models need their reasoning back on tool-call turns
+            reasoning = message.get("reasoning_content") or message.get("reasoning")
+            transcript.append(
+                AssistantMessage(
+                    _text(content),
+                    calls,
+                    reasoning if isinstance(reasoning, str) else "",
+                )
+            )
         elif role == "tool":
             call_id = str(message.get("tool_call_id"))
             transcript.append(ToolMessage(call_id, message.get("name") or "", _text(content)))

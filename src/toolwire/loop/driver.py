@@ -189,6 +189,8 @@ class _Run:
             request.tools, limits=driver.limits, max_concurrency=self.settings.max_concurrent_tools
         )
         self.client_names = {spec.name for spec in request.client_tools}
+        self.judged: dict[int, tuple[ToolCall, str | None]] = {}
+        """Caller-tool calls already judged (`judge_calls`), by identity: ids may repeat."""
         transcript: Transcript = [*request.history]
         self.state = LoopState(transcript=transcript, output_start=len(transcript))
         transcript.extend(request.input)
@@ -331,11 +333,28 @@ class _Run:
     def caller_problem(self, call: ToolCall) -> str | None:
         """Why a call of a caller-side tool cannot be handed back (None: it can). A `custom`
         tool's call is judged by its kind (free-form input, its grammar), not as JSON."""
+        judged = self.judged.get(id(call))
+        if judged is not None and judged[0] is call:
+            return judged[1]
         declared = self.request.caller_tools
         tool = declared.get(call.name) if declared is not None else None
         if tool is not None:
             return tool.problem(call)
         return None if call.ok else (call.parse_error or "arguments are not a JSON object")
+
+    async def judge_calls(self, calls: list[ToolCall]) -> None:
+        """Judge the calls of caller-side tools with a grammar in slices that yield to the
+        event loop: the check is CPU-bound in the model's text (seconds for a megabyte), and
+        every other request is served meanwhile."""
+        declared = self.request.caller_tools
+        if not declared:
+            return
+        for call in calls:
+            tool = declared.get(call.name)
+            if tool is not None and tool.syntax is not None:
+                known = self.judged.get(id(call))
+                if known is None or known[0] is not call:
+                    self.judged[id(call)] = (call, await tool.problem_async(call))
 
     async def call_model(self) -> NextAction:
         state = self.state
@@ -359,7 +378,7 @@ class _Run:
                     return failed
                 turn = self.turn_request()
         self.emit(ModelCallStarted(state.iterations, bool(turn.tools)))
-        held = Holdback()
+        held = Holdback(hold_all=bool(state.leak_prose))
         text: list[str] = []
         reasoning: list[str] = []
         calls: list[ToolCall] = []
@@ -417,9 +436,11 @@ class _Run:
                 return self.on_leak(full_text, full_reasoning, leak, held, usage)
 
         shown = held.release()
-        if shown:
+        if shown and not self.repeats_leak_prose(shown):
             self.emit(OutputTextDelta(shown))
+        state.leak_prose = ""  # a turn without a leak: the next streams live again
         message = AssistantMessage(full_text, calls, full_reasoning)
+        await self.judge_calls(calls)
         plans = [self.plan(call) for call in calls]
         state.transcript.append(message)
         self.emit(ModelTurnCompleted(message, finish_reason, usage, plans))
@@ -525,6 +546,7 @@ class _Run:
         state.leak_retries += 1
         self.emit(LeakDetected(match.family, match.snippet, state.leak_retries, "retry"))
         self.close_turn(kept, held, usage, [])
+        state.leak_prose = state.leak_prose or kept.strip()
         state.transcript.append(
             UserMessage(LEAK_CORRECTION.format(family=match.family), hidden=True)
         )
@@ -536,7 +558,7 @@ class _Run:
         out, `ModelTurnCompleted.shown_text` tells sinks the text the turn really keeps."""
         overflowed = held.released > len(kept)
         shown = held.release(len(kept))
-        if shown:
+        if shown and not self.repeats_leak_prose(shown):
             self.emit(OutputTextDelta(shown))
         message = AssistantMessage(kept.rstrip(), calls)
         if kept.strip() or calls:
@@ -544,6 +566,11 @@ class _Run:
         plans = [self.plan(call) for call in calls]
         finish = "tool_calls" if calls else "stop"
         self.emit(ModelTurnCompleted(message, finish, usage, plans, kept if overflowed else None))
+
+    def repeats_leak_prose(self, shown: str) -> bool:
+        """Text a retried turn writes again after a leaked attempt already showed it."""
+        prose = self.state.leak_prose
+        return bool(prose) and shown.strip() == prose
 
     def salvage(self, text: str, match: leaks.LeakMatch) -> list[ToolCall] | None:
         """Leaked calls turned into real ones, only if every name is declared and every set of
@@ -575,6 +602,7 @@ class _Run:
         built-in tools; calls beyond it are not run and the model answers without tools."""
         state = self.state
         limit = self.settings.max_tool_calls
+        await self.judge_calls(calls)  # salvaged calls come here unjudged
         plans = [self.plan(call) for call in calls]
         results: dict[str, ToolResult] = {}
         runnable: list[PlannedCall] = []

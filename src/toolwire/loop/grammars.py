@@ -10,6 +10,7 @@ text can be checked without a model's vocabulary. Pure computation, no I/O.
 
 from __future__ import annotations
 
+import asyncio
 from functools import lru_cache
 from typing import Any
 
@@ -59,7 +60,34 @@ def grammar_problem(syntax: str, definition: str, text: str) -> str | None:
         return None
     matcher = fresh.deep_copy()
     data = text.encode()
-    taken = matcher.try_consume_tokens(list(data))
+    return _verdict(matcher, syntax, data, matcher.try_consume_tokens(list(data)))
+
+
+#: Bytes checked between two yields to the event loop (a few milliseconds of matching).
+CHUNK = 4096
+
+
+async def grammar_problem_async(syntax: str, definition: str, text: str) -> str | None:
+    """`grammar_problem` for the event loop: the matching (which holds the GIL, so a worker
+    thread would not free the loop) goes in chunks of `CHUNK` bytes with a yield between them,
+    so a megabyte the model wrote costs other requests milliseconds, not seconds."""
+    fresh = _matcher(syntax, definition)
+    if fresh is None:
+        return None
+    matcher = fresh.deep_copy()
+    data = text.encode()
+    taken = 0
+    while taken < len(data):
+        chunk = list(data[taken : taken + CHUNK])
+        consumed = matcher.try_consume_tokens(chunk)
+        taken += consumed
+        if consumed < len(chunk):
+            break
+        await asyncio.sleep(0)
+    return _verdict(matcher, syntax, data, taken)
+
+
+def _verdict(matcher: llguidance.LLMatcher, syntax: str, data: bytes, taken: int) -> str | None:
     if taken < len(data):
         where = data[:taken].decode(errors="replace")
         line = where.count("\n") + 1

@@ -16,16 +16,19 @@ from toolwire.leaks.hold import DEFAULT_MAX_HOLD, LeakHold
 
 
 class Holdback:
-    __slots__ = ("_hold", "_released")
+    __slots__ = ("_all", "_hold", "_released")
 
-    def __init__(self, max_hold: int = DEFAULT_MAX_HOLD) -> None:
+    def __init__(self, max_hold: int = DEFAULT_MAX_HOLD, *, hold_all: bool = False) -> None:
+        """`hold_all`: show nothing before the turn's end (a turn retried after a leak, whose
+        text may repeat what the leaked attempt already showed)."""
         self._hold = LeakHold(max_hold=max_hold)
         self._released = 0
+        self._all = hold_all
 
     def feed(self, delta: str) -> str:
         """Add a delta; return what may be shown now."""
         safe = self._hold.feed(delta)
-        if safe <= self._released:
+        if self._all or safe <= self._released:
             return ""
         out = self._hold.text(self._released, safe)
         self._released = safe

@@ -90,7 +90,6 @@ _DROPPED = {
     # kept in history and echoed, but nothing the model can read: opaque (encrypted) or
     # bookkeeping for tools toolwire does not run. A `compaction` item reaches this module
     # already expanded into the messages it stands for (`loop/compaction.py`).
-    "reasoning",
     "compaction",
     "compaction_trigger",
     "mcp_list_tools",
@@ -106,7 +105,8 @@ _CONSUMED = {
     "mcp_approval_response",
 }
 LOWERED = frozenset(
-    {"message", "function_call", "custom_tool_call", "mcp_approval_request", "mcp_call"}
+    {"message", "reasoning", "function_call", "custom_tool_call", "mcp_approval_request"}
+    | {"mcp_call"}
     | set(CALL_ITEMS)
     | OUTPUT_ITEMS
     | set(_HOSTED)
@@ -263,6 +263,14 @@ def items_to_transcript(
                 transcript.append(SystemMessage(_text(content)))
             else:
                 transcript.append(UserMessage(_user_content(content)))
+        elif kind == "reasoning":
+            text = reasoning_text(item)
+            if text:
+                message = open_assistant()
+                if message.text or message.tool_calls:  # reasoning opens the next turn
+                    message = AssistantMessage()
+                    transcript.append(message)
+                message.reasoning += text
         elif kind == "function_call":
             if item.get("status") == "incomplete":
                 continue  # streamed live, then found malformed: it never ran, nothing answers it
@@ -316,6 +324,25 @@ def items_to_transcript(
             # bug here, never an item to lose quietly
             raise ValueError(f"no lowering for input item type {kind!r}")
     return transcript
+
+
+def reasoning_text(item: Item) -> str:
+    """A reasoning item's readable text: its `reasoning_text` content, else its summary
+    (encrypted content is nothing the model reads back)."""
+    fields: Mapping[str, object] = item
+    for field_name, part_type in (("content", "reasoning_text"), ("summary", "summary_text")):
+        parts = fields.get(field_name)
+        if isinstance(parts, list):
+            texts = [
+                p["text"]
+                for p in parts
+                if isinstance(p, dict)
+                and p.get("type") == part_type
+                and isinstance(p.get("text"), str)
+            ]
+            if texts:
+                return "\n".join(texts)
+    return ""
 
 
 def _call_of(call_id: str, name: str, arguments: Any) -> ToolCall:

@@ -131,6 +131,9 @@ class LoopState:
     iterations: int = 0
     tool_calls_made: int = 0
     leak_retries: int = 0
+    leak_prose: str = ""
+    """The text shown before the last leaked call: a retry that writes it again does not
+    show it again (a stuck leak ends with its prose once, not once per attempt)."""
     tools_exhausted: bool = False
     failures: Counter[tuple[str, str]] = field(default_factory=Counter)
     pending_calls: list[ToolCall] = field(default_factory=list)

@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from toolwire.loop.grammars import grammar_problem
+from toolwire.loop.grammars import grammar_problem, grammar_problem_async
 from toolwire.transcript import ToolCall, ToolSpec
 
 ToolKind = Literal["function", "custom"]
@@ -59,6 +59,13 @@ class ClientTool:
         if self.syntax is not None and self.definition is not None:
             return grammar_problem(self.syntax, self.definition, text)
         return None
+
+    async def problem_async(self, call: ToolCall) -> str | None:
+        """`problem`, with a grammar checked in slices that yield to the event loop."""
+        text = custom_input(call) if self.kind != "function" else None
+        if text is not None and self.syntax is not None and self.definition is not None:
+            return await grammar_problem_async(self.syntax, self.definition, text)
+        return self.problem(call)
 
 
 def custom_input(call: ToolCall) -> str | None:

@@ -139,6 +139,41 @@ def _outcome(error: ToolwireError | None) -> str:
     return "error"
 
 
+#: Label values a request or a model chooses (the request's `model`, tool names the model
+#: invents, the HTTP method) are capped: at most `LABEL_MAX_CHARS` characters and
+#: `LABEL_MAX_VALUES` distinct values per label; past the count, `other`. Every value is a time
+#: series kept until restart, so unbounded ones are a memory leak any client can drive.
+LABEL_MAX_CHARS = 64
+LABEL_MAX_VALUES = 100
+OTHER = "other"
+
+
+class LabelCap:
+    """The distinct values one label has taken, capped (see above)."""
+
+    __slots__ = ("_seen", "limit", "max_chars")
+
+    def __init__(self, limit: int = LABEL_MAX_VALUES, max_chars: int = LABEL_MAX_CHARS) -> None:
+        self.limit = limit
+        self.max_chars = max_chars
+        self._seen: set[str] = set()
+
+    def __call__(self, value: str) -> str:
+        if len(value) > self.max_chars:
+            value = value[: self.max_chars - 1] + "…"
+        if value in self._seen:
+            return value
+        if len(self._seen) >= self.limit:
+            return OTHER
+        self._seen.add(value)
+        return value
+
+
+MODEL_LABEL = LabelCap()
+TOOL_LABEL = LabelCap()
+METHOD_LABEL = LabelCap(limit=16, max_chars=16)
+
+
 class RunMetrics:
     """One run's metrics, from its loop events. Called for every event, so it returns at once
     for the per-chunk ones (text and argument deltas)."""
@@ -147,7 +182,7 @@ class RunMetrics:
 
     def __init__(self, request: LoopRequest, upstream: str, sources: dict[str, str]) -> None:
         self._request = request
-        self._model = request.model
+        self._model = MODEL_LABEL(request.model)
         self._upstream = upstream
         self._sources = sources
         self._started: float | None = None
@@ -184,18 +219,19 @@ class RunMetrics:
         for plan in event.calls:
             if plan.target is CallTarget.REJECTED:
                 source = self._sources.get(plan.call.name, "unknown")
-                TOOL_CALLS.labels(plan.call.name or "(unnamed)", source, "rejected").inc()
+                name = TOOL_LABEL(plan.call.name or "(unnamed)")
+                TOOL_CALLS.labels(name, source, "rejected").inc()
 
     def _tool_finished(self, event: ToolExecutionFinished) -> None:
         name = event.call.name
         source = self._sources.get(name) or (
             "mcp" if event.server_label != "toolwire" else "python"
         )
-        TOOL_CALLS.labels(name, source, "ok" if event.result.ok else "error").inc()
+        TOOL_CALLS.labels(TOOL_LABEL(name), source, "ok" if event.result.ok else "error").inc()
 
     def _returned(self, event: ToolCallsReturned) -> None:
         for call in event.calls:
-            TOOL_CALLS.labels(call.name, "function", "returned").inc()
+            TOOL_CALLS.labels(TOOL_LABEL(call.name), "function", "returned").inc()
 
     def _repair(self, event: Repair) -> None:
         REPAIRS.labels(event.kind).inc()

@@ -194,6 +194,7 @@ class Timeline:
             reason=event.reason.value,
             status=event.status.value,
             message=event.message,
+            code=event.error.code if event.error is not None else None,
             input_tokens=event.usage.input_tokens,
             output_tokens=event.usage.output_tokens,
         )

@@ -22,9 +22,12 @@ from toolwire.server.errors import toolwire_error_handler, unexpected_error_hand
 from toolwire.server.fallback import http_error_handler
 from toolwire.server.http import ORJSONResponse, paginate, until_disconnected
 from toolwire.server.limits import read_limited_json
+from toolwire.server.messages.routes import MessagesDoor
+from toolwire.server.messages.translate import MessagesSettings
 from toolwire.server.observability import observability_middleware, observability_routes
 from toolwire.server.openapi import API, served_operations
 from toolwire.server.operations import register_builtin
+from toolwire.server.quotas import QuotaUpstream, admit
 from toolwire.server.request_tools import NOT_OFFERED_HEADER
 from toolwire.server.responses_service import ResponsesService
 from toolwire.server.responses_socket import ResponsesSocket
@@ -63,6 +66,7 @@ def create_app(
     responses: ResponsesService,
     on_shutdown: list[Any] | None = None,
     security: Security | None = None,
+    messages: MessagesSettings | None = None,
     observability: Observability | None = None,
 ) -> Starlette:
     """The app, behind the security middleware (`server/security.py`): with the default
@@ -75,11 +79,25 @@ def create_app(
     async def read_json(request: Request) -> Any:
         return await read_limited_json(request, limits)
 
+    # every model call of every door reserves from its key's limits (server/quotas.py)
+    responses.driver.upstream = QuotaUpstream(responses.driver.upstream, store.quotas)
     conversations = ConversationsService(store, responses.compaction)
     proxy = ChatProxy(responses.driver, responses.loop_settings, responses.default_model)
+    messages_door = MessagesDoor(  # the Anthropic door: server/messages/
+        driver=responses.driver,
+        upstream=upstream,
+        store=store,
+        settings=messages or MessagesSettings(),
+        loop_settings=responses.loop_settings,
+        default_model=responses.default_model,
+        server_tools=responses.server_tools,
+        read_json=read_json,
+    )
 
     async def chat_completions(request: Request) -> Response:
-        call = proxy.prepare(await read_json(request))
+        body = await read_json(request)
+        call = proxy.prepare(body)
+        await admit(store, owner_of(request), body, call.request.sampling.max_output_tokens)
         if call.stream:
             # The status line waits for the upstream's first content: a failure before it is
             # a real HTTP error (raised here), one after it an in-band error frame.
@@ -93,6 +111,7 @@ def create_app(
     async def create_response(request: Request) -> Response:
         body = await read_json(request)
         prepared = await responses.prepare(body, owner=owner_of(request))
+        await admit(store, prepared.owner, body, prepared.loop_request.sampling.max_output_tokens)
         headers = (
             {NOT_OFFERED_HEADER: ", ".join(prepared.not_offered)} if prepared.not_offered else {}
         )
@@ -134,7 +153,12 @@ def create_app(
 
     async def models(request: Request) -> Response:
         data = await upstream.list_models()
+        if "anthropic-version" in request.headers:  # an Anthropic client's model discovery
+            return ORJSONResponse(messages_door.models(data))
         return ORJSONResponse({"object": "list", "data": data})
+
+    async def root(request: Request) -> Response:
+        return ORJSONResponse({"status": "ok"})  # reachability checks (Claude Code's HEADs)
 
     async def health(request: Request) -> Response:
         return ORJSONResponse({"status": "ok"})
@@ -162,13 +186,18 @@ def create_app(
         Route("/v1/responses/{response_id}/cancel", cancel_response, methods=["POST"]),
         *conversations.routes(read_json, ORJSONResponse),
         Route("/v1/chat/completions", chat_completions, methods=["POST"]),
+        *messages_door.routes(),
         Route("/v1/models", models, methods=["GET"]),
+        Route("/", root, methods=["GET"]),
+        Route("/api/hello", root, methods=["GET"]),
         Route("/health", health, methods=["GET"]),
         Route("/openapi.json", openapi, methods=["GET"]),
     ]
     layers = middleware(security, store)
     if observability is not None:
-        routes.extend(observability_routes(responses.timelines))
+        routes.extend(
+            observability_routes(responses.timelines, store, responses.driver.upstream.name)
+        )
         layers.insert(0, observability_middleware(observability))
     return Starlette(
         routes=routes,

@@ -9,15 +9,24 @@ The key's id becomes the request's owner: `scope["state"]["owner"]` (so `request
 and `store.owner.current_owner`, which scopes every store call.
 
 Keys are read from the database at most every `ttl` seconds (default 2): a key created or revoked
-while the server runs takes effect within that time, without a restart.
+while the server runs takes effect within that time, without a restart. A WebSocket is checked
+at its upgrade and again before each message it runs (`scope["state"]["key_check"]`), so a
+revoked key stops working on sockets already open too.
 
 A server that must not run open (bound beyond loopback without `--allow-unauthenticated`) has
-`require_keys`: with every key revoked, it refuses everything rather than opening up.
+`require_keys`: with every key revoked, it refuses everything rather than opening up. So does
+any server whose database has ever held a key: revoking the last key closes the server, it
+does not silently reopen it to anyone (data stored under keys would otherwise be one
+`keys revoke` away from anonymous callers; to run open again, start from a fresh database).
+
+An operator key (`toolwire keys create NAME --operator`) marks the request
+`scope["state"]["operator"]`: `/metrics` and the all-tenant views of `/ui` need it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import hmac
 import time
 from collections.abc import Awaitable, Callable, MutableMapping
@@ -28,6 +37,7 @@ from starlette.requests import HTTPConnection
 
 from toolwire.store.keys import ActiveKey, KeyStore, hash_key
 from toolwire.store.owner import current_owner
+from toolwire.wire import anthropic
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -36,10 +46,11 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 #: Paths open without a key (GET and HEAD only).
-OPEN_PATHS = frozenset({"/health", "/openapi.json", "/ui", "/ui/"})
-"""Open without a key: the health check, the OpenAPI document (the same for every server), and
-the /ui page's shell and static files, which hold no data (the page asks for a key and sends it
-with every `/ui/api/...` call)."""
+OPEN_PATHS = frozenset({"/", "/api/hello", "/health", "/openapi.json", "/ui", "/ui/"})
+"""Open without a key: the root and `/api/hello` (Claude Code's reachability checks, sent
+without its key), the health check,
+the OpenAPI document (the same for every server), and the /ui page's shell and static files,
+which hold no data (the page asks for a key and sends it with every `/ui/api/...` call)."""
 OPEN_PREFIXES = ("/ui/static/",)
 
 _MISSING = (
@@ -48,6 +59,15 @@ _MISSING = (
     "Keys are made with `toolwire keys create NAME`."
 )
 _WRONG = "Incorrect API key provided. Keys are listed with `toolwire keys list`."
+_ALL_REVOKED = (
+    "Every API key of this server is revoked, so it answers no one (it does not reopen to "
+    "anonymous callers). Make a key with `toolwire keys create NAME`."
+)
+
+
+def is_operator(request: HTTPConnection) -> bool:
+    """Whether the request came with an operator key (or the server uses no keys at all)."""
+    return bool(getattr(request.state, "operator", False))
 
 
 def owner_of(request: HTTPConnection) -> str | None:
@@ -64,6 +84,9 @@ class KeyRing:
         self.store = keys
         self.ttl = ttl
         self._keys: list[ActiveKey] = []
+        self.ever_used = False
+        """Whether the database has ever held a key: then a key is needed even when all are
+        revoked."""
         self._expires = 0.0
         self._lock = asyncio.Lock()
 
@@ -73,17 +96,24 @@ class KeyRing:
         async with self._lock:
             if time.monotonic() >= self._expires:
                 self._keys = await self.store.active()
+                self.ever_used = bool(self._keys) or await self.store.ever_used()
                 self._expires = time.monotonic() + self.ttl
         return self._keys
 
     @staticmethod
     def match(keys: list[ActiveKey], presented: str) -> str | None:
         """The id of the key `presented` is, or None; compares against every key, always."""
+        found = KeyRing.find(keys, presented)
+        return None if found is None else found.id
+
+    @staticmethod
+    def find(keys: list[ActiveKey], presented: str) -> ActiveKey | None:
+        """The key `presented` is, or None; compares against every key, always."""
         digest = hash_key(presented).encode()
-        found: str | None = None
+        found: ActiveKey | None = None
         for key in keys:
             if hmac.compare_digest(digest, key.hash.encode()):
-                found = key.id
+                found = key
         return found
 
 
@@ -118,6 +148,8 @@ async def send_error(
     body = orjson.dumps(
         {"error": {"message": message, "type": error_type, "param": param, "code": code}}
     )
+    if scope is not None and scope.get("path", "").startswith("/v1/messages"):
+        body = orjson.dumps(anthropic.error_body(status, message))  # the Anthropic door
     start = {
         "status": status,
         "headers": [
@@ -158,18 +190,36 @@ class AuthMiddleware:
             return
         keys = await self.keyring.active()
         owner: str | None = None
-        if keys or self.require_keys:
+        operator = False
+        if keys or self.require_keys or self.keyring.ever_used:
             presented = presented_key(scope["headers"])
-            owner = None if presented is None else KeyRing.match(keys, presented)
-            if owner is None:
-                await self._refuse(scope, send, _MISSING if presented is None else _WRONG)
+            found = None if presented is None else KeyRing.find(keys, presented)
+            if found is None:
+                message = _MISSING if presented is None else _WRONG
+                if not keys:
+                    message = _ALL_REVOKED
+                await self._refuse(scope, send, message)
                 return
-        scope.setdefault("state", {})["owner"] = owner
+            owner, operator = found.id, found.operator
+        state = scope.setdefault("state", {})
+        state["owner"] = owner
+        # no keys in use: whoever reaches the server (loopback) is its operator
+        state["operator"] = operator or owner is None
+        if kind == "websocket":  # a socket outlives its upgrade: it asks again per message
+            state["key_check"] = functools.partial(self.still_valid, owner)
         token = current_owner.set(owner)
         try:
             await self.app(scope, receive, send)
         finally:
             current_owner.reset(token)
+
+    async def still_valid(self, owner: str | None) -> bool:
+        """Whether a connection accepted as `owner` would be accepted now (its key not
+        revoked, and no key required where none was when it opened)."""
+        keys = await self.keyring.active()
+        if owner is None:
+            return not keys and not self.require_keys and not self.keyring.ever_used
+        return any(key.id == owner for key in keys)
 
     async def _refuse(self, scope: Scope, send: Send, message: str) -> None:
         await send_error(

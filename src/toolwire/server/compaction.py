@@ -14,18 +14,20 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from toolwire.errors import InvalidRequestError, NotFoundError
+from toolwire.errors import MISSING_MODEL, InvalidRequestError
 from toolwire.loop.compaction import Compactor
 from toolwire.loop.items import items_to_transcript
 from toolwire.server.auth import owner_of
 from toolwire.server.http import ORJSONResponse, until_disconnected
 from toolwire.server.item_ids import check_unique
+from toolwire.server.item_references import resolve_stored_references
 from toolwire.server.openapi import API, ApiSpec, Operation
+from toolwire.server.quotas import admit
 from toolwire.server.requests import validation_error
 from toolwire.server.responses_service import ResponsesService
 from toolwire.server.schemas.objects import Item as ItemSchema
 from toolwire.server.validation.compactions import expand_compactions
-from toolwire.server.validation.items import normalize_input, resolve_references
+from toolwire.server.validation.items import normalize_input
 from toolwire.wire import responses as wire
 from toolwire.wire.items import Item
 
@@ -97,14 +99,14 @@ class CompactionService:
         responses = self.responses
         model = request.model or responses.default_model
         if not model:
-            raise InvalidRequestError("Missing required parameter: 'model'.", param="model")
+            raise InvalidRequestError(MISSING_MODEL, param="model")
         history: list[Item] = []
         if request.previous_response_id:
             record = await responses.store.get_response_record(
                 request.previous_response_id, owner=owner
             )
             if record is None:
-                raise NotFoundError(
+                raise InvalidRequestError(  # 400, as OpenAI answers (not 404)
                     f"Previous response with id '{request.previous_response_id}' not found.",
                     param="previous_response_id",
                     code="previous_response_not_found",
@@ -112,7 +114,7 @@ class CompactionService:
             history = list(record["history"] or [])
         input_items = normalize_input(request.input if request.input is not None else [])
         check_unique(input_items, "input")
-        input_items = resolve_references(input_items, history)
+        input_items = await resolve_stored_references(responses.store, input_items, history, owner)
         if not history and not input_items:
             raise InvalidRequestError(
                 "Nothing to compact: give input items or a previous_response_id.", param="input"
@@ -147,6 +149,7 @@ class CompactionService:
 
         async def compact(request: Request) -> Response:
             body = await read_json(request)
+            await admit(self.responses.store, owner_of(request), body, None)  # 429: limits
             work = self.compact(body, owner_of(request))
             return ORJSONResponse(await until_disconnected(request, work))
 

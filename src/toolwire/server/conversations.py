@@ -18,6 +18,7 @@ from toolwire.loop.compaction import CompactionCodec
 from toolwire.server.auth import owner_of
 from toolwire.server.http import paginate
 from toolwire.server.item_ids import check_storable, is_duplicate_key, taken_item
+from toolwire.server.item_references import conversation_additions
 from toolwire.server.schemas.conversations import (
     AddItems,
     CreateConversation,
@@ -84,20 +85,6 @@ class ConversationsService:
                     param = f"items[{position}].encrypted_content"
                     open_compaction(self.compaction, item.get("encrypted_content"), owner, param)
 
-        def without_references(items: list[Item], held: set[str]) -> list[Item]:
-            """`item_reference`s name items, they are not items: one naming an item the
-            conversation already holds adds nothing; any other names nothing here (404). A
-            conversation item is never of type `item_reference` (OpenAI's `ConversationItem`)."""
-            kept = []
-            for position, item in enumerate(items):
-                if item["type"] != "item_reference":
-                    kept.append(item)
-                elif item["id"] not in held:
-                    raise NotFoundError(
-                        f"Item with id '{item['id']}' not found.", param=f"items[{position}]"
-                    )
-            return kept
-
         async def add(conversation_id: str, items: list[Item], owner: str | None) -> None:
             try:
                 await store.add_items(conversation_id, items, wire.now(), owner=owner)
@@ -109,11 +96,12 @@ class ConversationsService:
         async def create(request: Request) -> Response:
             parsed = parse_body(CreateConversation, await body_of(request))
             meta = parsed.metadata or {}
-            items = without_references(normalize_input(parsed.items or [], "items"), set())
+            items = normalize_input(parsed.items or [], "items")
+            owner = owner_of(request)
+            items = await conversation_additions(store, items, set(), owner)
             await check_storable(store, items, "items")
             conversation_id = wire.new_id("conv")
             created = wire.now()
-            owner = owner_of(request)
             check_compactions(items, owner)
             await store.create_conversation(conversation_id, created, meta, owner=owner)
             await add(conversation_id, items, owner)
@@ -163,7 +151,9 @@ class ConversationsService:
             items = normalize_input(parsed.items, "items")
             if any(item["type"] == "item_reference" for item in items):
                 held = await store.list_items(conversation_id, owner=owner)
-                items = without_references(items, {item["id"] for item in held})
+                items = await conversation_additions(
+                    store, items, {item["id"] for item in held}, owner
+                )
             check_compactions(items, owner)
             await check_storable(store, items, "items")
             await add(conversation_id, items, owner)

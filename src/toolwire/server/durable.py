@@ -103,10 +103,26 @@ class Replica:
     async def start(self, runner: JobRunner) -> None:
         """Register, sweep what dead replicas left, then keep the lease and take jobs."""
         self._runner = runner
-        await self.store.runs.register(self.id, self.host, self.pid, time.time())
-        self.started = True
+        if not self.started:  # else `join` registered it already
+            await self.store.runs.register(self.id, self.host, self.pid, time.time())
+            self.started = True
         await self.sweep()
         await self._listener.start()
+        if self._task is None:
+            self._task = asyncio.create_task(self._loop(), name=f"toolwire-replica-{self.id}")
+
+    async def join(self) -> None:
+        """Hold a lease without taking jobs: a service used without `start()` (the library,
+        an embedding app) still runs responses whose rows name this replica, and another
+        replica on the database must see it alive, not sweep its runs as orphans."""
+        if self.started:
+            return
+        self.started = True
+        try:
+            await self.store.runs.register(self.id, self.host, self.pid, time.time())
+        except BaseException:
+            self.started = False
+            raise
         self._task = asyncio.create_task(self._loop(), name=f"toolwire-replica-{self.id}")
 
     async def stop(self) -> None:
@@ -237,6 +253,7 @@ class BackgroundQueue:
             "sealed_body": sealer.seal(body if body is not None else request_body(prepared)),
             "owner": prepared.owner,
         }
+        await self.replica.join()
         here = len(self.background) < self.replica.settings.max_background
         claim = RunChange(
             "enqueue",

@@ -13,7 +13,9 @@ log = logging.getLogger("toolwire.server")
 
 
 def error_response(error: ToolwireError) -> JSONResponse:
-    headers = None if error.should_retry else {"x-should-retry": "false"}
+    headers = dict(error.headers or {})
+    if not error.should_retry:
+        headers["x-should-retry"] = "false"
     return JSONResponse(error.to_body(), status_code=error.status, headers=headers)
 
 

@@ -62,8 +62,12 @@ class GuardMiddleware:
         allowed_origins: Iterable[str] = (),
         check_host: bool = True,
         allowed_hosts: Iterable[str] = (),
+        ip_hosts: bool = False,
     ) -> None:
+        """`ip_hosts`: any IP address is an acceptable Host too (a server open beyond
+        loopback with no key: a name is what DNS rebinding needs, an address is not)."""
         self.app = app
+        self.ip_hosts = ip_hosts
         self.origins = frozenset(normalize_origin(o).encode("latin-1") for o in allowed_origins)
         self.check_host = check_host
         self.hosts = frozenset(host_name(h) for h in allowed_hosts)
@@ -89,8 +93,9 @@ class GuardMiddleware:
             await send_error(
                 send,
                 403,
-                f"Host {host.decode('latin-1')!r} is not allowed: this server is bound to "
-                "loopback and answers only loopback names and its configured allowed_hosts.",
+                f"Host {host.decode('latin-1')!r} is not allowed: this server needs no API key, "
+                "so it answers only loopback names, IP addresses (when bound beyond loopback) "
+                "and its configured allowed_hosts (--allow-host).",
                 "host_not_allowed",
                 scope=scope,
             )
@@ -123,12 +128,13 @@ class GuardMiddleware:
                 415,
                 f"Unsupported content type {shown!r}: send the body as application/json.",
                 "unsupported_media_type",
+                scope=scope,
             )
             return
         await self.app(scope, receive, send)
 
     def _host_ok(self, host: bytes) -> bool:
-        return _host_allowed(host, self.hosts)
+        return _host_allowed(host, self.hosts) or (self.ip_hosts and _is_ip_host(host))
 
 
 @functools.lru_cache(maxsize=256)
@@ -137,6 +143,15 @@ def _host_allowed(host: bytes, hosts: frozenset[str]) -> bool:
     IP address costs more than the rest of the guard (~4% of a proxied request)."""
     text = host.decode("latin-1")
     return is_loopback_host(text) or host_name(text) in hosts
+
+
+@functools.lru_cache(maxsize=256)
+def _is_ip_host(host: bytes) -> bool:
+    try:
+        ipaddress.ip_address(host_name(host.decode("latin-1")))
+    except ValueError:
+        return False
+    return True
 
 
 def _is_json(content_type: bytes | None) -> bool:

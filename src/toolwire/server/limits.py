@@ -11,7 +11,8 @@
   `messages` entries or `tools` entries is a 400 naming the parameter (`too_many_items`,
   `too_many_tools`).
 - `max_socket_seconds` (default 3,600, as OpenAI's 60 minutes): how long a WebSocket of
-  `/v1/responses` stays open (`server/responses_socket.py`).
+  `/v1/responses` stays open (`server/responses_socket.py`); `max_sockets` (default 256): how
+  many are open at once in one process.
 
 `read_limited_json` (`parse_limited_json` for a WebSocket message) applies the last three to a
 request body; `BodyLimitMiddleware` the first.
@@ -42,6 +43,8 @@ class Limits:
     max_tools: int = 512
     #: how long one WebSocket (WebSocket mode of /v1/responses) may stay open, as OpenAI's
     max_socket_seconds: float = 3600.0
+    #: WebSockets open at once (per process); one more is refused (closed 1013, try again)
+    max_sockets: int = 256
 
 
 class RequestTooLarge(ToolwireError):
@@ -80,7 +83,7 @@ class BodyLimitMiddleware:
                     declared = 0
                 if declared > limit:
                     error = too_large(limit)
-                    await send_error(send, 413, error.message, "request_too_large")
+                    await send_error(send, 413, error.message, "request_too_large", scope=scope)
                     return
         received = 0
 

@@ -64,6 +64,7 @@ def configured_server(config: McpServerConfig) -> McpServerSpec:
         command=config.command,
         args=tuple(config.args),
         env=dict(config.env),
+        trusted=True,
     )
 
 
@@ -110,10 +111,13 @@ def request_use(
                 param=f"{where}.server_url",
             )
         use = configured_use(config)
+        # The operator's policy wins: a request may narrow the tools and ask for approval
+        # more often, never widen or skip what the config says.
         if rule_value is not None:
-            use.rule = rule
+            operator_rule = use.rule
+            use.rule = lambda name: operator_rule(name) or rule(name)
         if allowed is not None:
-            use.allowed = allowed
+            use.allowed = allowed if use.allowed is None else use.allowed & allowed
         use.echo = echo
         return use
     if not isinstance(url, str) or not url.startswith(("http://", "https://")):

@@ -13,16 +13,26 @@ from starlette.routing import BaseRoute, Route
 from toolwire.observe.metrics import render_metrics
 from toolwire.observe.requests import ObserveMiddleware
 from toolwire.observe.setup import Observability
+from toolwire.server.auth import is_operator
+from toolwire.server.ui.access import operator_only
 from toolwire.server.ui.routes import ui_routes
+from toolwire.store.database import Store
 from toolwire.store.timelines import TimelineStore
 
 
-def observability_routes(timelines: TimelineStore) -> list[BaseRoute]:
+def observability_routes(
+    timelines: TimelineStore, store: Store, upstream_name: str
+) -> list[BaseRoute]:
+    """`/metrics` (operator keys only when keys are in use) and `/ui`."""
+
     async def metrics(request: Request) -> Response:
+        if not is_operator(request):  # it names every tenant's models and tools
+            return operator_only()
         body, content_type = render_metrics()
         return Response(body, media_type=content_type)
 
-    return [Route("/metrics", metrics, methods=["GET"]), *ui_routes(timelines)]
+    ui = ui_routes(timelines, store, upstream_name)
+    return [Route("/metrics", metrics, methods=["GET"]), *ui]
 
 
 def observability_middleware(observability: Observability) -> Middleware:

@@ -34,9 +34,11 @@ ERROR_STATUSES: dict[int, str] = {
     415: "The body is not `application/json`.",
     422: "The run ended without an answer this door can express.",
     424: "A tool server's tools could not be listed.",
+    429: "The upstream model server is rate limiting.",
     500: "An internal error (a bug: please report it).",
     502: "The upstream model server failed.",
     504: "The upstream model server did not answer in time.",
+    529: "The upstream model server is overloaded (Anthropic's status for it).",
 }
 _BODY_METHODS = ("post", "put", "patch", "delete")
 
@@ -46,7 +48,7 @@ class Query:
     """A query parameter: its JSON schema and description."""
 
     name: str
-    schema: dict[str, Any]
+    schema: dict[str, object]
     description: str = ""
 
 
@@ -70,6 +72,8 @@ class Operation:
     description: str = ""
     ok_media: str | None = None
     """The 200 answer's media type when it is not JSON (`/metrics`' text, `/ui`'s HTML)."""
+    error: type[BaseModel] | None = None
+    """The error body when it is not OpenAI's `ErrorResponse` (the Anthropic door's)."""
 
 
 LIST_QUERY = (
@@ -88,7 +92,7 @@ LIST_QUERY = (
 class ApiSpec:
     title: str = "toolwire"
     operations: list[Operation] = field(default_factory=list)
-    _cached: dict[frozenset[tuple[str, str]], dict[str, Any]] | None = None
+    _cached: dict[frozenset[tuple[str, str]], dict[str, object]] | None = None
 
     def register(self, *operations: Operation) -> None:
         for operation in operations:
@@ -98,7 +102,7 @@ class ApiSpec:
             self.operations.append(operation)
         self._cached = None
 
-    def document(self, served: frozenset[tuple[str, str]] | None = None) -> dict[str, Any]:
+    def document(self, served: frozenset[tuple[str, str]] | None = None) -> dict[str, object]:
         """The document; with `served` ((method, path) pairs), only the operations an app
         actually serves (a library app has no `/metrics`), each set built once."""
         if self._cached is None:
@@ -111,32 +115,34 @@ class ApiSpec:
             self._cached[key] = self._build(operations)
         return self._cached[key]
 
-    def _build(self, operations: list[Operation]) -> dict[str, Any]:
+    def _build(self, operations: list[Operation]) -> dict[str, object]:
         from toolwire.server.schemas.errors import ErrorResponse
 
         models: set[type[BaseModel]] = {ErrorResponse}
         for op in operations:
-            models.update(m for m in (op.ok, op.body, op.stream_event) if m is not None)
+            models.update(m for m in (op.ok, op.body, op.stream_event, op.error) if m is not None)
         ordered = sorted(models, key=lambda m: m.__name__)
         refs, definitions = models_json_schema(
             [(m, "validation") for m in ordered], ref_template=REF
         )
 
-        def ref(model: type[BaseModel]) -> dict[str, Any]:
+        def ref(model: type[BaseModel]) -> dict[str, object]:
             return refs[(model, "validation")]
 
         error_ref = ref(ErrorResponse)
-        paths: dict[str, dict[str, Any]] = {}
+        paths: dict[str, dict[str, object]] = {}
         for op in operations:
-            paths.setdefault(op.path, {})[op.method] = _operation(op, ref, error_ref)
+            errors = ref(op.error) if op.error is not None else error_ref
+            paths.setdefault(op.path, {})[op.method] = _operation(op, ref, errors)
         return {
             "openapi": "3.1.0",
             "info": {
                 "title": self.title,
                 "version": toolwire.__version__,
                 "description": (
-                    "An OpenAI-compatible agent gateway. Errors are always "
-                    '`{"error": {"message", "type", "param", "code"}}`.'
+                    "An OpenAI-compatible agent gateway. Errors are "
+                    '`{"error": {"message", "type", "param", "code"}}`, except on the '
+                    "Anthropic door (`/v1/messages`), where they are Anthropic's shape."
                 ),
                 "license": {"name": "Apache-2.0", "identifier": "Apache-2.0"},
             },
@@ -154,8 +160,8 @@ class ApiSpec:
         }
 
 
-def _operation(op: Operation, ref: Any, error_ref: dict[str, Any]) -> dict[str, Any]:
-    ok_content: dict[str, Any] = (
+def _operation(op: Operation, ref: Any, error_ref: dict[str, object]) -> dict[str, object]:
+    ok_content: dict[str, object] = (
         {"application/json": {"schema": ref(op.ok)}}
         if op.ok is not None
         else {op.ok_media or "text/plain": {"schema": {"type": "string"}}}
@@ -185,7 +191,7 @@ def _operation(op: Operation, ref: Any, error_ref: dict[str, Any]) -> dict[str, 
         statuses |= {400, 413, 415}
     if op.query:
         statuses |= {400}
-    responses: dict[str, Any] = {
+    responses: dict[str, object] = {
         "200": {
             "description": (op.ok.__doc__ if op.ok is not None else None) or op.summary,
             "content": ok_content,
@@ -196,7 +202,7 @@ def _operation(op: Operation, ref: Any, error_ref: dict[str, Any]) -> dict[str, 
             "description": ERROR_STATUSES[status],
             "content": {"application/json": {"schema": error_ref}},
         }
-    out: dict[str, Any] = {
+    out: dict[str, object] = {
         "operationId": op.operation_id,
         "summary": op.summary,
         "tags": [op.tag],

@@ -24,6 +24,10 @@ from toolwire.server.schemas.ui import (
     UiApprovalList,
     UiConversationList,
     UiConversationRuns,
+    UiKeyList,
+    UiMe,
+    UiModelList,
+    UiOverview,
     UiRun,
     UiRunList,
 )
@@ -201,6 +205,13 @@ OPERATIONS = (
 _TIME = {"type": "integer", "minimum": 0, "maximum": 2**62}
 _UI_LIMIT = {"type": "integer", "minimum": 1, "maximum": 500, "default": 50}
 _SINCE = Query("since", _TIME, "Only responses created at or after (Unix s).")
+_UNTIL = Query("until", _TIME, "Only responses created at or before (Unix s).")
+_OFFSET = Query("offset", {"type": "integer", "minimum": 0, "maximum": 2**31, "default": 0})
+_KEY = Query(
+    "key",
+    {"type": "string"},
+    "Operator keys: only this key's rows (a key id, or `none`: from before the first key).",
+)
 #: `/metrics` and `/ui` (server/observability.py): served by `toolwire serve`, not by a bare
 #: `create_app`; each app's document lists only what it serves.
 OBSERVE_OPERATIONS = (
@@ -212,8 +223,9 @@ OBSERVE_OPERATIONS = (
         "Observability",
         None,
         ok_media="text/plain; version=0.0.4",
+        errors=(403,),
         description="Request, upstream, tool-call, repair and leak counters and histograms "
-        "(docs/operations.md).",
+        "(docs/operations.md). Operator keys only when keys are in use (403 for a tenant's).",
     ),
     Operation(
         "get",
@@ -246,11 +258,34 @@ OBSERVE_OPERATIONS = (
         UiRunList,
         query=(
             Query("limit", _UI_LIMIT),
+            _OFFSET,
             Query("status", {"type": "string"}),
             Query("model", {"type": "string"}),
+            _KEY,
+            Query("q", {"type": "string"}, "Text searched in the input and the response."),
             _SINCE,
-            Query("until", _TIME, "Only responses created at or before (Unix s)."),
+            _UNTIL,
         ),
+    ),
+    Operation("get", "/ui/api/me", "uiMe", "Who this key is", "Observability", UiMe),
+    Operation(
+        "get",
+        "/ui/api/overview",
+        "uiOverview",
+        "What toolwire did over a time range",
+        "Observability",
+        UiOverview,
+        query=(_SINCE, _UNTIL, _KEY),
+    ),
+    Operation("get", "/ui/api/models", "uiModels", "Models in use", "Observability", UiModelList),
+    Operation(
+        "get",
+        "/ui/api/keys",
+        "uiKeys",
+        "Keys, their limits and usage (operator keys only)",
+        "Observability",
+        UiKeyList,
+        errors=(403,),
     ),
     Operation(
         "get",
@@ -277,15 +312,16 @@ OBSERVE_OPERATIONS = (
         "Recent conversations",
         "Observability",
         UiConversationList,
-        query=(Query("limit", _UI_LIMIT),),
+        query=(Query("limit", _UI_LIMIT), _OFFSET, _KEY),
     ),
     Operation(
         "get",
         "/ui/api/conversations/{conversation_id}",
         "uiConversation",
-        "One conversation's responses",
+        "One conversation's items and responses",
         "Observability",
         UiConversationRuns,
+        errors=(404,),
     ),
 )
 

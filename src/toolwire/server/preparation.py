@@ -14,12 +14,13 @@ from functools import partial
 from typing import Any, cast
 
 from toolwire.config import McpServerConfig, WebSearchConfig
-from toolwire.errors import InvalidRequestError, NotFoundError
+from toolwire.errors import MISSING_MODEL, InvalidRequestError, NotFoundError
 from toolwire.loop.approvals import ApprovalDecisions, ApprovalSigner
 from toolwire.loop.compaction import CompactionCodec, ContextPolicy
 from toolwire.loop.items import items_to_transcript
 from toolwire.loop.state import LoopRequest, LoopSettings, RunServices
 from toolwire.server.item_ids import check_storable, check_unique
+from toolwire.server.item_references import resolve_stored_references
 from toolwire.server.mcp_tools import McpServerUse
 from toolwire.server.request_tools import RequestTools, request_tools
 from toolwire.server.request_tools import tool_choice as choose_tool
@@ -30,7 +31,6 @@ from toolwire.server.validation.compactions import expand_compactions
 from toolwire.server.validation.items import (
     check_outputs_answer_calls,
     normalize_input,
-    resolve_references,
 )
 from toolwire.store.database import Store
 from toolwire.tools.base import Tool
@@ -134,7 +134,7 @@ class Preparer:
         request = parse_create(body)
         model = request.model or self.default_model
         if not model:
-            raise InvalidRequestError("Missing required parameter: 'model'.", param="model")
+            raise InvalidRequestError(MISSING_MODEL, param="model")
         history: list[Item] = []
         conversation_id = request.conversation_id
         inline = local is not None and request.previous_response_id == local.response_id
@@ -143,7 +143,7 @@ class Preparer:
         elif request.previous_response_id:
             record = await self.store.get_response_record(request.previous_response_id, owner=owner)
             if record is None:
-                raise NotFoundError(
+                raise InvalidRequestError(  # 400, as OpenAI answers (not 404)
                     f"Previous response with id '{request.previous_response_id}' not found.",
                     param="previous_response_id",
                     code="previous_response_not_found",
@@ -159,7 +159,7 @@ class Preparer:
         check_unique(input_items, "input")
         if conversation_id is not None:
             await check_storable(self.store, input_items, "input")
-        input_items = resolve_references(input_items, history)
+        input_items = await resolve_stored_references(self.store, input_items, history, owner)
         check_outputs_answer_calls(history, input_items)
         tools = self._request_tools(request.tools)
         tool_choice = self._tool_choice(request, tools)
@@ -175,6 +175,7 @@ class Preparer:
             client_tools=tools.client,
             web_search=tools.web_search,
             include=frozenset(request.include or ()),
+            reasoning_summary=bool((request.reasoning or {}).get("summary")),
         )
         transcript = items_to_transcript(
             expand_compactions(history, input_items + kept, self.compaction, owner),

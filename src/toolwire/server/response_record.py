@@ -77,6 +77,7 @@ class ResponseRecorder:
         # Streams and background jobs are stored when they start (their id is out at once).
         stored_at_start = streamed or background
         store = prepared.request.store
+        started: list[bool] = []  # the start's write is done (a cancel may cut it short)
 
         async def record(event: LoopEvent) -> None:
             if isinstance(event, RunStarted):
@@ -86,6 +87,7 @@ class ResponseRecorder:
                             prepared, builder.body("in_progress"), run=hold, fresh=not background
                         )
                     )
+                started.append(True)
             elif isinstance(event, StepReached):
                 if background:
                     await self._write(lambda: self.persist(prepared, builder.body("in_progress")))
@@ -95,7 +97,14 @@ class ResponseRecorder:
                 if timeline is not None and store:  # observe/: for /ui, same transaction
                     timeline(event)
                     saved = partial(self._save_timeline, prepared, timeline, not background)
-                await self._finished(prepared, final, event, stored=stored_at_start, also=saved)
+                await self._finished(
+                    prepared,
+                    final,
+                    event,
+                    stored=stored_at_start,
+                    start_written=bool(started),
+                    also=saved,
+                )
 
         return record
 
@@ -130,12 +139,15 @@ class ResponseRecorder:
         event: LoopFinished,
         *,
         stored: bool = True,
+        start_written: bool = True,
         also: Callable[[Any], Any] | None = None,
     ) -> None:
         """`stored`: the response was stored when it started (it holds a lease to release);
-        else this is its first and only write. A write that fails raises `StoreError`: the
-        lease stays behind, and the sweep finalizes the stored response once the database is
-        back."""
+        else this is its first and only write. `start_written`: that first write finished; a
+        run cancelled during it (a client gone right after `response.created`) may have no
+        row yet, so its outcome is written whether or not a row is there. A write that fails
+        raises `StoreError`: the lease stays behind, and the sweep finalizes the stored
+        response once the database is back."""
         response_id = prepared.response_id
         if prepared.request.background and event.cause is CancelCause.SHUTDOWN:
             # Shutting down: the job goes back to the queue with what it has done so far.
@@ -152,7 +164,7 @@ class ResponseRecorder:
                 prepared,
                 final,
                 run=RunChange("release") if stored else None,
-                finished=stored,
+                finished=stored and start_written,
                 fresh=not stored,
                 also=also,
             )

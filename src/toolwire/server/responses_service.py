@@ -132,6 +132,7 @@ class ResponsesService:
         record); none comes back into this module."""
         timeline = Timeline(prepared.loop_request)  # observe/: an observer of the run's events
         response_id = prepared.response_id
+        await self.replica.join()  # a service never `start()`ed still holds a lease
         self.replica.active.add(response_id)
         try:
             state = await self.driver.run(

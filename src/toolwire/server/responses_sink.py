@@ -10,7 +10,6 @@ model writes them and its `.done` carries the final, repaired arguments.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -36,6 +35,7 @@ from toolwire.loop.events import (
     ToolListingStarted,
 )
 from toolwire.loop.tool_types import ClientTool, ClientTools, custom_input
+from toolwire.server.citations import sources, url_citations, urls
 from toolwire.server.request_tools import SearchBackend
 from toolwire.transcript import ToolCall
 from toolwire.upstream.events import Usage
@@ -73,6 +73,9 @@ class ResponseHeader:
     """The MCP tool serving `web_search`: its calls are `web_search_call` items."""
     include: frozenset[str] = frozenset()
     """The request's `include`: the optional output data it asked for."""
+    reasoning_summary: bool = False
+    """`reasoning.summary` was asked for: reasoning items carry a `summary_text` part, which
+    is the upstream's reasoning text itself (toolwire makes no call to summarize it)."""
 
 
 class ResponseBuilder:
@@ -101,6 +104,7 @@ class ResponseBuilder:
         self._streamed: dict[int, list[str]] = {}  # output index -> argument pieces so far
         self._calls: dict[str, int] = {}  # call id -> output index of its open call item
         self._listings: dict[str, int] = {}  # server label -> output index of mcp_list_tools
+        self._sources: dict[str, str] = {}  # url -> title, of this response's web searches
 
     # -- the response object --------------------------------------------------------------
 
@@ -139,8 +143,11 @@ class ResponseBuilder:
             completed_at=wire.now() if status not in ("queued", "in_progress") else None,
         )
         details = body["incomplete_details"]
-        if details is not None and finished is not None and finished.message:
-            details["message"] = finished.message
+        if details is not None and finished is not None:
+            if incomplete != finished.reason.value:  # toolwire's own reason (errors.py)
+                details["toolwire_reason"] = finished.reason.value
+            if finished.message:
+                details["message"] = finished.message
         return body
 
     # -- plumbing -------------------------------------------------------------------------
@@ -210,10 +217,12 @@ class ResponseBuilder:
     def settle(self, event: LoopFinished) -> ResponseObject:
         """The final response object for an outcome the driver is about to announce: the
         recorder stores it first, then the terminal event carries this same object. Items
-        still open close here (their `.done` events go out; the terminal one does not)."""
+        still open close here (their `.done` events go out; the terminal one does not): the
+        run's end cut them off (a cancel, a failure) unless it completed."""
         if self._settled is not None and self._settled[0] is event:
             return self._settled[1]
-        self.close_open_items()
+        completed = event.status is RunStatus.COMPLETED
+        self.close_open_items("completed" if completed else "incomplete")
         self._abandon_open_calls()
         body = self.body(event.status.value, finished=event, usage=event.usage)
         self._settled = (event, body)
@@ -283,35 +292,55 @@ class ResponseBuilder:
     # -- text -----------------------------------------------------------------------------
 
     def _reasoning_delta(self, text: str) -> None:
+        """Reasoning streams as OpenAI streams it: the item, its `reasoning_text` content
+        part, the deltas; with `reasoning.summary` asked for, a `summary_text` part too
+        (the upstream's reasoning text itself: toolwire does not summarize)."""
         if self._reasoning is None:
             item = wire.reasoning_item(wire.new_id("rs"), "")
             item["content"] = []
             item["status"] = "in_progress"
             self._reasoning = item
             self._reasoning_index = self._add(item)
+            where = {"item_id": item["id"], "output_index": self._reasoning_index}
+            self.event(
+                "response.content_part.added",
+                **where,
+                content_index=0,
+                part=wire.reasoning_text_part(""),
+            )
+            if self.header.reasoning_summary:
+                self.event(
+                    "response.reasoning_summary_part.added",
+                    **where,
+                    summary_index=0,
+                    part=wire.summary_text_part(""),
+                )
         self._reasoning_text.append(text)
-        self.event(
-            "response.reasoning_text.delta",
-            item_id=self._reasoning["id"],
-            output_index=self._reasoning_index,
-            content_index=0,
-            delta=text,
-        )
+        where = {"item_id": self._reasoning["id"], "output_index": self._reasoning_index}
+        self.event("response.reasoning_text.delta", **where, content_index=0, delta=text)
+        if self.header.reasoning_summary:
+            self.event(
+                "response.reasoning_summary_text.delta", **where, summary_index=0, delta=text
+            )
 
-    def _close_reasoning(self) -> None:
+    def _close_reasoning(self, status: str = "completed") -> None:
         if self._reasoning is None:
             return
         text = "".join(self._reasoning_text)
         item = self._reasoning
-        self.event(
-            "response.reasoning_text.done",
-            item_id=item["id"],
-            output_index=self._reasoning_index,
-            content_index=0,
-            text=text,
-        )
-        item["content"] = [{"type": "reasoning_text", "text": text}]
-        item["status"] = "completed"
+        where = {"item_id": item["id"], "output_index": self._reasoning_index}
+        part = wire.reasoning_text_part(text)
+        self.event("response.reasoning_text.done", **where, content_index=0, text=text)
+        self.event("response.content_part.done", **where, content_index=0, part=part)
+        item["content"] = [part]
+        if self.header.reasoning_summary:
+            summary = wire.summary_text_part(text)
+            self.event("response.reasoning_summary_text.done", **where, summary_index=0, text=text)
+            self.event(
+                "response.reasoning_summary_part.done", **where, summary_index=0, part=summary
+            )
+            item["summary"] = [summary]
+        item["status"] = status
         self._done(self._reasoning_index)
         self._reasoning = None
         self._reasoning_text = []
@@ -340,24 +369,33 @@ class ResponseBuilder:
             logprobs=[],
         )
 
-    def _close_message(self, replacement: str | None = None) -> None:
+    def _close_message(self, replacement: str | None = None, status: str = "completed") -> None:
         if self._message is None:
             return
         item = self._message
         text = "".join(self._message_text) if replacement is None else replacement
         part = wire.output_text_part(text)
         common = {"item_id": item["id"], "output_index": self._message_index, "content_index": 0}
+        part["annotations"] = url_citations(text, self._sources)
+        for number, annotation in enumerate(part["annotations"]):
+            self.event(
+                "response.output_text.annotation.added",
+                **common,
+                annotation_index=number,
+                annotation=annotation,
+            )
         self.event("response.output_text.done", **common, text=text, logprobs=[])
         self.event("response.content_part.done", **common, part=part)
         item["content"] = [part]
-        item["status"] = "completed"
+        item["status"] = status
         self._done(self._message_index)
         self._message = None
         self._message_text = []
 
-    def close_open_items(self) -> None:
-        self._close_reasoning()
-        self._close_message()
+    def close_open_items(self, status: str = "completed") -> None:
+        """`status`: "incomplete" for items a run's end cut off (a cancel, a failure)."""
+        self._close_reasoning(status)
+        self._close_message(status=status)
 
     # -- calls ----------------------------------------------------------------------------
 
@@ -545,7 +583,9 @@ class ResponseBuilder:
         if item["type"] == "web_search_call":
             item["status"] = "completed" if ok else "failed"
             if ok and "web_search_call.action.sources" in self.header.include:
-                item["action"]["sources"] = [{"type": "url", "url": url} for url in _urls(output)]
+                item["action"]["sources"] = [{"type": "url", "url": url} for url in urls(output)]
+            if ok:
+                self._sources.update(sources(output))  # what answers may cite
             if ok:
                 self.event(
                     "response.web_search_call.completed", item_id=item["id"], output_index=index
@@ -584,12 +624,3 @@ class ResponseBuilder:
         self.event("response.web_search_call.in_progress", **common)
         item["status"] = "searching"
         self.event("response.web_search_call.searching", **common)
-
-
-_URL = re.compile(r"https?://[^\s<>\"'`)\]]+")
-
-
-def _urls(text: str) -> list[str]:
-    """The web addresses a search backend's result names, in order, once each: the search's
-    `sources` (a backend is any MCP tool, so its text is all there is to read them from)."""
-    return list(dict.fromkeys(url.rstrip(".,;:") for url in _URL.findall(text)))

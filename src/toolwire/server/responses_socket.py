@@ -24,7 +24,9 @@ sends `websocket_connection_limit_reached` and closes, and the client opens a ne
 
 Authentication, the Origin / Host checks and the size limit apply to the upgrade request and
 each message in the ASGI middleware (`server/auth.py`, `server/guards.py`, `server/limits.py`);
-the JSON depth and item counts here, per message.
+the key is checked again before each `response.create` runs (a revoked key gets one
+`invalid_api_key` error and the socket closes, 1008); the JSON depth and item counts here, per
+message.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 from toolwire.errors import InvalidRequestError, ToolwireError
 from toolwire.server.auth import owner_of
 from toolwire.server.limits import Limits, parse_limited_json
+from toolwire.server.quotas import admit
 from toolwire.server.responses_service import LocalResponse, Prepared, ResponsesService
 from toolwire.wire.items import ResponseObject, SocketError, StreamEvent
 
@@ -49,8 +52,9 @@ log = logging.getLogger("toolwire.server")
 CREATE = "response.create"
 _FINISHED = frozenset({"response.completed", "response.incomplete"})
 #: Messages read ahead while a response runs; past this the socket is not read until the
-#: current response ends (the client's sends back up, as on any full socket).
-QUEUED = 8
+#: current response ends (the client's sends back up, as on any full socket). With the one
+#: being read, a socket holds at most QUEUED + 2 messages (each under the body limit).
+QUEUED = 2
 
 
 class ResponsesSocket:
@@ -59,8 +63,21 @@ class ResponsesSocket:
     def __init__(self, service: ResponsesService, limits: Limits) -> None:
         self.service = service
         self.limits = limits
+        self.open = 0
 
     async def endpoint(self, websocket: WebSocket) -> None:
+        if self.open >= self.limits.max_sockets:
+            # Refused before it is accepted: the client sees a failed handshake (HTTP 403 from
+            # uvicorn), and memory stays bounded however many sockets are opened.
+            await websocket.close(code=1013, reason="too many WebSockets open; try again")
+            return
+        self.open += 1
+        try:
+            await self._serve(websocket)
+        finally:
+            self.open -= 1
+
+    async def _serve(self, websocket: WebSocket) -> None:
         await websocket.accept()
         session = _Session(self, websocket)
         inbox: asyncio.Queue[str | bytes] = asyncio.Queue(QUEUED)
@@ -119,6 +136,10 @@ class _Session:
                 if time.monotonic() >= deadline:
                     await self.send(_error_event(_LIMIT_REACHED))
                     return
+                if not await self.key_still_valid():
+                    await self.send(_error_event(_KEY_REVOKED, status=401))
+                    await self.websocket.close(code=1008, reason="invalid_api_key")
+                    return
                 try:
                     await self.turn(raw)
                 except ToolwireError as exc:
@@ -138,6 +159,11 @@ class _Session:
                     )
                 self.lane = None  # what follows (the time limit) belongs to no request
 
+    async def key_still_valid(self) -> bool:
+        """The key the socket was opened with is still accepted (`server/auth.py`)."""
+        check = getattr(self.websocket.state, "key_check", None)
+        return check is None or bool(await check())
+
     async def turn(self, raw: str | bytes) -> None:
         """One `response.create`: prepared, run, streamed. A refusal raises (`work` sends it
         as one `error` message)."""
@@ -151,6 +177,7 @@ class _Session:
             self.lane = lane
         body = _create_body(message)
         prepared = await self.door.service.prepare(body, owner=self.owner, local=local)
+        await admit(self.door.service.store, self.owner, body, prepared.request.max_output_tokens)
         await self.run(prepared)
 
     async def run(self, prepared: Prepared) -> None:
@@ -214,14 +241,15 @@ def _create_body(message: Any) -> dict[str, Any]:
     return message
 
 
-def _error_event(exc: ToolwireError) -> SocketError:
+def _error_event(exc: ToolwireError, *, status: int | None = None) -> SocketError:
     """The WebSocket error envelope; its `code` is always a string. An unknown
-    `previous_response_id` is status 400 here, as OpenAI documents it for WebSocket mode (the
-    HTTP door answers 404)."""
+    `previous_response_id` is status 400 here, as OpenAI documents it (the HTTP door answers
+    the same)."""
     body = exc.to_body()["error"]
     assert isinstance(body, dict)
     code = exc.code or exc.error_type
-    status = 400 if code == "previous_response_not_found" else exc.status
+    if status is None:
+        status = 400 if code == "previous_response_not_found" else exc.status
     return {"type": "error", "status": status, "error": {**body, "code": code}}
 
 
@@ -229,4 +257,10 @@ _LIMIT_REACHED = InvalidRequestError(
     "Responses websocket connection limit reached; open a new WebSocket connection to "
     "continue (a store: false response cannot be continued on it: start a new chain).",
     code="websocket_connection_limit_reached",
+)
+_KEY_REVOKED = ToolwireError(
+    "The API key this WebSocket was opened with is no longer valid (revoked); the socket "
+    "closes. Open a new one with a valid key.",
+    code="invalid_api_key",
+    error_type="invalid_request_error",
 )

@@ -25,8 +25,11 @@ class Security:
     limits: Limits = field(default_factory=Limits)
     allowed_origins: tuple[str, ...] = ()
     allowed_hosts: tuple[str, ...] = ()
-    #: refuse non-loopback `Host` headers (the server is bound to loopback)
+    #: refuse `Host` names other than loopback ones and `allowed_hosts`: on loopback, and
+    #: wherever no key is required (`--allow-unauthenticated`), against DNS rebinding
     check_host: bool = True
+    #: any IP address is an acceptable Host too (bound beyond loopback)
+    ip_hosts: bool = False
     #: refuse every request when no key exists (bound beyond loopback, not opted out)
     require_keys: bool = False
     key_cache_seconds: float = 2.0
@@ -40,6 +43,7 @@ def middleware(security: Security, store: Store) -> list[Middleware]:
             allowed_origins=security.allowed_origins,
             check_host=security.check_host,
             allowed_hosts=security.allowed_hosts,
+            ip_hosts=security.ip_hosts,
         ),
         Middleware(
             AuthMiddleware,
@@ -106,7 +110,8 @@ async def startup_security(
         limits=limits,
         allowed_origins=allowed_origins,
         allowed_hosts=allowed_hosts,
-        check_host=loopback,
+        check_host=loopback or allow_unauthenticated,
+        ip_hosts=not loopback,
         require_keys=not loopback and not allow_unauthenticated,
         key_cache_seconds=key_cache_seconds,
     )

@@ -10,11 +10,12 @@ from __future__ import annotations
 import hashlib
 import secrets
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from toolwire.store.quotas import PERIODS, KeyLimits
 from toolwire.store.tables import api_keys
 
 KEY_PREFIX = "tw-"
@@ -35,6 +36,8 @@ class ApiKey:
     prefix: str
     created_at: int
     revoked_at: int | None = None
+    operator: bool = False
+    limits: KeyLimits = field(default_factory=KeyLimits)
 
 
 @dataclass(slots=True, frozen=True)
@@ -43,24 +46,64 @@ class ActiveKey:
 
     id: str
     hash: str
+    operator: bool = False
 
 
 class KeyNameTaken(Exception):
     """An unrevoked key already has this name."""
 
 
+class BadLimit(ValueError):
+    """A limit that is not a positive integer, or an unknown budget period."""
+
+
+#: `update(..., rpm=CLEAR)` removes that limit.
+CLEAR = -1
+
+
+def _limit_values(limits: dict[str, int | str | None]) -> dict[str, int | str | None]:
+    """The columns to set: None leaves a limit as it is, CLEAR (or 0) removes it."""
+    values: dict[str, int | str | None] = {}
+    for name, value in limits.items():
+        if value is None:
+            continue
+        if name == "budget_period":
+            if value not in PERIODS:
+                raise BadLimit(f"budget period must be one of {', '.join(PERIODS)}")
+            values[name] = value
+            continue
+        if not isinstance(value, int) or value < CLEAR:
+            raise BadLimit(f"{name} must be a positive integer (0 removes it)")
+        values[name] = None if value in (CLEAR, 0) else value
+    return values
+
+
 class KeyStore:
     def __init__(self, engine: AsyncEngine) -> None:
         self.engine = engine
 
-    async def create(self, name: str) -> tuple[ApiKey, str]:
-        """A new key: its record, and the key itself (shown once, never stored)."""
+    async def create(
+        self,
+        name: str,
+        *,
+        operator: bool = False,
+        rpm: int | None = None,
+        tpm: int | None = None,
+        budget: int | None = None,
+        budget_period: str | None = None,
+    ) -> tuple[ApiKey, str]:
+        """A new key: its record, and the key itself (shown once, never stored). An
+        `operator` key sees every tenant in /ui and reads /metrics; limits are per key."""
+        values = _limit_values(
+            {"rpm": rpm, "tpm": tpm, "budget": budget, "budget_period": budget_period}
+        )
         key = new_key()
         record = ApiKey(
             id="key_" + secrets.token_hex(12),
             name=name,
             prefix=key[: len(KEY_PREFIX) + 4],
             created_at=int(time.time()),
+            operator=operator,
         )
         async with self.engine.begin() as connection:
             taken = (
@@ -79,9 +122,47 @@ class KeyStore:
                     prefix=record.prefix,
                     hash=hash_key(key),
                     created_at=record.created_at,
+                    operator=operator,
+                    **values,
                 )
             )
         return record, key
+
+    async def update(
+        self,
+        name: str,
+        *,
+        operator: bool | None = None,
+        rpm: int | None = None,
+        tpm: int | None = None,
+        budget: int | None = None,
+        budget_period: str | None = None,
+    ) -> int:
+        """Change the active key's limits (None: leave as is; 0: no limit) or role; how many
+        keys changed (0: no active key of that name). Running servers see it within seconds."""
+        values: dict[str, object] = dict(
+            _limit_values(
+                {"rpm": rpm, "tpm": tpm, "budget": budget, "budget_period": budget_period}
+            )
+        )
+        if operator is not None:
+            values["operator"] = operator
+        if not values:
+            return 0
+        async with self.engine.begin() as connection:
+            result = await connection.execute(
+                api_keys.update()
+                .where(api_keys.c.name == name, api_keys.c.revoked_at.is_(None))
+                .values(**values)
+            )
+        return int(result.rowcount)
+
+    async def ever_used(self) -> bool:
+        """Whether this database has ever had a key (revoked ones count): such a server keeps
+        asking for one, even with every key revoked (see server/auth.py)."""
+        async with self.engine.connect() as connection:
+            row = (await connection.execute(sa.select(api_keys.c.id).limit(1))).first()
+        return row is not None
 
     async def listing(self, *, include_revoked: bool = True) -> list[ApiKey]:
         query = sa.select(
@@ -90,12 +171,28 @@ class KeyStore:
             api_keys.c.prefix,
             api_keys.c.created_at,
             api_keys.c.revoked_at,
+            api_keys.c.operator,
+            api_keys.c.rpm,
+            api_keys.c.tpm,
+            api_keys.c.budget,
+            api_keys.c.budget_period,
         ).order_by(api_keys.c.created_at, api_keys.c.name)
         if not include_revoked:
             query = query.where(api_keys.c.revoked_at.is_(None))
         async with self.engine.connect() as connection:
             rows = (await connection.execute(query)).all()
-        return [ApiKey(r.id, r.name, r.prefix, r.created_at, r.revoked_at) for r in rows]
+        return [
+            ApiKey(
+                r.id,
+                r.name,
+                r.prefix,
+                r.created_at,
+                r.revoked_at,
+                bool(r.operator),
+                KeyLimits(r.rpm, r.tpm, r.budget, r.budget_period),
+            )
+            for r in rows
+        ]
 
     async def revoke(self, name: str) -> int:
         """Revoke every unrevoked key with this name; how many were revoked."""
@@ -111,7 +208,9 @@ class KeyStore:
         async with self.engine.connect() as connection:
             rows = (
                 await connection.execute(
-                    sa.select(api_keys.c.id, api_keys.c.hash).where(api_keys.c.revoked_at.is_(None))
+                    sa.select(api_keys.c.id, api_keys.c.hash, api_keys.c.operator).where(
+                        api_keys.c.revoked_at.is_(None)
+                    )
                 )
             ).all()
-        return [ActiveKey(r.id, r.hash) for r in rows]
+        return [ActiveKey(r.id, r.hash, bool(r.operator)) for r in rows]

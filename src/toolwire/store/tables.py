@@ -73,7 +73,26 @@ api_keys = sa.Table(
     sa.Column("hash", sa.String(64), nullable=False, unique=True),  # SHA-256 hex of the key
     sa.Column("created_at", sa.Integer, nullable=False),
     sa.Column("revoked_at", sa.Integer, nullable=True),
+    # schema 4 (store/quotas.py): an operator key sees every tenant in /ui and reads /metrics;
+    # null limits are no limit
+    sa.Column("operator", sa.Boolean, nullable=False, server_default=sa.false()),
+    sa.Column("rpm", sa.Integer, nullable=True),  # requests per minute
+    sa.Column("tpm", sa.Integer, nullable=True),  # tokens per minute
+    sa.Column("budget", sa.BigInteger, nullable=True),  # tokens per budget period
+    sa.Column("budget_period", sa.String(10), nullable=True),  # hour | day | week | month
 )
+
+quota_usage = sa.Table(
+    "quota_usage",
+    metadata,
+    sa.Column("key_id", sa.String(40), primary_key=True),
+    sa.Column("scope", sa.String(10), primary_key=True),  # minute | budget
+    sa.Column("starts", sa.BigInteger, primary_key=True),  # the window's start, Unix seconds
+    sa.Column("requests", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("tokens", sa.BigInteger, nullable=False, server_default="0"),
+)
+"""What each key spent in its current minute and budget period (`store/quotas.py`): one row a
+key and window, changed only by conditional UPDATEs, so replicas share it."""
 
 server_secrets = sa.Table(
     "server_secrets",

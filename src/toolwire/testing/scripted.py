@@ -64,6 +64,12 @@ class Reply:
     finish_reason: str | None = None
     usage: dict[str, int] | None = None
     delay: float = 0.0
+    call_ids: Sequence[str] = ()
+    """The calls' ids, in order (default `call_<index>_<name>`): real servers give each call
+    of a conversation its own id, and some clients rely on it."""
+
+    def call_id(self, index: int, name: str) -> str:
+        return self.call_ids[index] if index < len(self.call_ids) else f"call_{index}_{name}"
 
 
 @dataclass(slots=True)
@@ -408,7 +414,7 @@ def reply_chunks(reply: Reply, model: str = "scripted-model") -> list[ChatChunk]
         args = _arguments_text(arguments)
         head: ToolCallDelta = {
             "index": index,
-            "id": f"call_{index}_{name}",
+            "id": reply.call_id(index, name),
             "type": "function",
             "function": {"name": name, "arguments": ""},
         }
@@ -442,7 +448,7 @@ def reply_body(reply: Reply, model: str = "scripted-model") -> ChatCompletion:
     if reply.tool_calls:
         message["tool_calls"] = [
             {
-                "id": f"call_{i}_{name}",
+                "id": reply.call_id(i, name),
                 "type": "function",
                 "function": {"name": name, "arguments": _arguments_text(args)},
             }

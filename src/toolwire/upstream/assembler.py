@@ -112,6 +112,8 @@ class StreamAssembler:
         self.saw_chunk = False
         self.saw_text = False
         self.saw_reasoning = False
+        #: the field the upstream wrote its reasoning in (where it reads it back)
+        self.reasoning_field = "reasoning_content"
         self.repairs: list[str] = []
         """The repairs this turn needed, once per kind (`docs/operations.md` lists the kinds)."""
         self._last_key = -1
@@ -173,6 +175,8 @@ class StreamAssembler:
         if reasoning:
             text = _text_of(reasoning)
             if text:
+                if not self.saw_reasoning and not delta.get("reasoning_content"):
+                    self.reasoning_field = "reasoning"
                 self.saw_reasoning = True
                 events.append(ReasoningDelta(text))
         tool_calls = delta.get("tool_calls")
@@ -198,6 +202,8 @@ class StreamAssembler:
             reasoning = message.get("reasoning_content") or message.get("reasoning")
             rtext = _text_of(reasoning) if reasoning else ""
             if rtext:
+                if not message.get("reasoning_content"):
+                    self.reasoning_field = "reasoning"
                 events.append(ReasoningDelta(rtext))
         tool_calls = message.get("tool_calls")
         if tool_calls:

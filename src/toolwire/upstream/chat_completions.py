@@ -17,7 +17,8 @@ import os
 import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from typing import Any, TypedDict
+from typing import Any, Literal, TypedDict
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 import orjson
@@ -47,6 +48,7 @@ from toolwire.upstream.events import (
 )
 from toolwire.upstream.lowering import chat_messages, chat_tool_choice, chat_tools
 from toolwire.upstream.retry import RETRYABLE_STATUSES, RetryPolicy
+from toolwire.upstream.scrub import Scrubber
 from toolwire.upstream.transport import Answer, sender
 from toolwire.wire.chat import ChatRequest
 from toolwire.wire.sse import SSEDecoder, SSEEventTooLarge
@@ -90,6 +92,12 @@ class ChatCompletionsConfig(BaseModel):
     vision: bool = Field(
         default=True,
         description="the model can see images: image parts are sent to it (else a one-line note)",
+    )
+    reasoning_replay: Literal["auto", "reasoning_content", "reasoning", "off"] = Field(
+        default="auto",
+        description="the field an assistant turn's reasoning goes back to the model in: `auto` "
+        "is the field the upstream writes it in (`reasoning_content` until it has); `off` "
+        "sends none (for servers that refuse unknown message fields)",
     )
     idle_timeout: float = Field(
         default=120.0,
@@ -135,10 +143,13 @@ class ChatCompletionsUpstream:
         self.name = config.name
         self.retry = RetryPolicy(config.max_retries, config.initial_backoff, config.max_backoff)
         self._no_streamed_tools_until = 0.0  # monotonic; a fallback learned from this upstream
+        self._reasoning_field = "reasoning_content"  # until the upstream writes reasoning
         headers = {"accept": "application/json", **config.headers}
         key = config.resolved_api_key()
         if key:
             headers["authorization"] = f"Bearer {key}"
+        # Every error leaving this adapter goes through it: servers quote the key they got.
+        self._scrubber = Scrubber([key])
         base = config.base_url.rstrip("/")
         self._completions_url = base + "/chat/completions"
         self._models_url = base + "/models"
@@ -172,7 +183,10 @@ class ChatCompletionsUpstream:
         await self._sender.aclose()
 
     async def list_models(self) -> list[dict[str, object]]:
-        _, content = await self._send("GET", self._models_url, None)
+        try:
+            _, content = await self._send("GET", self._models_url, None)
+        except UpstreamError as exc:
+            raise self._scrubber.error(exc) from exc.__cause__
         try:
             data = orjson.loads(content).get("data", [])
         except (orjson.JSONDecodeError, AttributeError) as exc:
@@ -203,7 +217,11 @@ class ChatCompletionsUpstream:
         """The request: the fields toolwire sets (`ChatRequest`), then the door's extras."""
         body: ChatRequest = {
             "model": request.model,
-            "messages": chat_messages(request.transcript, vision=self.config.vision),
+            "messages": chat_messages(
+                request.transcript,
+                vision=self.config.vision,
+                reasoning_field=self.reasoning_field(),
+            ),
             "stream": stream,
         }
         if stream:
@@ -226,14 +244,17 @@ class ChatCompletionsUpstream:
         return {**body, **(sampling.extra_body or {})}
 
     async def stream_turn(self, request: TurnRequest) -> AsyncIterator[ModelEvent]:
-        if request.tools and request.parallel_tool_calls is False:
-            # The server may ignore the flag (many do): one call per turn is kept, the first;
-            # the model sees its result and can ask for the next in the following turn.
-            async for event in _first_call_only(self._turn(request)):
+        try:
+            if request.tools and request.parallel_tool_calls is False:
+                # The server may ignore the flag (many do): one call per turn is kept, the
+                # first; the model sees its result and can ask for the next in the next turn.
+                async for event in _first_call_only(self._turn(request)):
+                    yield event
+                return
+            async for event in self._turn(request):
                 yield event
-            return
-        async for event in self._turn(request):
-            yield event
+        except UpstreamError as exc:
+            raise self._scrubber.error(exc) from exc.__cause__
 
     async def _turn(self, request: TurnRequest) -> AsyncIterator[ModelEvent]:
         declared = [tool.name for tool in request.tools] if request.tools else None
@@ -243,7 +264,7 @@ class ChatCompletionsUpstream:
             yielded = False
             try:
                 async for event in self._streamed(request, declared):
-                    yielded = True
+                    yielded = yielded or not isinstance(event, UpstreamRetry)
                     yield event
                 return
             except UpstreamStreamDropped:
@@ -274,13 +295,23 @@ class ChatCompletionsUpstream:
                     yield Repair("streaming_refused")
                 yield UpstreamRetry("empty_stream", attempt + 1, 0.0)
                 break
-        for event in await self._whole(request, declared):
+        notes: list[ModelEvent] = []
+        try:
+            events = await self._whole(request, declared, notes)
+        except UpstreamError:
+            for note in notes:  # the retries made before giving up are part of the story
+                yield note
+            raise
+        for event in events:
             yield event
 
-    async def _whole(self, request: TurnRequest, declared: list[str] | None) -> list[ModelEvent]:
-        notes: list[ModelEvent] = []
+    async def _whole(
+        self, request: TurnRequest, declared: list[str] | None, notes: list[ModelEvent]
+    ) -> list[ModelEvent]:
+        # A whole answer is parsed in one piece, like one stream event: both limits hold.
+        most = min(self.config.max_response_bytes, self.config.max_event_bytes)
         status, content = await self._send(
-            "POST", self._completions_url, self.request_body(request, stream=False), notes
+            "POST", self._completions_url, self.request_body(request, stream=False), notes, most
         )
         notes.append(FirstToken())
         try:
@@ -299,6 +330,7 @@ class ChatCompletionsUpstream:
         if body.get("usage"):
             events.append(usage_from(body["usage"]))
         events.extend(assembler.finish())
+        self._learn_reasoning_field(assembler)
         return events
 
     async def _streamed(
@@ -306,7 +338,12 @@ class ChatCompletionsUpstream:
     ) -> AsyncIterator[ModelEvent]:
         body = orjson.dumps(self.request_body(request, stream=True))
         notes: list[ModelEvent] = []
-        response = await self._open_stream(body, notes)
+        try:
+            response = await self._open_stream(body, notes)
+        except UpstreamError:
+            for note in notes:  # the retries made before giving up are part of the story
+                yield note
+            raise
         if "text/html" in response.headers.get("content-type", ""):
             # A proxy's or portal's page, not an event stream: an error, not a capability.
             page = await _read_bounded(response, _ERROR_BODY_BYTES, truncate=True)
@@ -405,8 +442,21 @@ class ChatCompletionsUpstream:
             raise UpstreamStreamError(
                 "the upstream ended the stream without a finish reason: the answer was cut off"
             )
+        self._learn_reasoning_field(assembler)
         for event in assembler.finish():
             yield event
+
+    def _learn_reasoning_field(self, assembler: StreamAssembler) -> None:
+        """Remember the field this upstream writes reasoning in: where `auto` replays it."""
+        if assembler.saw_reasoning:
+            self._reasoning_field = assembler.reasoning_field
+
+    def reasoning_field(self) -> str | None:
+        """The field an assistant turn's reasoning goes back in (None: not sent)."""
+        mode = self.config.reasoning_replay
+        if mode == "off":
+            return None
+        return self._reasoning_field if mode == "auto" else mode
 
     async def _open_stream(self, body: bytes, notes: list[ModelEvent]) -> Answer:
         headers = _STREAM_HEADERS
@@ -417,7 +467,7 @@ class ChatCompletionsUpstream:
         def send() -> Awaitable[Answer]:
             return self._sender.send("POST", self._completions_url, body, headers)
 
-        return await self._with_retries(send, notes)
+        return await self._with_retries(send, notes, self._completions_url)
 
     async def _send(
         self,
@@ -425,8 +475,10 @@ class ChatCompletionsUpstream:
         url: str,
         body: Mapping[str, object] | None,
         notes: list[ModelEvent] | None = None,
+        most: int | None = None,
     ) -> tuple[int, bytes]:
-        """Send, and read the answer within `max_response_bytes`: its status and body."""
+        """Send, and read the answer within `most` bytes (`max_response_bytes` unless
+        given): its status and body."""
         content = orjson.dumps(body) if body is not None else None
         headers = _JSON_HEADERS if body is not None else None
         traced = trace_headers()  # observe/: W3C trace context, only when tracing is on
@@ -436,16 +488,16 @@ class ChatCompletionsUpstream:
         def send() -> Awaitable[Answer]:
             return self._sender.send(method, url, content, headers)
 
-        response = await self._with_retries(send, notes)
+        response = await self._with_retries(send, notes, url)
+        limit = self.config.max_response_bytes if most is None else most
         try:
-            most = self.config.max_response_bytes
-            data = await _read_bounded(response, most)
+            data = await _read_bounded(response, limit)
             if data is None:
-                raise _too_large_answer(most)
+                raise _too_large_answer(limit, whole=limit < self.config.max_response_bytes)
         except httpx.TimeoutException as exc:
             raise UpstreamTimeoutError("the upstream did not answer in time") from exc
         except httpx.TransportError as exc:
-            raise _connection_error(exc) from exc
+            raise _connection_error(exc, url) from exc
         finally:
             await response.aclose()
         return response.status_code, data
@@ -454,8 +506,11 @@ class ChatCompletionsUpstream:
         self,
         send: Callable[[], Awaitable[Answer]],
         notes: list[ModelEvent] | None = None,
+        url: str = "",
     ) -> Answer:
-        """Send until a success, retrying 429 / 5xx / connection errors within the policy."""
+        """Send until a success, retrying 429 / 5xx / connection errors within the policy. A
+        final error names the URL tried and how many attempts were made: the retries are part
+        of what went wrong (the client's error, the CLI trace, the /ui timeline show them)."""
         attempt = 0
         while True:
             try:
@@ -464,7 +519,7 @@ class ChatCompletionsUpstream:
                 cause = "connect_timeout"
                 delay = self.retry.delay(attempt)
                 if delay is None:
-                    raise _connection_error(exc) from exc
+                    raise _connection_error(exc, url, attempt + 1) from exc
             except httpx.TimeoutException as exc:
                 raise UpstreamTimeoutError("the upstream did not answer in time") from exc
             except httpx.TransportError as exc:
@@ -472,7 +527,7 @@ class ChatCompletionsUpstream:
                 cause = "connection"
                 delay = self.retry.delay(attempt)
                 if delay is None:
-                    raise _connection_error(exc) from exc
+                    raise _connection_error(exc, url, attempt + 1) from exc
             else:
                 if response.status_code < 400:
                     return response
@@ -482,7 +537,7 @@ class ChatCompletionsUpstream:
                     body = b""
                 finally:
                     await response.aclose()
-                error = _http_error(response, body or b"")
+                error = _http_error(response, body or b"", url, self.config.base_url)
                 # a prompt too long for the model stays too long, whatever the status said
                 retryable = (
                     response.status_code in RETRYABLE_STATUSES
@@ -494,6 +549,9 @@ class ChatCompletionsUpstream:
                     else None
                 )
                 if delay is None:
+                    if attempt:
+                        error.message += f" (after {_attempts(attempt + 1)})"
+                        error.args = (error.message,)
                     raise error
                 cause = f"http_{response.status_code}"
             if notes is not None:  # observe/: reported as a ModelEvent by the caller
@@ -559,10 +617,14 @@ async def _read_bounded(response: Answer, most: int, *, truncate: bool = False) 
     return b"".join(parts)
 
 
-def _too_large_answer(most: int) -> UpstreamTooLargeError:
+def _too_large_answer(most: int, *, whole: bool = False) -> UpstreamTooLargeError:
+    limits = (
+        "max_upstream_event_bytes: a whole answer is read in one piece"
+        if whole
+        else "max_upstream_response_bytes"
+    )
     return UpstreamTooLargeError(
-        f"the upstream's answer is larger than {most} bytes (max_upstream_response_bytes); "
-        "the turn was abandoned"
+        f"the upstream's answer is larger than {most} bytes ({limits}); the turn was abandoned"
     )
 
 
@@ -582,11 +644,14 @@ _CONTEXT_LENGTH_TYPES = ("context_length_exceeded", "exceed_context_size_error")
 """`error.code` / `error.type` values meaning the same (OpenAI, llama.cpp)."""
 
 
-def _http_error(response: Answer, content: bytes) -> UpstreamHTTPError:
+def _http_error(
+    response: Answer, content: bytes, url: str = "", base_url: str = ""
+) -> UpstreamHTTPError:
     """An upstream's HTTP error as the client error it amounts to, with OpenAI's codes: the
     upstream's own message (its first line: never a traceback), never a home-made code. A
     prompt that does not fit the model's context is OpenAI's 400 `context_length_exceeded`
-    whatever status the server chose (llama.cpp has answered it with a 500)."""
+    whatever status the server chose (llama.cpp has answered it with a 500). A 404 or a
+    refused key names the URL tried and the likely fix: those are set-up mistakes."""
     status = response.status_code
     body = content[:4000].decode(response.charset_encoding or "utf-8", "replace")
     detail = strip_traceback(body)
@@ -614,16 +679,24 @@ def _http_error(response: Answer, content: bytes) -> UpstreamHTTPError:
             "code": "context_length_exceeded",
         }
     elif status in (400, 422):
-        kind = {"status": 400, "error_type": "invalid_request_error", "code": "invalid_value"}
+        code = marks[0] if marks and _specific_code(marks[0]) else "invalid_value"
+        kind = {"status": 400, "error_type": "invalid_request_error", "code": code}
     elif status == 404 and "model" in lowered:
         kind = {"status": 404, "error_type": "invalid_request_error", "code": "model_not_found"}
     elif status == 429:
         kind = {"status": 429, "error_type": "requests", "code": "rate_limit_exceeded"}
     elif status in (401, 403):
         message = (
-            f"the upstream refused toolwire's credentials (HTTP {status}); "
-            "the gateway's operator must fix its upstream key"
+            f"the upstream at {shown_url(url)} refused toolwire's credentials (HTTP {status}); "
+            "the gateway's operator must fix its upstream key (`--api-key-env VAR`, VAR "
+            "holding the key)"
         )
+        kind = {"status": 424, "error_type": "server_error", "code": "server_error"}
+    elif status == 404:
+        message = f"the upstream answered HTTP 404 for {shown_url(url)}" + (
+            f": {detail}" if detail else ""
+        )
+        message += "; " + base_url_hint(base_url)
         kind = {"status": 424, "error_type": "server_error", "code": "server_error"}
     elif status < 500:
         kind = {"status": 424, "error_type": "server_error", "code": "server_error"}
@@ -638,6 +711,22 @@ class _ErrorKind(TypedDict):
     status: int
     error_type: str
     code: str
+
+
+_GENERIC_CODES = frozenset(
+    {"invalid_request_error", "invalid_request", "bad_request", "badrequesterror", "error"}
+)
+_CODE = re.compile(r"[a-z][a-z0-9_]{2,63}")
+
+
+def _specific_code(code: Any) -> bool:
+    """An upstream's own error code that says more than "bad request" (OpenAI's
+    `invalid_base64_image`, say): relayed as it is, never flattened to `invalid_value`."""
+    return (
+        isinstance(code, str)
+        and _CODE.fullmatch(code) is not None
+        and code.lower() not in _GENERIC_CODES
+    )
 
 
 def _token_count(answer: Any) -> int | None:
@@ -662,11 +751,36 @@ def _first_line(text: str) -> str:
     return ""
 
 
-def _connection_error(exc: Exception) -> UpstreamConnectionError:
+def _connection_error(exc: Exception, url: str = "", attempts: int = 1) -> UpstreamConnectionError:
+    where = f" at {shown_url(url)}" if url else ""
+    tries = f" ({_attempts(attempts)})" if attempts > 1 else ""
     return UpstreamConnectionError(
-        f"could not reach the upstream: {exc.__class__.__name__}: {exc}",
+        f"could not reach the upstream{where}{tries}: {exc.__class__.__name__}: {exc}; "
+        "is the model server running, and is the URL right?",
         code="upstream_unreachable",
     )
+
+
+def _attempts(count: int) -> str:
+    return f"{count} attempts, {count - 1} of them retries"
+
+
+def shown_url(url: str) -> str:
+    """A URL fit for a message: no user:password, no query (either may hold a secret)."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if parts.port:
+        host += f":{parts.port}"
+    return urlunsplit((parts.scheme, host, parts.path, "", ""))
+
+
+def base_url_hint(base_url: str) -> str:
+    """The likely fix for a base URL the server answers 404 under: most servers serve the
+    OpenAI API under `/v1`, and the base URL must include it."""
+    base = shown_url(base_url.rstrip("/"))
+    if not base.endswith("/v1"):
+        return f"did you mean {base}/v1? (the base URL includes the API's /v1)"
+    return f"is {base} the server's OpenAI-compatible base URL?"
 
 
 def _error_text(body: dict[str, object]) -> str:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 from toolwire.transcript import (
     AssistantMessage,
     SystemMessage,
@@ -16,8 +18,13 @@ from toolwire.wire.chat import ChatFunctionSpec, ChatMessage, ChatPart, ChatTool
 IMAGE_NOT_SHOWN = "[image omitted: this model cannot see images]"
 
 
-def chat_messages(transcript: Transcript, *, vision: bool = True) -> list[ChatMessage]:
+def chat_messages(
+    transcript: Transcript, *, vision: bool = True, reasoning_field: str | None = None
+) -> list[ChatMessage]:
     """Only the canonical fields per role: some servers (llama-cpp-python) reject any other.
+    The one exception is an assistant turn's reasoning, under `reasoning_field` when given
+    (`reasoning_content` for vLLM, SGLang and DeepSeek; `reasoning` for servers that write it
+    there): interleaved-thinking models refuse a tool-call turn that comes back without it.
 
     Images a tool returned cannot ride on a `tool` message (most servers take only text
     there): for a vision upstream they follow the turn's results as one user message that
@@ -54,6 +61,9 @@ def chat_messages(transcript: Transcript, *, vision: bool = True) -> list[ChatMe
             out: ChatMessage = {"role": "assistant", "content": message.text}
             if message.tool_calls:
                 out["tool_calls"] = [_call_json(call) for call in message.tool_calls]
+            if reasoning_field and message.reasoning:
+                # the field this upstream reads reasoning from: learned or configured, at run time
+                cast(dict[str, object], out)[reasoning_field] = message.reasoning
             messages.append(out)
         elif isinstance(message, UserMessage):
             messages.append({"role": "user", "content": _user_parts(message.content, vision)})

@@ -18,6 +18,20 @@ from __future__ import annotations
 from typing import NotRequired, TypedDict
 
 
+class Annotation(TypedDict, total=False):
+    """An `output_text` annotation (`url_citation`, `file_citation`, …)."""
+
+    type: str
+    url: str
+    title: str
+    start_index: int
+    end_index: int
+    file_id: str
+    filename: str
+    index: int
+    container_id: str
+
+
 class ContentPart(TypedDict, total=False):
     """A message's content part (`input_text`, `output_text`, `input_image`, `input_file`,
     `input_audio`, `refusal`), a reasoning item's `reasoning_text` / `summary_text`, or a
@@ -25,7 +39,7 @@ class ContentPart(TypedDict, total=False):
 
     type: str
     text: str
-    annotations: list[object]
+    annotations: list[Annotation]
     logprobs: list[object]
     image_url: str | None
     file_id: str | None
@@ -112,6 +126,8 @@ class ErrorObject(TypedDict):
 class IncompleteDetails(TypedDict):
     reason: str
     message: NotRequired[str]
+    toolwire_reason: NotRequired[str]
+    """toolwire's own stop reason, when it says more than OpenAI's `reason` (`errors.py`)."""
 
 
 class ResponseObject(TypedDict):

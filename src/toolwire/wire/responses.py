@@ -49,6 +49,14 @@ def function_call_item(
     }
 
 
+def reasoning_text_part(text: str) -> ContentPart:
+    return {"type": "reasoning_text", "text": text}
+
+
+def summary_text_part(text: str) -> ContentPart:
+    return {"type": "summary_text", "text": text}
+
+
 def reasoning_item(item_id: str, text: str) -> Item:
     return {
         "id": item_id,

@@ -30,12 +30,18 @@ def json_span(s: str, pos: int, limit: int) -> tuple[int, bool]:
     Valid JSON ends where the decoder says; otherwise at the bracket balancing the first one, so
     single quotes or trailing commas (which salvage may repair) still give a span.
     """
-    try:
-        # On a slice: the decoder's error counts lines from the start of the string it gets.
-        end = pos + _DECODER.raw_decode(s[pos:limit])[1]
-    except ValueError:
+    if s.startswith(("{", "["), pos):
+        # Brackets are balanced by a loop, not a recursive decoder: a model writing thousands
+        # of nested `{"name": ` must not end the turn in a RecursionError. For valid JSON the
+        # end is the decoder's; invalid JSON (single quotes, trailing commas) gets one too.
         end = balanced_object_end(s, pos)
         if end < 0:
+            return limit, True
+    else:
+        try:
+            # On a slice: the decoder's error counts lines from the start of the string.
+            end = pos + _DECODER.raw_decode(s[pos:limit])[1]
+        except ValueError:
             return limit, True
     if end > limit:
         return limit, True

@@ -33,6 +33,11 @@ class UiRunList(BaseModel):
     model_config = ConfigDict(extra="allow", title="UiRunList")
     object: Literal["list"]
     data: list[UiRunSummary]
+    total: int
+    """How many responses match the filters in all (not the size of this page)."""
+    offset: int
+    limit: int
+    has_more: bool
 
 
 class UiRun(BaseModel):
@@ -92,3 +97,54 @@ class UiConversationRuns(BaseModel):
     model_config = ConfigDict(extra="allow", title="UiConversationRuns")
     id: str
     responses: list[UiConversationRun]
+
+
+class UiMe(BaseModel):
+    """Who the presented key is: an operator sees every tenant (`/ui`, `/metrics`)."""
+
+    model_config = ConfigDict(extra="allow", title="UiMe")
+    operator: bool
+    key_id: str | None = None
+    key_name: str | None = None
+    keys_in_use: bool
+    upstream: str
+
+
+class UiOverview(BaseModel):
+    """What toolwire did over a time range: totals, per model and upstream, and time series
+    (repairs, leaks recovered and given up, malformed calls refused, upstream retries and
+    failures, tokens, latency percentiles)."""
+
+    model_config = ConfigDict(extra="allow", title="UiOverview")
+    since: int
+    until: int
+    bucket_seconds: int
+    total: dict[str, Any]
+    by_model: list[dict[str, Any]]
+    series: dict[str, list[Any]]
+
+
+class UiModelList(BaseModel):
+    model_config = ConfigDict(extra="allow", title="UiModelList")
+    object: Literal["list"]
+    data: list[str]
+
+
+class UiKey(BaseModel):
+    model_config = ConfigDict(extra="allow", title="UiKey")
+    id: str
+    name: str
+    prefix: str
+    operator: bool
+    created_at: int
+    revoked_at: int | None = None
+    limits: dict[str, Any]
+    usage: dict[str, Any] | None = None
+
+
+class UiKeyList(BaseModel):
+    """Every key with its limits and what it used of them (operator keys only)."""
+
+    model_config = ConfigDict(extra="allow", title="UiKeyList")
+    object: Literal["list"]
+    data: list[UiKey]

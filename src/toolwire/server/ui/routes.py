@@ -1,8 +1,8 @@
-"""`/ui`: a static page (plain HTML, JS and CSS from `static/`, no build step) and the JSON it
-reads under `/ui/api/`. The page sends `Authorization: Bearer <key>` with every call, from a key
-the user pastes (kept in sessionStorage); the listings keep to what that key owns
-(`request.state.owner`, set by the API-key middleware when keys are on). Approvals are answered
-through `POST /v1/responses`, as any client would.
+"""`/ui`: a static page (plain HTML, JS and CSS from `static/`, no build step; charts drawn by
+the vendored uPlot in `static/vendor/`, MIT) and the JSON it reads under `/ui/api/`. The page
+sends `Authorization: Bearer <key>` with every call, from a key the user pastes (kept in
+sessionStorage); what a key sees is `access.visible` (a tenant: its own rows; an operator:
+everyone's). Approvals are answered through `POST /v1/responses`, as any client would.
 """
 
 from __future__ import annotations
@@ -16,8 +16,13 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from toolwire.errors import InvalidRequestError, NotFoundError
+from toolwire.server.auth import is_operator, owner_of
 from toolwire.server.http import ORJSONResponse
+from toolwire.server.ui.access import operator_only, visible
+from toolwire.server.ui.overview import overview
+from toolwire.store.database import Store
 from toolwire.store.timelines import TimelineStore
+from toolwire.store.ui_queries import ResponseFilter, UiQueries, one_response
 from toolwire.wire.timeline import PendingApproval
 
 STATIC = Path(__file__).parent / "static"
@@ -25,14 +30,17 @@ _NO_CACHE = {"cache-control": "no-cache"}
 
 
 def _owner(request: Request) -> str | None:
-    owner = getattr(request.state, "owner", None)
-    return None if owner is None else str(owner)
+    """The owner `TimelineStore` filters by (None: every row, for an operator)."""
+    return None if is_operator(request) else owner_of(request)
 
 
 #: Query integers are checked against these bounds (a database integer is 64-bit: a larger
 #: one would be a server error, not the client's 400).
 LIMIT_RANGE = (1, 500)
 TIME_RANGE = (0, 2**62)
+OFFSET_RANGE = (0, 2**31)
+#: The overview's default range: the last day.
+DAY = 86400
 
 
 def _int(
@@ -51,31 +59,62 @@ def _int(
     return number
 
 
-def ui_routes(timelines: TimelineStore) -> list[BaseRoute]:
+def ui_routes(timelines: TimelineStore, store: Store, upstream_name: str) -> list[BaseRoute]:
+    queries = UiQueries(store.engine)
+
     async def page(request: Request) -> Response:
         return FileResponse(STATIC / "index.html", headers=_NO_CACHE)
 
+    async def me(request: Request) -> Response:
+        owner = owner_of(request)
+        names = await queries.key_names() if owner is not None else {}
+        return ORJSONResponse(
+            {
+                "operator": is_operator(request),
+                "key_id": owner,
+                "key_name": names.get(owner) if owner else None,
+                "keys_in_use": owner is not None,
+                "upstream": upstream_name,
+            }
+        )
+
     async def list_responses(request: Request) -> Response:
         limit = _int(request, "limit", 50, LIMIT_RANGE) or 50
-        rows = await timelines.list_responses(
-            owner=_owner(request),
+        offset = _int(request, "offset", 0, OFFSET_RANGE) or 0
+        where = ResponseFilter(
             status=request.query_params.get("status") or None,
             model=request.query_params.get("model") or None,
             since=_int(request, "since"),
             until=_int(request, "until"),
-            limit=limit,
+            text=(request.query_params.get("q") or "").strip()[:200] or None,
         )
+        rows, total = await queries.responses(visible(request), where, offset=offset, limit=limit)
         asked = [rid for row in rows for rid in row["approval_requests"]]
         decided = await timelines.decided(asked)
+        names = await queries.key_names()
         for row in rows:
             row["pending_approvals"] = [r for r in row["approval_requests"] if r not in decided]
-        return ORJSONResponse({"object": "list", "data": rows})
+            row["key_name"] = names.get(row["owner"]) if row["owner"] else None
+        return ORJSONResponse(
+            {
+                "object": "list",
+                "data": rows,
+                "total": total,
+                "offset": offset,
+                "limit": limit,
+                "has_more": offset + len(rows) < total,
+            }
+        )
 
-    async def one_response(request: Request) -> Response:
+    async def models(request: Request) -> Response:
+        return ORJSONResponse({"object": "list", "data": await queries.models(visible(request))})
+
+    async def one(request: Request) -> Response:
         response_id = request.path_params["response_id"]
-        body = await timelines.get_response(response_id, _owner(request))
-        if body is None:
+        found = await one_response(store.engine, visible(request), response_id)
+        if found is None:
             raise NotFoundError(f"Response with id '{response_id}' not found.", param="response_id")
+        body = found["body"]
         entries = await timelines.get(response_id) or []
         asked = [
             item["id"]
@@ -83,9 +122,13 @@ def ui_routes(timelines: TimelineStore) -> list[BaseRoute]:
             if item.get("type") == "mcp_approval_request"
         ]
         decided = await timelines.decided(asked)
+        names = await queries.key_names()
         return ORJSONResponse(
             {
                 "response": body,
+                "input_items": found["input_items"],
+                "owner": found["owner"],
+                "key_name": names.get(found["owner"]) if found["owner"] else None,
                 "timeline": entries,
                 "pending_approvals": [a for a in asked if a not in decided],
             }
@@ -122,19 +165,74 @@ def ui_routes(timelines: TimelineStore) -> list[BaseRoute]:
 
     async def list_conversations(request: Request) -> Response:
         limit = _int(request, "limit", 50, LIMIT_RANGE) or 50
-        rows = await timelines.list_conversations(owner=_owner(request), limit=limit)
-        return ORJSONResponse({"object": "list", "data": rows})
+        offset = _int(request, "offset", 0, OFFSET_RANGE) or 0
+        rows, total = await queries.conversations(visible(request), offset=offset, limit=limit)
+        return ORJSONResponse(
+            {"object": "list", "data": rows, "total": total, "offset": offset, "limit": limit}
+        )
 
     async def conversation(request: Request) -> Response:
         conversation_id = request.path_params["conversation_id"]
-        rows = await timelines.conversation_responses(conversation_id, _owner(request))
-        return ORJSONResponse({"id": conversation_id, "responses": rows})
+        found = await queries.conversation(visible(request), conversation_id)
+        if found is None:
+            raise NotFoundError(
+                f"Conversation with id '{conversation_id}' not found.", param="conversation_id"
+            )
+        return ORJSONResponse(found)
+
+    async def summary(request: Request) -> Response:
+        now = int(time.time())
+        until = _int(request, "until", now) or now
+        since = _int(request, "since", until - DAY)
+        since = until - DAY if since is None else since
+        if since >= until:
+            raise InvalidRequestError("since must be before until", param="since")
+        runs = await queries.runs(visible(request), since, until)
+        return ORJSONResponse(overview(runs, since, until, upstream_name))
+
+    async def keys(request: Request) -> Response:
+        if not is_operator(request):
+            return operator_only()
+        listing = await store.keys.listing(include_revoked=True)
+        usage = await store.quotas.usage()
+        data = []
+        for key in listing:
+            used = usage.get(key.id)
+            data.append(
+                {
+                    "id": key.id,
+                    "name": key.name,
+                    "prefix": key.prefix,
+                    "operator": key.operator,
+                    "created_at": key.created_at,
+                    "revoked_at": key.revoked_at,
+                    "limits": {
+                        "rpm": key.limits.rpm,
+                        "tpm": key.limits.tpm,
+                        "budget": key.limits.budget,
+                        "budget_period": key.limits.budget_period or "month",
+                    },
+                    "usage": None
+                    if used is None
+                    else {
+                        "requests_this_minute": used.requests_this_minute,
+                        "tokens_this_minute": used.tokens_this_minute,
+                        "budget_used": used.budget_used,
+                        "budget_resets_at": used.budget_resets_at,
+                    },
+                }
+            )
+        return ORJSONResponse({"object": "list", "data": data})
 
     return [
         Route("/ui", page, methods=["GET"]),
         Route("/ui/", page, methods=["GET"]),
+        Route("/ui/api/me", me, methods=["GET"]),
+        Route("/ui/api/overview", summary, methods=["GET"]),
+        Route("/ui/api/models", models, methods=["GET"]),
+        Route("/ui/api/keys", keys, methods=["GET"]),
         Route("/ui/api/responses", list_responses, methods=["GET"]),
-        Route("/ui/api/responses/{response_id}", one_response, methods=["GET"]),
+        Route("/ui/api/responses/{response_id}", one, methods=["GET"]),
         Route("/ui/api/approvals", pending_approvals, methods=["GET"]),
         Route("/ui/api/conversations", list_conversations, methods=["GET"]),
         Route("/ui/api/conversations/{conversation_id}", conversation, methods=["GET"]),

@@ -11,10 +11,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import tempfile
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import TYPE_CHECKING, Any
+
+from toolwire.child_stderr import stderr_tail
+from toolwire.tools.mcp.address import RefusedAddress, guarded_client_factory
 
 # The SDK is imported when a connection opens, not with toolwire: it is ~37 MB of a server's
 # memory, and most servers never speak MCP.
@@ -25,7 +29,12 @@ Opener = Callable[[], AbstractAsyncContextManager[Any]]
 
 
 class McpConnectionError(Exception):
-    """The server could not be reached or did not speak MCP; the message says which and why."""
+    """The server could not be reached or did not speak MCP; the message says which and why.
+    `refused`: toolwire itself refused the address (`address.py`), nothing was sent."""
+
+    def __init__(self, message: str, *, refused: bool = False) -> None:
+        super().__init__(message)
+        self.refused = refused
 
 
 class McpConnection:
@@ -65,8 +74,12 @@ class McpConnection:
             if not ready.done():
                 error = (
                     exc
-                    if isinstance(exc, McpConnectionError)
-                    else McpConnectionError(f"{self.description}: {_reason(exc)}")
+                    if isinstance(exc, McpConnectionError) and str(exc).startswith(self.description)
+                    else McpConnectionError(
+                        f"{self.description}: {_reason(exc)}",
+                        refused=isinstance(_innermost(exc), RefusedAddress)
+                        or getattr(exc, "refused", False),
+                    )
                 )
                 ready.set_exception(error)
             if isinstance(exc, asyncio.CancelledError):
@@ -95,22 +108,30 @@ class McpConnection:
                     await self._task
 
 
-def _reason(exc: BaseException) -> str:
-    """The innermost useful message of an exception (the SDK wraps them in exception groups)."""
+def _innermost(exc: BaseException) -> BaseException:
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
+    return exc
+
+
+def _reason(exc: BaseException) -> str:
+    """The innermost useful message of an exception (the SDK wraps them in exception groups)."""
+    exc = _innermost(exc)
     text = str(exc) or type(exc).__name__
     return f"{type(exc).__name__}: {text}" if type(exc).__name__ not in text else text
 
 
-def streamable_http_opener(url: str, headers: dict[str, str]) -> Opener:
+def streamable_http_opener(url: str, headers: dict[str, str], *, guarded: bool = False) -> Opener:
+    """`guarded`: every request's address checked and pinned (`address.py`)."""
+
     @asynccontextmanager
     async def open_streamable() -> AsyncIterator[Any]:
         from mcp.client.streamable_http import streamable_http_client
         from mcp.shared._httpx_utils import create_mcp_http_client
 
+        factory = guarded_client_factory if guarded else create_mcp_http_client
         async with (
-            create_mcp_http_client(headers=headers) as client,
+            factory(headers=headers) as client,
             streamable_http_client(url, http_client=client) as streams,
         ):
             yield streams
@@ -118,12 +139,14 @@ def streamable_http_opener(url: str, headers: dict[str, str]) -> Opener:
     return open_streamable
 
 
-def sse_opener(url: str, headers: dict[str, str]) -> Opener:
+def sse_opener(url: str, headers: dict[str, str], *, guarded: bool = False) -> Opener:
     @asynccontextmanager
     async def open_sse() -> AsyncIterator[Any]:
         from mcp.client.sse import sse_client
+        from mcp.shared._httpx_utils import create_mcp_http_client
 
-        async with sse_client(url, headers=headers) as streams:
+        factory = guarded_client_factory if guarded else create_mcp_http_client
+        async with sse_client(url, headers=headers, httpx_client_factory=factory) as streams:
             yield streams
 
     return open_sse
@@ -140,9 +163,18 @@ def stdio_opener(
         params = StdioServerParameters(
             command=command, args=args, env={**os.environ, **(env or {})}, cwd=cwd
         )
-        # a server's stderr chatter is not ours to print; opening /dev/null never blocks
-        with open(os.devnull, "w") as errlog:  # noqa: ASYNC230
-            async with stdio_client(params, errlog=errlog) as streams:
-                yield streams
+        # A server's stderr chatter is not ours to print, but when it dies its last lines are
+        # what says why ("No module named ..."): kept in a temporary file, shown on failure.
+        with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as errlog:
+            try:
+                async with stdio_client(params, errlog=errlog) as streams:
+                    yield streams
+            except Exception as exc:
+                tail = stderr_tail(errlog)
+                if not tail:
+                    raise
+                raise McpConnectionError(
+                    f"{_reason(exc)}; the server's stderr ended with: {tail}"
+                ) from exc
 
     return open_stdio

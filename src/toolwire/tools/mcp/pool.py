@@ -32,6 +32,9 @@ class McpServerSpec:
     args: tuple[str, ...] = ()
     env: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
     cwd: str | None = None
+    trusted: bool = False
+    """True for servers from toolwire's own config; a request's `server_url` is not: its
+    address is checked (`address.py`) and its errors say nothing of what answered."""
 
     @property
     def where(self) -> str:
@@ -51,8 +54,12 @@ class McpServerSpec:
 
 
 class McpPool:
-    def __init__(self, idle_seconds: float = 300.0) -> None:
+    """`allow_private_urls`: request-supplied servers may be on loopback, private and
+    link-local addresses (the operator's `mcp_allow_private_urls`)."""
+
+    def __init__(self, idle_seconds: float = 300.0, *, allow_private_urls: bool = False) -> None:
         self.idle_seconds = idle_seconds
+        self.allow_private_urls = allow_private_urls
         self._connections: dict[tuple[str, str], McpConnection] = {}
         self._locks: dict[tuple[str, str], asyncio.Lock] = {}
 
@@ -75,8 +82,15 @@ class McpPool:
         try:
             return await self._open(spec)
         except McpConnectionError as exc:
+            if not spec.trusted and not exc.refused:
+                # Whatever answered (or did not) stays unsaid: no remote body, and no telling
+                # a closed port from an open one that is not an MCP server.
+                raise McpConnectionError(
+                    f"MCP server '{spec.label}' at {spec.shown}: could not connect, or it did "
+                    "not answer as an MCP server"
+                ) from None
             # the libraries' messages may quote the URL, credentials and all
-            raise McpConnectionError(redact_urls(str(exc))) from None
+            raise McpConnectionError(redact_urls(str(exc)), refused=exc.refused) from None
 
     async def _open(self, spec: McpServerSpec) -> McpConnection:
         description = f"MCP server '{spec.label}' at {spec.shown}"
@@ -85,13 +99,20 @@ class McpPool:
                 description, stdio_opener(spec.command, list(spec.args), spec.env, spec.cwd)
             )
         assert spec.url is not None
+        guarded = not spec.trusted and not self.allow_private_urls
         if spec.url.rstrip("/").endswith("/sse"):
-            return await _started(description, sse_opener(spec.url, spec.headers))
+            return await _started(description, sse_opener(spec.url, spec.headers, guarded=guarded))
         try:
-            return await _started(description, streamable_http_opener(spec.url, spec.headers))
+            return await _started(
+                description, streamable_http_opener(spec.url, spec.headers, guarded=guarded)
+            )
         except McpConnectionError as streamable_error:
+            if streamable_error.refused:
+                raise
             try:
-                return await _started(description, sse_opener(spec.url, spec.headers))
+                return await _started(
+                    description, sse_opener(spec.url, spec.headers, guarded=guarded)
+                )
             except McpConnectionError:
                 raise streamable_error from None
 

@@ -20,6 +20,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from toolwire.tools.workspace.atomic import ABSENT, atomic_write, sha256_hex
+from toolwire.tools.workspace.beneath import read_bytes
 from toolwire.tools.workspace.common import StrictArguments, WorkspaceTool, coerce
 from toolwire.tools.workspace.errors import EditConflictError, WorkspaceError
 from toolwire.tools.workspace.outputs import CreateResult, EditResult, PatchPreview
@@ -70,7 +71,10 @@ def plan_replacement(workspace: Workspace, given: str, old: str, new: str) -> Re
     if not path.is_file():
         what = "a directory" if path.is_dir() else "not an existing file"
         raise WorkspaceError(f"{display} is {what}; edit_file changes existing files")
-    base = path.read_bytes()
+    try:
+        base = read_bytes(workspace.root, path, display=display)
+    except FileNotFoundError:
+        raise WorkspaceError(f"{display} was deleted meanwhile; nothing was changed") from None
     try:
         text = base.decode("utf-8")
     except UnicodeDecodeError:
@@ -180,6 +184,7 @@ class EditFile(WorkspaceTool):
             )
             await asyncio.to_thread(
                 atomic_write,
+                self.workspace.root,
                 plan.path,
                 plan.result,
                 expect_sha256=plan.base_sha256,
@@ -197,6 +202,7 @@ class EditFile(WorkspaceTool):
             try:
                 await asyncio.to_thread(
                     atomic_write,
+                    self.workspace.root,
                     patch.path,
                     patch.new_content,
                     expect_sha256=patch.base_sha256,
@@ -235,6 +241,7 @@ class CreateFile(WorkspaceTool):
             existed = await asyncio.to_thread(_prepare_create, path, display, args.overwrite)
             await asyncio.to_thread(
                 atomic_write,
+                self.workspace.root,
                 path,
                 data,
                 expect_sha256=None if args.overwrite else ABSENT,
@@ -247,7 +254,8 @@ class CreateFile(WorkspaceTool):
 
 
 def _prepare_create(path: Path, display: str, overwrite: bool) -> bool:
-    """Check the target and make its parent directories; True when the file exists."""
+    """Check the target; True when the file exists. (`atomic_write` makes the parent
+    directories, beneath the root without following symlinks.)"""
     if path.is_dir():
         raise WorkspaceError(f"{display} is a directory")
     existed = path.exists()
@@ -256,8 +264,4 @@ def _prepare_create(path: Path, display: str, overwrite: bool) -> bool:
             f"{display} already exists; use edit_file to change it, or pass overwrite=true "
             "to replace it whole"
         )
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    except (FileExistsError, NotADirectoryError):
-        raise WorkspaceError(f"cannot create {display}: a parent of it is a file") from None
     return existed

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import difflib
+import os
 import stat
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +18,7 @@ from typing import Any, BinaryIO
 
 from pydantic import BaseModel, Field
 
+from toolwire.tools.workspace.beneath import open_file
 from toolwire.tools.workspace.common import StrictArguments, WorkspaceTool, coerce
 from toolwire.tools.workspace.errors import WorkspaceError
 from toolwire.tools.workspace.outputs import (
@@ -145,8 +147,15 @@ def load_lines(
     over the cap). A file over the cap is read line by line up to line `upto` (+1, to know
     whether more follow) when `allow_large`."""
     display = workspace.display(path)
-    size = path.stat().st_size
-    with path.open("rb") as handle:
+    try:
+        fd = open_file(workspace.root, path, display=display)
+    except FileNotFoundError:
+        return FileView(display, "empty", 0, total_lines=0, note=f"[{display} was just deleted]")
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(fd)
+        size = info.st_size
+        if not stat.S_ISREG(info.st_mode):
+            return _binary(display, size, "it is not a regular file")
         head = handle.read(BINARY_SNIFF_BYTES)
         if b"\x00" in head:
             return _binary(display, size, "it contains NUL bytes")

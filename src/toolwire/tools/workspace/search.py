@@ -26,10 +26,11 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import orjson
 
+from toolwire.tools.workspace.beneath import open_file
 from toolwire.tools.workspace.errors import WorkspaceError
 from toolwire.tools.workspace.outputs import GrepLine
 
@@ -149,8 +150,10 @@ def python_search(root: Path, query: Query, files: Iterable[str]) -> Collector:
     collector = Collector(query)
     for relative in files:
         try:
-            found = _search_file(root / relative, collector.buffer(relative), regex, query.context)
-        except OSError:
+            fd = open_file(root, root / relative, display=relative)  # no symlink followed
+            with os.fdopen(fd, "rb") as handle:
+                found = _search_file(handle, collector.buffer(relative), regex, query.context)
+        except (OSError, ValueError, WorkspaceError):
             continue
         if found is not None:
             collector.commit(found)
@@ -160,33 +163,32 @@ def python_search(root: Path, query: Query, files: Iterable[str]) -> Collector:
 
 
 def _search_file(
-    path: Path, out: FileBuffer, regex: re.Pattern[str], context: int
+    handle: BinaryIO, out: FileBuffer, regex: re.Pattern[str], context: int
 ) -> FileBuffer | None:
     """`out` filled with the file's matches and context, or None for a binary file."""
     before: deque[tuple[int, str]] = deque(maxlen=context or None)
     after_left = 0
-    with path.open("rb") as handle:
-        for number, raw in enumerate(handle, 1):
-            if b"\x00" in raw:
-                return None
-            line = raw[:-1] if raw.endswith(b"\n") else raw
-            text = line.decode("utf-8", "replace")
-            if regex.search(text) is not None:
-                for earlier, earlier_text in before:
-                    out.add(earlier, earlier_text, False)
-                before.clear()
-                out.add(number, display_text(line), True)
-                after_left = context
-                if out.full:
-                    break
-            elif after_left:
-                out.add(number, display_text(line), False)
-                after_left -= 1
-            elif context:
-                before.append((number, display_text(line)))
-        while chunk := handle.read(_SCAN_CHUNK):
-            if b"\x00" in chunk:
-                return None
+    for number, raw in enumerate(handle, 1):
+        if b"\x00" in raw:
+            return None
+        line = raw[:-1] if raw.endswith(b"\n") else raw
+        text = line.decode("utf-8", "replace")
+        if regex.search(text) is not None:
+            for earlier, earlier_text in before:
+                out.add(earlier, earlier_text, False)
+            before.clear()
+            out.add(number, display_text(line), True)
+            after_left = context
+            if out.full:
+                break
+        elif after_left:
+            out.add(number, display_text(line), False)
+            after_left -= 1
+        elif context:
+            before.append((number, display_text(line)))
+    while chunk := handle.read(_SCAN_CHUNK):
+        if b"\x00" in chunk:
+            return None
     return out
 
 

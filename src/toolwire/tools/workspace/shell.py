@@ -24,7 +24,7 @@ from toolwire.tools.workspace.common import StrictArguments, WorkspaceTool, coer
 from toolwire.tools.workspace.errors import WorkspaceError
 from toolwire.tools.workspace.outputs import ExecResult
 from toolwire.tools.workspace.rendering import render_exec
-from toolwire.tools.workspace.sandbox import command_argv, command_env
+from toolwire.tools.workspace.sandbox import Limits, command_argv, command_env
 from toolwire.tools.workspace.workspace import Workspace
 
 #: How long pipes may stay open after the command exits (a background child holding them)
@@ -112,13 +112,14 @@ class Exec(WorkspaceTool):
             )
         cwd = self.workspace.resolve_dir(args.cwd)
         cap = args.max_output_chars or self.workspace.max_output_chars
+        limits = Limits(
+            args.timeout,
+            self.workspace.exec_memory_mb,
+            self.workspace.exec_max_processes,
+            self.workspace.exec_max_file_mb,
+        )
         argv = command_argv(
-            self.workspace.sandbox,
-            args.command,
-            root=self.workspace.root,
-            cwd=cwd,
-            seconds=args.timeout,
-            memory_mb=self.workspace.exec_memory_mb,
+            self.workspace.sandbox, args.command, root=self.workspace.root, cwd=cwd, limits=limits
         )
         return await run_command(
             args.command, cwd, self.workspace.display(cwd), seconds=args.timeout, cap=cap, argv=argv

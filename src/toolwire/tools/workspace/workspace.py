@@ -19,7 +19,15 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from toolwire.tools.workspace.errors import WorkspaceError
-from toolwire.tools.workspace.sandbox import Sandbox, SandboxMode, detect, warn_if_unsandboxed
+from toolwire.tools.workspace.sandbox import (
+    NOBODY,
+    Sandbox,
+    SandboxMode,
+    detect,
+    log,
+    run_as,
+    warn_if_unsandboxed,
+)
 
 _MAX_PATCHES = 256
 
@@ -44,7 +52,8 @@ class Workspace:
     one tool result produces), `max_line_chars` (longer lines are cut when shown),
     `max_find_results`, `max_exec_timeout` (seconds). `use_ripgrep=False` forces the pure-Python
     search even when `rg` is installed. `exec_sandbox` (`auto`, `bwrap`, `none`) and
-    `exec_memory_mb` say how `exec` commands run (see `sandbox.py`).
+    `exec_memory_mb`, `exec_max_processes`, `exec_max_file_mb` say how `exec` commands run
+    (see `sandbox.py`).
     """
 
     def __init__(
@@ -61,6 +70,8 @@ class Workspace:
         use_ripgrep: bool = True,
         exec_sandbox: SandboxMode = "auto",
         exec_memory_mb: int = 4096,
+        exec_max_processes: int = 256,
+        exec_max_file_mb: int = 1024,
     ) -> None:
         resolved = Path(root).expanduser().resolve()
         if not resolved.is_dir():
@@ -75,6 +86,8 @@ class Workspace:
         self.max_exec_timeout = max_exec_timeout
         self.exec_sandbox: SandboxMode = exec_sandbox
         self.exec_memory_mb = exec_memory_mb
+        self.exec_max_processes = exec_max_processes
+        self.exec_max_file_mb = exec_max_file_mb
         self._sandbox: Sandbox | None = None
         self.rg_path: str | None = find_ripgrep() if use_ripgrep else None
         self._patches: OrderedDict[str, Patch] = OrderedDict()
@@ -99,6 +112,14 @@ class Workspace:
         """Probe now (at start-up) and warn if commands will run unsandboxed."""
         sandbox = self.sandbox
         warn_if_unsandboxed(sandbox)
+        if sandbox.active and run_as(self.root) == (NOBODY, NOBODY):
+            log.warning(
+                "toolwire runs as root and the workspace %s belongs to root: exec commands run "
+                "as uid %d (nobody) and can write only where others may. Give the workspace to "
+                "an unprivileged user (chown) and exec runs as that user; see docs/security.md",
+                self.root,
+                NOBODY,
+            )
         return sandbox
 
     # -- paths ---------------------------------------------------------------------------------

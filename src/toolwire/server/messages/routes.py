@@ -1,0 +1,307 @@
+"""The door's routes: `POST /v1/messages` (also `?beta=true`) and `/v1/messages/count_tokens`.
+
+Every error leaves in Anthropic's shape (`errors.py`), also what the app would otherwise answer
+in OpenAI's. The prompt is counted before the run (with the counter compaction uses: the
+upstream's tokenizer where it has one), so `message_start` carries a real input count and a
+prompt that cannot fit the upstream's window is refused as Anthropic refuses one, which is what
+makes Claude Code compact.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from dataclasses import replace
+from datetime import UTC, datetime
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+from starlette.routing import Route
+
+from toolwire.errors import InvalidRequestError, ToolwireError
+from toolwire.loop.compaction import count_tokens
+from toolwire.loop.driver import LoopDriver
+from toolwire.loop.events import LoopEvent, LoopFinished
+from toolwire.loop.pump import pump_batches
+from toolwire.loop.state import LoopRequest, LoopSettings
+from toolwire.server.auth import owner_of
+from toolwire.server.http import ORJSONResponse, until_disconnected
+from toolwire.server.messages.errors import error_frame, error_response, unexpected_response
+from toolwire.server.messages.schemas import register as register_operations
+from toolwire.server.messages.sink import RELAYED, BlockWriter, stop_reason, usage_of
+from toolwire.server.messages.translate import (
+    MessagesCall,
+    MessagesSettings,
+    ThinkingSeal,
+    translate,
+)
+from toolwire.store.database import Store
+from toolwire.tools.base import Tool
+from toolwire.upstream.base import TurnRequest, Upstream
+from toolwire.wire import anthropic
+
+Handler = Callable[[Request], Awaitable[Response]]
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_ORDER = {"thinking": 0, "text": 1, "tool_use": 2}
+LISTING_SECONDS = 300.0
+
+
+def anthropic_errors(handler: Handler) -> Handler:
+    async def guarded(request: Request) -> Response:
+        try:
+            return await handler(request)
+        except ToolwireError as exc:
+            return error_response(exc)
+        except Exception as exc:  # the door answers in its own shape, always
+            return unexpected_response(exc)
+
+    return guarded
+
+
+class MessagesDoor:
+    def __init__(
+        self,
+        *,
+        driver: LoopDriver,
+        upstream: Upstream,
+        store: Store,
+        settings: MessagesSettings,
+        loop_settings: LoopSettings,
+        default_model: str | None,
+        server_tools: list[Tool],
+        read_json: Callable[[Request], Awaitable[Any]],
+    ) -> None:
+        self.driver = driver
+        self.upstream = upstream
+        self.store = store
+        self.settings = settings
+        self.loop_settings = loop_settings
+        self.default_model = default_model
+        self.server_tools = server_tools
+        self.read_json = read_json
+        self._seal: ThinkingSeal | None = None
+        self._listing: tuple[float, list[dict[str, object]]] | None = None
+
+    def routes(self) -> list[Route]:
+        register_operations()  # the door in /openapi.json (schemas.py)
+        return [
+            Route("/v1/messages", anthropic_errors(self.create), methods=["POST"]),
+            Route("/v1/messages/count_tokens", anthropic_errors(self.count), methods=["POST"]),
+        ]
+
+    def models(self, data: list[dict[str, object]]) -> anthropic.ModelList:
+        """`data`: the upstream's `/models` entries, as it sent them."""
+        aliases = [
+            name for name in self.settings.models if name.startswith(("claude", "anthropic"))
+        ]
+        return anthropic_models(data, aliases)
+
+    async def seal(self) -> ThinkingSeal:
+        if self._seal is None:  # shared by replicas on this database, kept across restarts
+            self._seal = ThinkingSeal(await self.store.secret("anthropic_thinking"))
+        return self._seal
+
+    async def _translate(self, request: Request, *, counting: bool = False) -> MessagesCall:
+        body = await self.read_json(request)
+        return translate(
+            body,
+            settings=self.settings,
+            default_model=self.default_model,
+            seal=await self.seal(),
+            owner=owner_of(request),
+            server_tools=self.server_tools,
+            loop_settings=self.loop_settings,
+            counting=counting,
+        )
+
+    async def _prompt_tokens(self, request: LoopRequest) -> int:
+        tools = [tool.spec for tool in request.tools] + list(request.client_tools)
+        turn = TurnRequest(request.model, request.input, tools)
+        return await count_tokens(self.upstream, turn)
+
+    async def count(self, request: Request) -> Response:
+        call = await self._translate(request, counting=True)
+        return ORJSONResponse({"input_tokens": await self._prompt_tokens(call.request)})
+
+    async def _window(self, model: str) -> int | None:
+        """The configured window, else the one the upstream's `/v1/models` names for the model
+        (vLLM and SGLang: `max_model_len`; LM Studio, OpenRouter: `context_length`). The
+        listing is asked at most every `LISTING_SECONDS`, whatever names clients send."""
+        if self.settings.context_window is not None:
+            return self.settings.context_window
+        if self._listing is None or time.monotonic() - self._listing[0] > LISTING_SECONDS:
+            try:
+                listed = await self.upstream.list_models()
+            except ToolwireError:
+                listed = []
+            self._listing = (time.monotonic(), listed)
+        listed = self._listing[1]
+        entry = next((m for m in listed if m.get("id") == model), None)
+        if entry is None and len(listed) == 1:
+            entry = listed[0]
+        for key in ("max_model_len", "context_length", "context_window"):
+            value = (entry or {}).get(key)
+            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+                return value
+        return None
+
+    async def _fit(self, call: MessagesCall, prompt: int) -> None:
+        """`max_tokens` within what the upstream's window leaves; a prompt that does not fit
+        is refused in the words Claude Code reacts to by compacting."""
+        window = await self._window(call.request.model)
+        if window is None:
+            return
+        if prompt >= window:
+            raise InvalidRequestError(
+                f"prompt is too long: {prompt} tokens > {window} maximum", param="messages"
+            )
+        sampling = call.request.sampling
+        left = window - prompt
+        if sampling.max_output_tokens is not None and sampling.max_output_tokens > left:
+            call.request.sampling = replace(sampling, max_output_tokens=left)
+
+    async def create(self, request: Request) -> Response:
+        call = await self._translate(request)
+        prompt = await self._prompt_tokens(call.request)
+        await self._fit(call, prompt)
+        writer = BlockWriter(
+            await self.seal(), owner_of(request), call.show_thinking, call.omit_thinking
+        )
+        if call.stream:
+            return StreamingResponse(
+                await _opened(self._stream(call, writer, prompt)),
+                media_type="text/event-stream",
+                headers={"cache-control": "no-cache", "x-accel-buffering": "no"},
+            )
+        body = await until_disconnected(request, self._complete(call, writer, prompt))
+        return ORJSONResponse(body)
+
+    async def _complete(
+        self, call: MessagesCall, writer: BlockWriter, prompt: int
+    ) -> anthropic.Message:
+        frames: list[bytes] = []
+        finished: list[LoopFinished] = []
+
+        def keep(event: LoopEvent) -> None:
+            if isinstance(event, RELAYED):
+                done = writer.write(event, frames)
+                frames.clear()
+                if done is not None:
+                    finished.append(done)
+
+        await self.driver.run(call.request, keep)
+        reason = stop_reason(finished[-1])
+        # A whole upstream answer may give its reasoning after its text: thinking goes first,
+        # as Anthropic orders a turn's blocks (a stable sort keeps each kind's own order).
+        content = sorted(writer.content, key=lambda block: _ORDER.get(block["type"], 1))
+        return anthropic.message(
+            anthropic.message_id(),
+            call.model,
+            content,
+            reason,
+            usage_of(finished[-1].usage, prompt),
+        )
+
+    async def _stream(
+        self, call: MessagesCall, writer: BlockWriter, prompt: int
+    ) -> AsyncIterator[bytes]:
+        msg_id = anthropic.message_id()
+
+        async def run(emit: Callable[[LoopEvent], None]) -> None:
+            def relay(event: LoopEvent) -> None:
+                if isinstance(event, RELAYED):
+                    emit(event)
+
+            await self.driver.run(call.request, relay)
+
+        # Nothing goes out before the run's first event: a failure before it is a real HTTP
+        # error (raised from the first step); after it, Anthropic's `error` event.
+        opened = False
+        try:
+            async for batch in pump_batches(run):
+                frames: list[bytes] = []
+                if not opened:
+                    for event in batch:
+                        if isinstance(event, LoopFinished):
+                            stop_reason(event)  # a run that failed at once: an HTTP error
+                    opened = True
+                    start = anthropic.message(
+                        msg_id, call.model, [], None, anthropic.usage(prompt, 0)
+                    )
+                    frames += [anthropic.message_start(start), anthropic.PING]
+                for event in batch:
+                    done = writer.write(event, frames)
+                    if done is not None:
+                        try:
+                            reason = stop_reason(done)
+                        except ToolwireError as exc:
+                            frames.append(error_frame(exc))
+                            yield b"".join(frames)
+                            return
+                        use = usage_of(done.usage, prompt)
+                        frames.append(anthropic.message_delta(reason, use))
+                        frames.append(anthropic.MESSAGE_STOP)
+                if frames:
+                    yield b"".join(frames)
+        except ToolwireError as exc:
+            if not opened:
+                raise
+            yield error_frame(exc)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            if not opened:
+                raise
+            unexpected_response(exc)  # logs it
+            yield anthropic.error_event(500, f"internal error: {type(exc).__name__}")
+
+
+async def _opened(frames: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    """`frames` with its first frame awaited, so a failure before it raises here, before
+    any status line is sent."""
+    try:
+        first = await anext(frames)
+    except StopAsyncIteration:
+        first = b""
+    except BaseException:
+        await frames.aclose()  # type: ignore[attr-defined]
+        raise
+
+    async def rest() -> AsyncIterator[bytes]:
+        try:
+            if first:
+                yield first
+            async for frame in frames:
+                yield frame
+        finally:
+            await frames.aclose()  # type: ignore[attr-defined]
+
+    return rest()
+
+
+def anthropic_models(
+    data: list[dict[str, object]], aliases: Iterable[str] = ()
+) -> anthropic.ModelList:
+    """Models in the shape of Anthropic's `GET /v1/models` (a `ModelInfo` list): the mapped
+    `claude-*` names first (Claude Code's gateway discovery lists only names starting with
+    `claude` or `anthropic`), then the upstream's own."""
+    models = [_model_info(alias, None) for alias in aliases]
+    models += [_model_info(str(m["id"]), m.get("created")) for m in data if m.get("id")]
+    return {
+        "data": models,
+        "has_more": False,
+        "first_id": models[0]["id"] if models else None,
+        "last_id": models[-1]["id"] if models else None,
+    }
+
+
+def _model_info(model_id: str, created: object) -> anthropic.ModelInfo:
+    when = datetime.fromtimestamp(created, UTC) if isinstance(created, int) else EPOCH
+    return {
+        "type": "model",
+        "id": model_id,
+        "display_name": model_id,
+        "created_at": when.strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }

@@ -1,0 +1,499 @@
+"""A Messages request -> the loop's `LoopRequest`.
+
+Hand-written rather than a pydantic model: Claude Code sends fields and block types ahead of the
+published schema (`context_management`, `output_config`, `display`, `defer_loading`, `system`
+messages inside `messages[]`), which must be tolerated, while what toolwire cannot do must be
+refused by name with a 400 that says why. Each check below says which.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import orjson
+
+from toolwire.errors import InvalidRequestError
+from toolwire.loop.state import LoopRequest, LoopSettings
+from toolwire.sealed import Sealer, SealError
+from toolwire.tools.base import Tool
+from toolwire.transcript import (
+    AssistantMessage,
+    SystemMessage,
+    ToolCall,
+    ToolMessage,
+    ToolSpec,
+    Transcript,
+    UserMessage,
+)
+from toolwire.upstream.base import Sampling
+from toolwire.wire.chat import ChatPart
+
+BILLING_PREFIX = "x-anthropic-billing-header"
+"""Claude Code's attribution block, first in `system` and different per version and entry
+point: moved after the stable system text so the prompt's cacheable prefix stays the same."""
+
+TIERS = ("opus", "sonnet", "haiku")
+
+#: Anthropic's own tools (run on Anthropic's servers, or with schemas only Claude knows):
+#: refused by name, since toolwire neither serves them on this door nor can describe them.
+SERVER_TOOL_PREFIXES = (
+    "web_search_",
+    "web_fetch_",
+    "code_execution_",
+    "bash_",
+    "text_editor_",
+    "computer_",
+    "memory_",
+    "tool_search_tool_",
+    "mcp_toolset",
+)
+
+
+@dataclass(slots=True, frozen=True)
+class MessagesSettings:
+    """How the door maps requested models, and what it knows of the upstream's window."""
+
+    models: Mapping[str, str] = field(default_factory=dict)
+    """Requested name (`claude-sonnet-4-5`) or tier (`opus`, `sonnet`, `haiku`, `default`) ->
+    upstream model. Unmapped names go to the server's default model (`--model`)."""
+    context_window: int | None = None
+    """The upstream's context window in tokens: `max_tokens` is capped to what is left of it,
+    and a prompt that does not fit is refused as Anthropic refuses one ("prompt is too long")."""
+
+    def upstream_model(self, requested: str, default: str | None) -> str:
+        if requested in self.models:
+            return self.models[requested]
+        lowered = requested.lower()
+        for tier in TIERS:
+            if tier in lowered and tier in self.models:
+                return self.models[tier]
+        return self.models.get("default") or default or requested
+
+
+class ThinkingSeal:
+    """Signatures of `thinking` blocks: the reasoning itself, sealed (Fernet) for the key that
+    asked, under a secret only the server holds. A block coming back in history is replayed
+    to the upstream from its signature, so a forged or altered block (or one signed for
+    another key, or by Anthropic) carries no reasoning: it is dropped, never replayed. With
+    `display: "omitted"` the text is not shown, yet still goes back to the upstream."""
+
+    def __init__(self, secret: bytes) -> None:
+        self._sealer = Sealer(secret, label=b"toolwire anthropic thinking v1")
+
+    @staticmethod
+    def _owner(owner: str | None) -> str:
+        return hashlib.sha256((owner or "").encode()).hexdigest()[:32]
+
+    def sign(self, reasoning: str, owner: str | None) -> str:
+        return self._sealer.seal({"o": self._owner(owner), "r": reasoning})
+
+    def open(self, signature: Any, owner: str | None) -> str | None:
+        if not isinstance(signature, str) or not signature:
+            return None
+        try:
+            payload = self._sealer.open(signature)
+        except (SealError, UnicodeEncodeError):
+            return None
+        if not isinstance(payload, dict) or payload.get("o") != self._owner(owner):
+            return None
+        reasoning = payload.get("r")
+        return reasoning if isinstance(reasoning, str) else None
+
+
+@dataclass(slots=True)
+class MessagesCall:
+    request: LoopRequest
+    model: str
+    """The name the client asked for: echoed in the answer, as Anthropic does."""
+    stream: bool
+    show_thinking: bool
+    """Whether upstream reasoning becomes `thinking` blocks (not with `thinking: disabled`)."""
+    omit_thinking: bool
+    """`display: "omitted"`: thinking blocks carry their signature but no text."""
+    stop_sequences: list[str] = field(default_factory=list)
+
+
+def _invalid(message: str, param: str | None = None) -> InvalidRequestError:
+    return InvalidRequestError(message, param=param)
+
+
+def _obj(value: Any, where: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise _invalid(f"{where}: expected an object", where)
+    return value
+
+
+def _string(value: Any, where: str) -> str:
+    if not isinstance(value, str):
+        raise _invalid(f"{where}: expected a string", where)
+    return value
+
+
+def _number(body: dict[str, Any], name: str, low: float, high: float) -> float | None:
+    value = body.get(name)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= high:
+        raise _invalid(f"{name}: must be a number between {low:g} and {high:g}", name)
+    return float(value)
+
+
+def translate(
+    body: Any,
+    *,
+    settings: MessagesSettings,
+    default_model: str | None,
+    seal: ThinkingSeal,
+    owner: str | None,
+    server_tools: list[Tool],
+    loop_settings: LoopSettings,
+    counting: bool = False,
+) -> MessagesCall:
+    """`counting`: a `count_tokens` body (no `max_tokens`, nothing runs)."""
+    body = _obj(body, "body")
+    requested = body.get("model")
+    if not isinstance(requested, str) or not requested:
+        raise _invalid("model: Field required", "model")
+    max_tokens = body.get("max_tokens")
+    if not counting:
+        if max_tokens is None:
+            raise _invalid("max_tokens: Field required", "max_tokens")
+        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
+            raise _invalid("max_tokens: must be an integer of at least 1", "max_tokens")
+    stream = body.get("stream", False)
+    if not isinstance(stream, bool):
+        raise _invalid("stream: must be a boolean", "stream")
+    temperature = _number(body, "temperature", 0, 1)
+    top_p = _number(body, "top_p", 0, 1)
+    extra: dict[str, Any] = {}
+    top_k = body.get("top_k")
+    if top_k is not None:
+        if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 0:
+            raise _invalid("top_k: must be a non-negative integer", "top_k")
+        extra["top_k"] = top_k
+    stops = body.get("stop_sequences")
+    if stops is not None:
+        if not isinstance(stops, list) or not all(isinstance(s, str) and s for s in stops):
+            raise _invalid("stop_sequences: must be a list of non-empty strings", "stop_sequences")
+        if stops:
+            extra["stop"] = list(stops)
+    if body.get("metadata") is not None:
+        _obj(body["metadata"], "metadata")  # user_id: accepted, never sent upstream
+    show, omit = _thinking(body.get("thinking"))
+    for name in ("output_config", "context_management"):
+        if body.get(name) is not None:
+            _obj(body[name], name)  # accepted; see docs/anthropic.md
+    system = _system(body.get("system"))
+    transcript = _messages(body.get("messages"), seal, owner)
+    specs = _tools(body.get("tools"))
+    tool_choice, parallel = _tool_choice(body.get("tool_choice"), specs)
+    model = settings.upstream_model(requested, default_model)
+    request = LoopRequest(
+        model=model,
+        input=system + transcript,
+        tools=list(server_tools),
+        client_tools=specs,
+        tool_choice=tool_choice,
+        parallel_tool_calls=parallel,
+        sampling=Sampling(
+            temperature=temperature,
+            top_p=top_p,
+            max_output_tokens=max_tokens,
+            extra_body=extra or None,
+        ),
+        # Stream from the upstream only when the client streams (as the chat door does).
+        settings=replace(loop_settings, stream=stream),
+    )
+    return MessagesCall(request, requested, stream, show, omit, list(stops or []))
+
+
+def _thinking(value: Any) -> tuple[bool, bool]:
+    """(show reasoning, omit its text). Without `thinking`, reasoning an upstream produces
+    anyway is shown: a model that needs its reasoning replayed gets it back only so."""
+    if value is None:
+        return True, False
+    thinking = _obj(value, "thinking")
+    kind = thinking.get("type")
+    if kind == "disabled":
+        return False, False
+    if kind not in ("enabled", "adaptive"):
+        raise _invalid("thinking.type: must be enabled, adaptive or disabled", "thinking.type")
+    if kind == "enabled":
+        budget = thinking.get("budget_tokens")
+        if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
+            raise _invalid(
+                "thinking.budget_tokens: a positive integer is required with type enabled",
+                "thinking.budget_tokens",
+            )
+    display = thinking.get("display")
+    if display is not None and display not in ("summarized", "omitted"):
+        raise _invalid("thinking.display: must be summarized or omitted", "thinking.display")
+    return True, display == "omitted"
+
+
+def _text_blocks(value: Any, where: str) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if not isinstance(value, list):
+        raise _invalid(f"{where}: expected a string or a list of text blocks", where)
+    texts = []
+    for n, block in enumerate(value):
+        block = _obj(block, f"{where}[{n}]")
+        if block.get("type") != "text":
+            raise _invalid(f"{where}[{n}].type: only text blocks are allowed here", where)
+        texts.append(_string(block.get("text"), f"{where}[{n}].text"))
+    return texts
+
+
+def _system(value: Any) -> Transcript:
+    if value is None:
+        return []
+    texts = _text_blocks(value, "system")
+    billing = [t for t in texts if t.startswith(BILLING_PREFIX)]
+    stable = [t for t in texts if not t.startswith(BILLING_PREFIX)]
+    text = "\n\n".join([*stable, *billing])
+    return [SystemMessage(text)] if text else []
+
+
+def _messages(value: Any, seal: ThinkingSeal, owner: str | None) -> Transcript:
+    if not isinstance(value, list) or not value:
+        raise _invalid("messages: must be a non-empty list", "messages")
+    transcript: Transcript = []
+    names: dict[str, str] = {}  # tool_use id -> tool name, for the results that answer them
+    for index, raw in enumerate(value):
+        where = f"messages[{index}]"
+        message = _obj(raw, where)
+        role = message.get("role")
+        content = message.get("content")
+        if isinstance(content, str):
+            content = [{"type": "text", "text": content}]
+        if not isinstance(content, list):
+            raise _invalid(f"{where}.content: expected a string or a list of blocks", where)
+        blocks = [_obj(b, f"{where}.content[{n}]") for n, b in enumerate(content)]
+        if role == "user":
+            transcript.extend(_user(blocks, where, names))
+        elif role == "assistant":
+            transcript.append(_assistant(blocks, where, names, seal, owner))
+        elif role == "system":
+            # Claude Code sends these mid-conversation; many chat templates accept a system
+            # message only first, so the text joins the user turn it sits beside.
+            text = "\n\n".join(_text_blocks(content, f"{where}.content"))
+            last = transcript[-1] if transcript else None
+            if isinstance(last, UserMessage):
+                parts = _parts(last.content)
+                parts.append({"type": "text", "text": text})
+                last.content = parts
+            else:
+                transcript.append(UserMessage([{"type": "text", "text": text}]))
+        else:
+            raise _invalid(f"{where}.role: must be user, assistant or system", f"{where}.role")
+    return transcript
+
+
+def _parts(content: str | list[ChatPart]) -> list[ChatPart]:
+    return [{"type": "text", "text": content}] if isinstance(content, str) else list(content)
+
+
+def _user(blocks: list[dict[str, Any]], where: str, names: dict[str, str]) -> Transcript:
+    """Tool results first (each a tool message, as chat-completions servers expect right after
+    the calls), then the rest of the turn as one user message."""
+    results: Transcript = []
+    parts: list[ChatPart] = []
+    for n, block in enumerate(blocks):
+        at = f"{where}.content[{n}]"
+        kind = block.get("type")
+        if kind == "tool_result":
+            results.append(_tool_result(block, at, names))
+        else:
+            parts.extend(_user_part(block, at))
+    if parts:
+        results.append(UserMessage(parts))
+    return results
+
+
+def _user_part(block: dict[str, Any], at: str) -> list[ChatPart]:
+    kind = block.get("type")
+    if kind == "text":
+        return [{"type": "text", "text": _string(block.get("text"), f"{at}.text")}]
+    if kind == "image":
+        return [{"type": "image_url", "image_url": {"url": _image_url(block, at)}}]
+    if kind == "document":
+        return [{"type": "text", "text": _document_text(block, at)}]
+    if kind in ("thinking", "redacted_thinking", "tool_use"):
+        raise _invalid(f"{at}.type: {kind} blocks belong in assistant messages", f"{at}.type")
+    raise _invalid(f"{at}.type: unsupported content block type {kind!r}", f"{at}.type")
+
+
+def _image_url(block: dict[str, Any], at: str) -> str:
+    source = _obj(block.get("source"), f"{at}.source")
+    kind = source.get("type")
+    if kind == "base64":
+        media = _string(source.get("media_type"), f"{at}.source.media_type")
+        if media not in ("image/jpeg", "image/png", "image/gif", "image/webp"):
+            raise _invalid(
+                f"{at}.source.media_type: must be image/jpeg, image/png, image/gif or image/webp",
+                f"{at}.source.media_type",
+            )
+        return f"data:{media};base64,{_string(source.get('data'), f'{at}.source.data')}"
+    if kind == "url":
+        url = _string(source.get("url"), f"{at}.source.url")
+        if not url.startswith(("https://", "http://")):
+            raise _invalid(f"{at}.source.url: must be an http(s) URL", f"{at}.source.url")
+        return url
+    raise _invalid(
+        f"{at}.source.type: {kind!r} is not served here (base64 or url; toolwire has no Files API)",
+        f"{at}.source.type",
+    )
+
+
+def _document_text(block: dict[str, Any], at: str) -> str:
+    """Plain-text documents reach any upstream as text; PDFs (base64 or URL) need an upstream
+    that reads them, which a chat-completions server does not: a clear 400."""
+    source = _obj(block.get("source"), f"{at}.source")
+    kind = source.get("type")
+    title = block.get("title")
+    head = f"[document: {title}]\n" if isinstance(title, str) and title else ""
+    if kind == "text":
+        return head + _string(source.get("data"), f"{at}.source.data")
+    if kind == "content":
+        return head + "\n".join(_text_blocks(source.get("content"), f"{at}.source.content"))
+    raise _invalid(
+        f"{at}: {kind} documents (PDF) cannot be passed to this upstream (a chat-completions "
+        "server reads text and images only); send the document's text instead",
+        f"{at}.source.type",
+    )
+
+
+def _tool_result(block: dict[str, Any], at: str, names: dict[str, str]) -> ToolMessage:
+    call_id = _string(block.get("tool_use_id"), f"{at}.tool_use_id")
+    content = block.get("content")
+    texts: list[str] = []
+    images: list[ChatPart] = []
+    if content is None:
+        pass
+    elif isinstance(content, str):
+        texts.append(content)
+    elif isinstance(content, list):
+        for n, part in enumerate(content):
+            part = _obj(part, f"{at}.content[{n}]")
+            if part.get("type") == "image":
+                url = _image_url(part, f"{at}.content[{n}]")
+                images.append({"type": "image_url", "image_url": {"url": url}})
+            elif part.get("type") == "tool_reference":  # a tool search's answer (Claude Code)
+                texts.append(f"[tool loaded: {part.get('tool_name')}]")
+            else:
+                texts.extend(p["text"] for p in _user_part(part, f"{at}.content[{n}]"))
+    else:
+        raise _invalid(f"{at}.content: expected a string or a list of blocks", f"{at}.content")
+    is_error = block.get("is_error")
+    if is_error is not None and not isinstance(is_error, bool):
+        raise _invalid(f"{at}.is_error: must be a boolean", f"{at}.is_error")
+    text = "\n".join(texts)
+    if is_error:
+        text = "Error: " + text if text else "Error: the tool failed"
+    return ToolMessage(call_id, names.get(call_id, ""), text, images)
+
+
+def _assistant(
+    blocks: list[dict[str, Any]],
+    where: str,
+    names: dict[str, str],
+    seal: ThinkingSeal,
+    owner: str | None,
+) -> AssistantMessage:
+    texts: list[str] = []
+    reasoning: list[str] = []
+    calls: list[ToolCall] = []
+    for n, block in enumerate(blocks):
+        at = f"{where}.content[{n}]"
+        kind = block.get("type")
+        if kind == "text":
+            texts.append(_string(block.get("text"), f"{at}.text"))
+        elif kind == "tool_use":
+            call_id = _string(block.get("id"), f"{at}.id")
+            name = _string(block.get("name"), f"{at}.name")
+            arguments = _obj(block.get("input"), f"{at}.input")
+            names[call_id] = name
+            calls.append(
+                ToolCall(call_id, name, arguments, orjson.dumps(arguments).decode(), index=n)
+            )
+        elif kind == "thinking":
+            _string(block.get("thinking"), f"{at}.thinking")
+            replayed = seal.open(block.get("signature"), owner)
+            if replayed:  # a block toolwire did not sign for this key is dropped
+                reasoning.append(replayed)
+        elif kind == "redacted_thinking":
+            _string(block.get("data"), f"{at}.data")  # never issued here: nothing to replay
+        else:
+            raise _invalid(f"{at}.type: unsupported content block type {kind!r}", f"{at}.type")
+    return AssistantMessage("".join(texts), calls, "\n".join(reasoning))
+
+
+def _tools(value: Any) -> list[ToolSpec]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise _invalid("tools: must be a list", "tools")
+    specs: list[ToolSpec] = []
+    seen: set[str] = set()
+    for n, raw in enumerate(value):
+        at = f"tools[{n}]"
+        tool = _obj(raw, at)
+        kind = tool.get("type")
+        name = tool.get("name")
+        if kind not in (None, "custom"):
+            label = kind if isinstance(kind, str) else repr(kind)
+            served = any(label.startswith(p) for p in SERVER_TOOL_PREFIXES)
+            raise _invalid(
+                f"{at}: Anthropic's server tool {label!r} is not served by toolwire"
+                if served
+                else f"{at}.type: unknown tool type {label!r}",
+                f"{at}.type",
+            )
+        if not isinstance(name, str) or not name:
+            raise _invalid(f"{at}.name: a non-empty string is required", f"{at}.name")
+        if name in seen:
+            raise _invalid(f"{at}.name: tool names must be unique ({name!r})", f"{at}.name")
+        seen.add(name)
+        schema = _obj(tool.get("input_schema"), f"{at}.input_schema")
+        if tool.get("defer_loading") is True:
+            continue  # loaded later through the client's tool search: not offered yet
+        description = tool.get("description")
+        specs.append(
+            ToolSpec(
+                name,
+                description if isinstance(description, str) else "",
+                schema,
+                tool.get("strict") if isinstance(tool.get("strict"), bool) else None,
+            )
+        )
+    return specs
+
+
+def _tool_choice(value: Any, specs: list[ToolSpec]) -> tuple[str | dict[str, Any] | None, Any]:
+    if value is None:
+        return None, None
+    choice = _obj(value, "tool_choice")
+    kind = choice.get("type")
+    disable = choice.get("disable_parallel_tool_use")
+    if disable is not None and not isinstance(disable, bool):
+        raise _invalid(
+            "tool_choice.disable_parallel_tool_use: must be a boolean",
+            "tool_choice.disable_parallel_tool_use",
+        )
+    parallel = False if disable else None
+    if kind == "auto":
+        return "auto", parallel
+    if kind == "any":
+        return "required", parallel
+    if kind == "none":
+        return "none", None
+    if kind == "tool":
+        name = _string(choice.get("name"), "tool_choice.name")
+        if name not in {spec.name for spec in specs}:
+            raise _invalid(f"tool_choice.name: no tool named {name!r} in tools", "tool_choice")
+        return {"type": "function", "name": name}, parallel
+    raise _invalid("tool_choice.type: must be auto, any, tool or none", "tool_choice.type")

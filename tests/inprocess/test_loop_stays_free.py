@@ -1,0 +1,42 @@
+"""The event loop is never held by a check on untrusted input: while a `custom` tool's grammar
+is checked against a huge input the model wrote, `/health` still answers.
+
+The attack: a 1 MB custom-tool input stalled `/health` 3.6-6.3 s in the grammar check. The bound
+asserted here is generous (the subject is latency, but CI machines are loaded): far below what
+the check takes, far above a free loop's answer time."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from tests.inprocess_gateway import AppGateway
+from toolwire.loop.grammars import grammar_problem
+from toolwire.testing import Reply
+
+CODE_TOOL = {
+    "type": "custom",
+    "name": "code",
+    "format": {"type": "grammar", "syntax": "regex", "definition": r"[a-z]+\d"},
+}
+HUGE = "a" * (1024 * 1024) + "1"
+
+
+async def test_health_answers_while_a_grammar_check_runs(gw: AppGateway) -> None:
+    started = time.perf_counter()
+    assert grammar_problem("regex", r"[a-z]+\d", HUGE) is None
+    check_seconds = time.perf_counter() - started
+    gw.upstream.add(Reply(tool_calls=[("code", {"input": HUGE})]))
+    run = asyncio.create_task(
+        gw.http.post("/v1/responses", json={"model": "m", "input": "go", "tools": [CODE_TOOL]})
+    )
+    slowest = 0.0
+    while not run.done():
+        asked = time.perf_counter()
+        health = await gw.http.get("/health")
+        slowest = max(slowest, time.perf_counter() - asked)
+        assert health.status_code == 200
+    answer = await run
+    assert answer.status_code == 200
+    assert answer.json()["output"][0]["type"] == "custom_tool_call"
+    assert slowest < max(0.5, check_seconds / 2), (slowest, check_seconds)
