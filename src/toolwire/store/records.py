@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import NotRequired, TypedDict
 
 from toolwire.wire.items import ErrorObject, IncompleteDetails, Item, ResponseObject, UsageObject
+from toolwire.wire.timeline import TimelineEntry
 
 
 class ResponseRecord(TypedDict):
@@ -82,3 +83,74 @@ class ResponseStatus(TypedDict):
     id: str
     created_at: int
     status: str
+
+
+class SavedCounts(TypedDict):
+    repairs: int
+    leaks: int
+    retries: int
+    refused: int
+
+
+class UiResponseRow(TypedDict):
+    """A response as the `/ui` list shows it (`UiQueries.responses`)."""
+
+    id: str
+    created_at: int
+    status: str
+    model: str | None
+    owner: str | None
+    conversation_id: str | None
+    previous_response_id: str | None
+    usage: UsageObject | None
+    latency: float | None
+    input: str
+    approval_requests: list[str]
+    error: ErrorObject | None
+    incomplete_details: IncompleteDetails | None
+    saved: SavedCounts
+    pending_approvals: NotRequired[list[str]]
+    """Filled by `/ui`: those of `approval_requests` not yet decided."""
+    key_name: NotRequired[str | None]
+    """Filled by `/ui`: the name of the key that owns it."""
+
+
+class UiRun(TypedDict):
+    """A response with its timeline: the `/ui` overview's input (`UiQueries.runs`)."""
+
+    id: str
+    created_at: int
+    status: str
+    owner: str | None
+    model: str | None
+    usage: UsageObject | None
+    entries: list[TimelineEntry]
+
+
+class UiConversationRow(TypedDict):
+    id: str
+    created_at: int
+    metadata: dict[str, str]
+    owner: str | None
+    items: int
+
+
+class UiConversationItem(Item, total=False):
+    created_at: int
+    """When the item was added to the conversation."""
+
+
+class UiConversation(TypedDict):
+    id: str
+    created_at: int
+    metadata: dict[str, str]
+    items: list[UiConversationItem]
+    responses: list[ResponseStatus]
+
+
+class UiResponse(TypedDict):
+    """A response as the `/ui` run page shows it."""
+
+    body: ResponseObject
+    input_items: list[Item]
+    owner: str | None

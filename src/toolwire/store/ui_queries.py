@@ -9,12 +9,23 @@ page.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import sqlalchemy as sa
 
+from toolwire.store.records import (
+    SavedCounts,
+    UiConversation,
+    UiConversationItem,
+    UiConversationRow,
+    UiResponse,
+    UiResponseRow,
+    UiRun,
+)
 from toolwire.store.tables import api_keys, conversation_items, conversations, responses
 from toolwire.store.timelines import run_timelines
+from toolwire.wire.items import ResponseObject, UsageObject
+from toolwire.wire.timeline import TimelineEntry
 
 #: The most responses the overview reads for one time range (the newest of it).
 OVERVIEW_ROWS = 20_000
@@ -89,7 +100,7 @@ class UiQueries:
 
     async def responses(
         self, visible: Visible, where: ResponseFilter, *, offset: int, limit: int
-    ) -> tuple[list[dict[str, Any]], int]:
+    ) -> tuple[list[UiResponseRow], int]:
         """A page of responses, newest first, and how many match in all."""
         page = _filtered(
             sa.select(
@@ -133,7 +144,7 @@ class UiQueries:
             rows = (await connection.execute(query.limit(200))).all()
         return sorted(str(r[0]) for r in rows if r[0])
 
-    async def runs(self, visible: Visible, since: int, until: int) -> list[dict[str, Any]]:
+    async def runs(self, visible: Visible, since: int, until: int) -> list[UiRun]:
         """Each response of the range with its timeline (the overview's input), newest
         first, at most `OVERVIEW_ROWS`."""
         query = _filtered(
@@ -161,7 +172,7 @@ class UiQueries:
                 "status": r.status,
                 "owner": r.owner,
                 "model": r.model,
-                "usage": r.usage if isinstance(r.usage, dict) else None,
+                "usage": cast(UsageObject, r.usage) if isinstance(r.usage, dict) else None,
                 "entries": r.entries or [],
             }
             for r in rows
@@ -169,7 +180,7 @@ class UiQueries:
 
     async def conversations(
         self, visible: Visible, *, offset: int, limit: int
-    ) -> tuple[list[dict[str, Any]], int]:
+    ) -> tuple[list[UiConversationRow], int]:
         owned = visible.where(conversations.c.owner)
         page = sa.select(
             conversations.c.id,
@@ -198,7 +209,7 @@ class UiQueries:
             for r in rows
         ], total
 
-    async def conversation(self, visible: Visible, conversation_id: str) -> dict[str, Any] | None:
+    async def conversation(self, visible: Visible, conversation_id: str) -> UiConversation | None:
         """The conversation, its items (messages, tool calls, outputs) in order, and the
         responses that ran in it."""
         owned = visible.where(conversations.c.owner)
@@ -224,15 +235,18 @@ class UiQueries:
                     .order_by(responses.c.created_at)
                 )
             ).all()
-        return {
+        conversation: UiConversation = {
             "id": found.id,
             "created_at": found.created_at,
             "metadata": found.metadata or {},
-            "items": [{**dict(r.item), "created_at": r.created_at} for r in items],
+            "items": [
+                cast(UiConversationItem, {**r.item, "created_at": r.created_at}) for r in items
+            ],
             "responses": [
                 {"id": r.id, "created_at": r.created_at, "status": r.status} for r in runs
             ],
         }
+        return conversation
 
     async def key_names(self) -> dict[str, str]:
         async with self.engine.connect() as connection:
@@ -269,10 +283,10 @@ def first_line(items: Any, limit: int = 160) -> str:
     return ""
 
 
-def _row(row: Any, entries: list[dict[str, Any]]) -> dict[str, Any]:
+def _row(row: Any, entries: list[TimelineEntry]) -> UiResponseRow:
     body = row.body or {}
     finished = next((e for e in reversed(entries) if e.get("type") == "finished"), None)
-    count = {"repairs": 0, "leaks": 0, "retries": 0, "refused": 0}
+    count: SavedCounts = {"repairs": 0, "leaks": 0, "retries": 0, "refused": 0}
     for entry in entries:
         kind = entry.get("type")
         if kind == "repair":
@@ -306,7 +320,7 @@ def _row(row: Any, entries: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-async def one_response(engine: Any, visible: Visible, response_id: str) -> dict[str, Any] | None:
+async def one_response(engine: Any, visible: Visible, response_id: str) -> UiResponse | None:
     """A response as the run page shows it: the body, its input items and its owner."""
     query = sa.select(
         responses.c.body, responses.c.input_items, responses.c.owner, responses.c.created_at
@@ -318,4 +332,8 @@ async def one_response(engine: Any, visible: Visible, response_id: str) -> dict[
         row = (await connection.execute(query)).first()
     if row is None:
         return None
-    return {"body": dict(row.body), "input_items": list(row.input_items or []), "owner": row.owner}
+    return {
+        "body": cast(ResponseObject, dict(row.body)),
+        "input_items": list(row.input_items or []),
+        "owner": row.owner,
+    }

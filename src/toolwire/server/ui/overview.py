@@ -14,6 +14,8 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
+from toolwire.store.records import UiRun
+
 #: A run refused by its key's limits at a model call (server/quotas.py): not the upstream's
 #: failure.
 LIMIT_CODES = frozenset({"rate_limit_exceeded", "insufficient_quota"})
@@ -73,13 +75,14 @@ class _Tally:
         self.latency: list[float] = []
         self.ttft: list[float] = []
 
-    def add(self, run: dict[str, Any]) -> None:
+    def add(self, run: UiRun) -> None:
         self.responses += 1
         if run["status"] == "failed":
             self.failed += 1
-        usage = run.get("usage") or {}
-        self.input_tokens += int(usage.get("input_tokens") or 0)
-        self.output_tokens += int(usage.get("output_tokens") or 0)
+        usage = run["usage"]
+        if usage is not None:
+            self.input_tokens += int(usage.get("input_tokens") or 0)
+            self.output_tokens += int(usage.get("output_tokens") or 0)
         leaks = gave_up = 0
         for entry in run["entries"]:
             kind = entry.get("type")
@@ -133,9 +136,7 @@ class _Tally:
         }
 
 
-def overview(
-    runs: Iterable[dict[str, Any]], since: int, until: int, upstream: str
-) -> dict[str, Any]:
+def overview(runs: Iterable[UiRun], since: int, until: int, upstream: str) -> dict[str, Any]:
     """The totals, the per model and upstream table, and the time series of the range.
     `upstream`: the name of the upstream this server calls (timelines do not name it)."""
     width = bucket_width(since, until)
