@@ -53,7 +53,7 @@ def assemble(events: list[dict[str, Any]]) -> dict[str, Any]:
     """What an Anthropic client builds from the events (as the SDK's accumulator does), with
     the checks it relies on: indices in order, every delta into an open block."""
     assert events[0]["type"] == "message_start" and events[-1]["type"] == "message_stop"
-    message = events[0]["message"]
+    message: dict[str, Any] = events[0]["message"]
     open_index: int | None = None
     partial: dict[int, str] = {}
     for event in events[1:-1]:
@@ -63,7 +63,7 @@ def assemble(events: list[dict[str, Any]]) -> dict[str, Any]:
             open_index = event["index"]
             message["content"].append(dict(event["content_block"]))
         elif kind == "content_block_delta":
-            assert event["index"] == open_index, "a delta into a block that is not open"
+            assert open_index is not None and event["index"] == open_index, "no open block"
             block, delta = message["content"][open_index], event["delta"]
             if delta["type"] == "text_delta":
                 block["text"] += delta["text"]
@@ -134,7 +134,9 @@ async def test_split_call_with_repeated_name_streams_as_one_tool_use(gw: AppGate
     gw.upstream.add(call_chunks("Read", ['{"file_', 'path": "a', '.txt"}'], "call_1"))
     events = events_of((await post(gw, body(stream=True, tools=[READ]))).content)
     pieces = [e["delta"]["partial_json"] for e in events if e["type"] == "content_block_delta"]
-    assert pieces == ['{"file_', 'path": "a', '.txt"}']  # the upstream's own pieces
+    # the upstream's own pieces, live; the closing brace waits for the turn's end (a repeated
+    # or corrected object could still replace it)
+    assert pieces == ['{"file_', 'path": "a', '.txt"', "}"]
     message = assemble(events)
     assert message["content"] == [
         {"type": "tool_use", "id": "call_1", "name": "Read", "input": {"file_path": "a.txt"}}
@@ -179,6 +181,36 @@ async def test_malformed_call_is_never_handed_over(gw: AppGateway) -> None:
     ]
     reported = upstream_body(gw)["messages"]
     assert reported[-1]["role"] == "tool"  # the model was told, and called again
+
+
+@pytest.mark.parametrize(
+    "pieces",
+    [
+        ['{"file_path": ', '"a.txt", "limit": 1, "offset": ', "'3'}"],  # quotes re-encoded
+        ['{"file_path": "a.t'],  # cut off: rejected, the model asked again
+    ],
+)
+async def test_streamed_call_that_cannot_be_completed_as_sent_ends_with_an_error(
+    gw: AppGateway, pieces: list[str]
+) -> None:
+    # What went out of a live call can no longer match its final input: an `error` event,
+    # never a tool_use whose input differs from the call's.
+    gw.upstream.add(call_chunks("Read", pieces, "call_1"), Reply(text="unused"))
+    events = events_of((await post(gw, body(stream=True, tools=[READ]))).content)
+    kinds = [e["type"] for e in events]
+    assert kinds[-1] == "error" and "content_block_stop" not in kinds
+    assert events[-1]["error"]["type"] == "api_error"
+    assert "tool call" in events[-1]["error"]["message"]
+
+
+async def test_text_after_a_live_call_follows_its_block(gw: AppGateway) -> None:
+    call = call_chunks("Read", ['{"file_path": "a.txt"}'], "call_1").chunks
+    text = {"choices": [{"index": 0, "delta": {"content": "Reading it."}}]}
+    gw.upstream.add(Chunks([*call[:-1], text, call[-1]]))
+    message = assemble(events_of((await post(gw, body(stream=True, tools=[READ]))).content))
+    assert [b["type"] for b in message["content"]] == ["tool_use", "text"]
+    assert message["content"][0]["input"] == {"file_path": "a.txt"}
+    assert message["content"][1]["text"] == "Reading it."
 
 
 async def test_max_tokens_stop_reason(gw: AppGateway) -> None:

@@ -27,10 +27,16 @@ from toolwire.loop.events import LoopEvent, LoopFinished
 from toolwire.loop.pump import pump_batches
 from toolwire.loop.state import LoopRequest, LoopSettings
 from toolwire.server.auth import owner_of
-from toolwire.server.http import ORJSONResponse, until_disconnected
+from toolwire.server.http import ORJSONResponse, started, until_disconnected
 from toolwire.server.messages.errors import error_frame, error_response, unexpected_response
 from toolwire.server.messages.schemas import register as register_operations
-from toolwire.server.messages.sink import RELAYED, BlockWriter, stop_reason, usage_of
+from toolwire.server.messages.sink import (
+    RELAYED,
+    BlockWriter,
+    CallRetracted,
+    stop_reason,
+    usage_of,
+)
 from toolwire.server.messages.translate import (
     MessagesCall,
     MessagesSettings,
@@ -166,11 +172,15 @@ class MessagesDoor:
         prompt = await self._prompt_tokens(call.request)
         await self._fit(call, prompt)
         writer = BlockWriter(
-            await self.seal(), owner_of(request), call.show_thinking, call.omit_thinking
+            await self.seal(),
+            owner_of(request),
+            call.show_thinking,
+            call.omit_thinking,
+            live=call.stream,
         )
         if call.stream:
             return StreamingResponse(
-                await _opened(self._stream(call, writer, prompt)),
+                await started(self._stream(call, writer, prompt)),
                 media_type="text/event-stream",
                 headers={"cache-control": "no-cache", "x-accel-buffering": "no"},
             )
@@ -231,7 +241,12 @@ class MessagesDoor:
                     )
                     frames += [anthropic.message_start(start), anthropic.PING]
                 for event in batch:
-                    done = writer.write(event, frames)
+                    try:
+                        done = writer.write(event, frames)
+                    except CallRetracted as exc:
+                        frames.append(error_frame(exc))
+                        yield b"".join(frames)
+                        return
                     if done is not None:
                         try:
                             reason = stop_reason(done)
@@ -255,29 +270,6 @@ class MessagesDoor:
                 raise
             unexpected_response(exc)  # logs it
             yield anthropic.error_event(500, f"internal error: {type(exc).__name__}")
-
-
-async def _opened(frames: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
-    """`frames` with its first frame awaited, so a failure before it raises here, before
-    any status line is sent."""
-    try:
-        first = await anext(frames)
-    except StopAsyncIteration:
-        first = b""
-    except BaseException:
-        await frames.aclose()  # type: ignore[attr-defined]
-        raise
-
-    async def rest() -> AsyncIterator[bytes]:
-        try:
-            if first:
-                yield first
-            async for frame in frames:
-                yield frame
-        finally:
-            await frames.aclose()  # type: ignore[attr-defined]
-
-    return rest()
 
 
 def anthropic_models(data: list[dict[str, Any]], aliases: Iterable[str] = ()) -> dict[str, Any]:
