@@ -7,6 +7,7 @@ tests/integration/test_anthropic_sdk.py and test_claude_code.py."""
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -211,6 +212,37 @@ async def test_text_after_a_live_call_follows_its_block(gw: AppGateway) -> None:
     assert [b["type"] for b in message["content"]] == ["tool_use", "text"]
     assert message["content"][0]["input"] == {"file_path": "a.txt"}
     assert message["content"][1]["text"] == "Reading it."
+
+
+@pytest.mark.parametrize("quiet_after", [0, 1], ids=["slow_to_start", "slow_mid_answer"])
+async def test_pings_while_the_upstream_is_quiet(quiet_after: int) -> None:
+    # The upstream stops before chunk `quiet_after` until the client has seen a ping after
+    # `quiet_after` text deltas: pings come while nothing else does (order, not timing).
+    text = [{"choices": [{"index": 0, "delta": {"content": word}}]} for word in ("Hi", " there")]
+    finish = {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
+    gate = threading.Event()
+    turn = Chunks([*text, finish], gate=gate, gate_at=quiet_after, gate_timeout=5)
+    upstream = ScriptedUpstream.in_process()
+    upstream.add(turn)
+    kinds: list[str] = []
+    settings = MessagesSettings(ping_interval=0.05)
+    async with (
+        app_gateway(upstream, messages=settings) as gw,
+        gw.http.stream("POST", "/v1/messages", json=body(stream=True)) as answer,
+    ):
+        async for line in answer.aiter_lines():
+            if not line.startswith("data: "):
+                continue
+            event = orjson.loads(line[6:])
+            block_delta = event["type"] == "content_block_delta"
+            kinds.append(event["delta"]["type"] if block_delta else event["type"])
+            if event["type"] == "ping" and kinds.count("text_delta") == quiet_after:
+                gate.set()
+    assert turn.gate_opened == [True]
+    assert kinds[:2] == ["message_start", "ping"]
+    before = kinds[: [i for i, k in enumerate(kinds) if k == "text_delta"][quiet_after]]
+    assert before.count("ping") >= 1 + quiet_after  # the stream's own first ping, and more
+    assert kinds[-2:] == ["message_delta", "message_stop"]
 
 
 async def test_max_tokens_stop_reason(gw: AppGateway) -> None:

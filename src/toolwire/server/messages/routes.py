@@ -225,11 +225,12 @@ class MessagesDoor:
 
             await self.driver.run(call.request, relay)
 
-        # Nothing goes out before the run's first event: a failure before it is a real HTTP
+        # Nothing goes out before the run's first event, or ping_interval seconds without one
+        # (a slow model keeps its connection alive): a failure before that is a real HTTP
         # error (raised from the first step); after it, Anthropic's `error` event.
         opened = False
         try:
-            async for batch in pump_batches(run):
+            async for batch in pump_batches(run, self.settings.ping_interval):
                 frames: list[bytes] = []
                 if not opened:
                     for event in batch:
@@ -240,6 +241,8 @@ class MessagesDoor:
                         msg_id, call.model, [], None, anthropic.usage(prompt, 0)
                     )
                     frames += [anthropic.message_start(start), anthropic.PING]
+                elif not batch:  # quiet for ping_interval seconds: keep the connection alive
+                    frames.append(anthropic.PING)
                 for event in batch:
                     try:
                         done = writer.write(event, frames)
