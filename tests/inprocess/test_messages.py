@@ -245,6 +245,29 @@ async def test_pings_while_the_upstream_is_quiet(quiet_after: int) -> None:
     assert kinds[-2:] == ["message_delta", "message_stop"]
 
 
+def stopped(field: str, value: Any) -> Chunks:
+    text = {"choices": [{"index": 0, "delta": {"content": "Counting: 1 2"}}]}
+    end = {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop", field: value}]}
+    return Chunks([text, end])
+
+
+async def test_stop_sequence_when_the_upstream_names_it(gw: AppGateway) -> None:
+    ask = body(stop_sequences=["3", "END"])
+    gw.upstream.add(stopped("stop_reason", "3"))  # vLLM, streamed
+    message = assemble(events_of((await post(gw, {**ask, "stream": True})).content))
+    assert message["stop_reason"] == "stop_sequence" and message["stop_sequence"] == "3"
+    whole = {"choices": [{"index": 0, "message": {"role": "assistant", "content": "1 2"}}]}
+    whole["choices"][0].update(finish_reason="stop", matched_stop="END")  # SGLang, whole
+    gw.upstream.add(Body(whole))
+    answer = (await post(gw, ask)).json()
+    assert answer["stop_reason"] == "stop_sequence" and answer["stop_sequence"] == "END"
+    # a stop token (an int), a string the request did not ask for, or nothing: end_turn
+    for field, value in (("stop_reason", 128009), ("matched_stop", "</s>"), ("x", None)):
+        gw.upstream.add(stopped(field, value))
+        answer = assemble(events_of((await post(gw, {**ask, "stream": True})).content))
+        assert answer["stop_reason"] == "end_turn" and answer["stop_sequence"] is None
+
+
 async def test_max_tokens_stop_reason(gw: AppGateway) -> None:
     gw.upstream.add(Reply(text="cut", finish_reason="length"))
     assert (await post(gw, body())).json()["stop_reason"] == "max_tokens"

@@ -385,6 +385,7 @@ class _Run:
         live: set[int] = set()
         usage = Usage()
         finish_reason = "stop"
+        stop_sequence: str | None = None
         try:
             async for event in self.upstream.stream_turn(turn):
                 if isinstance(event, TextDelta):
@@ -409,6 +410,7 @@ class _Run:
                     usage.add(event)
                 elif isinstance(event, TurnEnd):
                     finish_reason = event.finish_reason
+                    stop_sequence = event.stop_sequence
                 elif isinstance(event, UpstreamNote):
                     self.emit(event)  # repairs, retries, first token: for observers only
         except ToolwireError as exc:
@@ -443,7 +445,9 @@ class _Run:
         await self.judge_calls(calls)
         plans = [self.plan(call) for call in calls]
         state.transcript.append(message)
-        self.emit(ModelTurnCompleted(message, finish_reason, usage, plans))
+        self.emit(
+            ModelTurnCompleted(message, finish_reason, usage, plans, stop_sequence=stop_sequence)
+        )
         if calls:
             return ExecuteTools(calls)
         state.final_text = full_text

@@ -177,6 +177,7 @@ class MessagesDoor:
             call.show_thinking,
             call.omit_thinking,
             live=call.stream,
+            stop_sequences=call.stop_sequences,
         )
         if call.stream:
             return StreamingResponse(
@@ -201,7 +202,7 @@ class MessagesDoor:
                     finished.append(done)
 
         await self.driver.run(call.request, keep)
-        reason = stop_reason(finished[-1])
+        reason = stop_reason(finished[-1], writer.stop_sequence)
         # A whole upstream answer may give its reasoning after its text: thinking goes first,
         # as Anthropic orders a turn's blocks (a stable sort keeps each kind's own order).
         content = sorted(writer.content, key=lambda block: _ORDER.get(block["type"], 1))
@@ -211,6 +212,7 @@ class MessagesDoor:
             content,
             reason,
             usage_of(finished[-1].usage, prompt),
+            writer.stop_sequence if reason == "stop_sequence" else None,
         )
 
     async def _stream(
@@ -252,13 +254,14 @@ class MessagesDoor:
                         return
                     if done is not None:
                         try:
-                            reason = stop_reason(done)
+                            reason = stop_reason(done, writer.stop_sequence)
                         except ToolwireError as exc:
                             frames.append(error_frame(exc))
                             yield b"".join(frames)
                             return
                         use = usage_of(done.usage, prompt)
-                        frames.append(anthropic.message_delta(reason, use))
+                        matched = writer.stop_sequence if reason == "stop_sequence" else None
+                        frames.append(anthropic.message_delta(reason, use, matched))
                         frames.append(anthropic.MESSAGE_STOP)
                 if frames:
                     yield b"".join(frames)

@@ -45,8 +45,9 @@ RELAYED = (
 )
 
 
-def stop_reason(finished: LoopFinished) -> anthropic.StopReason:
-    """`tool_use` whenever calls are handed back; a run that ended without an answer the
+def stop_reason(finished: LoopFinished, stop_sequence: str | None = None) -> anthropic.StopReason:
+    """`tool_use` whenever calls are handed back; `stop_sequence` when the upstream said which
+    of the request's stop strings ended the answer; a run that ended without an answer the
     client can use raises (an HTTP error before the stream opened, an `error` event after)."""
     if finished.pending_calls:
         return "tool_use"
@@ -55,7 +56,7 @@ def stop_reason(finished: LoopFinished) -> anthropic.StopReason:
     if finished.reason is StopReason.CONTENT_FILTER:
         return "refusal"
     if finished.reason is StopReason.ANSWERED:
-        return "end_turn"
+        return "stop_sequence" if stop_sequence else "end_turn"
     raise run_error(finished.reason, finished.message, finished.error)
 
 
@@ -84,6 +85,10 @@ class BlockWriter:
     omit_thinking: bool
     live: bool = False
     """Stream caller-side calls as they arrive (the stream); else write them when the run ends."""
+    stop_sequences: list[str] = field(default_factory=list)
+    """The request's `stop_sequences`: only one of them is reported as `stop_sequence`."""
+    stop_sequence: str | None = None
+    """Which of them ended the last model turn, as the upstream said (None: it did not)."""
     content: list[dict[str, Any]] = field(default_factory=list)
     _open: str | None = None
     _thinking: list[str] = field(default_factory=list)
@@ -154,6 +159,8 @@ class BlockWriter:
                 if released:
                     frames.append(anthropic.input_json_delta(call.index, released))
         elif isinstance(event, ModelTurnCompleted):
+            matched = event.stop_sequence
+            self.stop_sequence = matched if matched in self.stop_sequences else None
             self._turn_completed(event.calls, frames)
         elif isinstance(event, LoopFinished):
             self._close(frames)
