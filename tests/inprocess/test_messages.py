@@ -204,6 +204,24 @@ async def test_streamed_call_that_cannot_be_completed_as_sent_ends_with_an_error
     assert "tool call" in events[-1]["error"]["message"]
 
 
+async def test_upstream_breaking_mid_call_leaves_its_block_unfinished(gw: AppGateway) -> None:
+    chunks = call_chunks("Read", ['{"file_path": ', '"a.t', 'xt"}'], "call_1").chunks
+    gate = threading.Event()  # the rest waits until the client has seen a piece, then breaks
+    broken = Chunks(chunks[:3], done=False, disconnect_after=3, gate=gate, gate_at=2)
+    gw.upstream.add(broken)
+    kinds: list[str] = []
+    async with gw.http.stream("POST", "/v1/messages", json=body(stream=True, tools=[READ])) as s:
+        async for line in s.aiter_lines():
+            if line.startswith("data: "):
+                event = orjson.loads(line[6:])
+                block_delta = event["type"] == "content_block_delta"
+                kinds.append(event["delta"]["type"] if block_delta else event["type"])
+                if block_delta:
+                    gate.set()
+    assert broken.gate_opened == [True] and "input_json_delta" in kinds  # it went out live
+    assert kinds[-1] == "error" and "content_block_stop" not in kinds
+
+
 async def test_text_after_a_live_call_follows_its_block(gw: AppGateway) -> None:
     call = call_chunks("Read", ['{"file_path": "a.txt"}'], "call_1").chunks
     text = {"choices": [{"index": 0, "delta": {"content": "Reading it."}}]}
@@ -557,7 +575,7 @@ async def test_failure_mid_stream_is_an_error_event(gw: AppGateway) -> None:
     text = {"choices": [{"index": 0, "delta": {"content": "Partial answer"}}]}
     # paced, so the first text goes out before the connection breaks
     broken = Chunks([text, text], done=False, disconnect_after=2, delay=0.05)
-    gw.upstream.add(broken, broken)
+    gw.upstream.add(broken)
     events = events_of((await post(gw, body(stream=True))).content)
     assert events[0]["type"] == "message_start"
     assert events[-1]["type"] == "error", "never a silent end"

@@ -163,6 +163,8 @@ class BlockWriter:
             self.stop_sequence = matched if matched in self.stop_sequences else None
             self._turn_completed(event.calls, frames)
         elif isinstance(event, LoopFinished):
+            if self._call is not None:  # the run broke off mid-call: never closed as if whole
+                self._open = self._call = None
             self._close(frames)
             for pending in event.pending_calls:
                 if pending.id not in self._written:
