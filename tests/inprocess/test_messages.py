@@ -6,6 +6,7 @@ tests/integration/test_anthropic_sdk.py and test_claude_code.py."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 from pathlib import Path
@@ -19,6 +20,7 @@ from tests.integration.test_claude_code import call_chunks
 from toolwire.server.messages.translate import MessagesSettings, ThinkingSeal
 from toolwire.testing import Body, Chunks, Reply, ScriptedUpstream
 from toolwire.testing.asgi import StreamingASGITransport
+from toolwire.tools.base import tool
 
 FIXTURE = Path(__file__).parents[1] / "data" / "anthropic" / "claude_code_request.json"
 READ = {
@@ -284,6 +286,37 @@ async def test_stop_sequence_when_the_upstream_names_it(gw: AppGateway) -> None:
         gw.upstream.add(stopped(field, value))
         answer = assemble(events_of((await post(gw, {**ask, "stream": True})).content))
         assert answer["stop_reason"] == "end_turn" and answer["stop_sequence"] is None
+
+
+async def test_pings_while_a_server_tool_runs() -> None:
+    released = asyncio.Event()
+    finished: list[bool] = []
+
+    @tool
+    async def slow_lookup(city: str) -> str:
+        """Look a city up (slowly)."""
+        async with asyncio.timeout(5):
+            await released.wait()  # until the client has seen pings while it runs
+        finished.append(True)
+        return "sunny"
+
+    upstream = ScriptedUpstream.in_process()
+    upstream.add(Reply(tool_calls=[("slow_lookup", {"city": "Oslo"})]), Reply(text="Sunny."))
+    kinds: list[str] = []
+    settings = MessagesSettings(ping_interval=0.05)
+    async with (
+        app_gateway(upstream, messages=settings, tools=[slow_lookup]) as gw,
+        gw.http.stream("POST", "/v1/messages", json=body(stream=True)) as answer,
+    ):
+        async for line in answer.aiter_lines():
+            if line.startswith("data: "):
+                kinds.append(orjson.loads(line[6:])["type"])
+                if kinds.count("ping") == 2:  # the stream's first, and one while the tool ran
+                    released.set()
+    assert finished == [True]
+    second_ping = [i for i, kind in enumerate(kinds) if kind == "ping"][1]
+    assert kinds.index("content_block_start") > second_ping  # the answer came after the tool
+    assert kinds[-2:] == ["message_delta", "message_stop"]
 
 
 async def test_max_tokens_stop_reason(gw: AppGateway) -> None:
