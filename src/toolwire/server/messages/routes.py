@@ -43,6 +43,7 @@ from toolwire.server.messages.translate import (
     ThinkingSeal,
     translate,
 )
+from toolwire.server.quotas import admit_tokens
 from toolwire.store.database import Store
 from toolwire.tools.base import Tool
 from toolwire.upstream.base import TurnRequest, Upstream
@@ -171,6 +172,9 @@ class MessagesDoor:
         call = await self._translate(request)
         prompt = await self._prompt_tokens(call.request)
         await self._fit(call, prompt)
+        # the key's limits (server/quotas.py): 429 before anything runs; the model calls
+        # themselves reserve and settle through QuotaUpstream like every other door's
+        await admit_tokens(self.store, owner_of(request), prompt, call.request.sampling)
         writer = BlockWriter(
             await self.seal(),
             owner_of(request),
