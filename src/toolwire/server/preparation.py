@@ -154,7 +154,7 @@ class Preparer:
         input_items = normalize_input(request.input)
         check_unique(input_items, "input")
         if conversation_id is not None:
-            await check_storable(self.store, input_items, "input")
+            await check_storable(self.store, input_items, "input", owner)
         input_items = await resolve_stored_references(self.store, input_items, history, owner)
         check_outputs_answer_calls(history, input_items)
         tools = self._request_tools(request.tools)
