@@ -40,6 +40,7 @@ from toolwire.store.tables import (
     conversation_items,
     conversations,
     responses,
+    sealed_tools,
     server_secrets,
 )
 
@@ -237,6 +238,9 @@ class Store:
                 )
             ).first()
             await unindex_response(connection, response_id)
+            await connection.execute(
+                sealed_tools.delete().where(sealed_tools.c.response_id == response_id)
+            )
             if continued is None:
                 await connection.execute(responses.delete().where(responses.c.id == response_id))
             else:

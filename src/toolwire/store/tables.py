@@ -153,3 +153,14 @@ runs = sa.Table(
 )
 """Every response running or queued: its owner (a replica) and, for background responses,
 the durable job (see `store/runs.py`)."""
+
+sealed_tools = sa.Table(
+    "sealed_tools",
+    metadata,
+    sa.Column("response_id", sa.String(80), primary_key=True),
+    sa.Column("owner", sa.String(40), nullable=False),  # owner_key: "" without keys
+    sa.Column("sealed", sa.Text, nullable=False),
+)
+"""Schema 5: the credentialed MCP tools of a response that asked for approval, sealed
+(`server/approval_tools.py`), so that approving from `/ui` continues with the real
+credentials, not the redacted echo, for the same owner only."""

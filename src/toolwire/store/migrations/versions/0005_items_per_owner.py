@@ -1,4 +1,5 @@
-"""Schema 5: item ids unique per owner, and an index of where each response item lives.
+"""Schema 5: item ids unique per owner, an index of where each response item lives, and the
+sealed MCP credentials of responses awaiting approval (`sealed_tools`).
 
 `conversation_items.id` was unique across the database, so one key could learn another's item
 ids (a `duplicate_item_id` answer) and take its next one first. It becomes unique per owner:
@@ -78,6 +79,12 @@ def upgrade() -> None:
         sa.Column("response_id", sa.String(80), nullable=False),
     )
     op.create_index("ix_item_index_response_id", "item_index", ["response_id"])
+    op.create_table(
+        "sealed_tools",
+        sa.Column("response_id", sa.String(80), primary_key=True),
+        sa.Column("owner", sa.String(40), nullable=False),
+        sa.Column("sealed", sa.Text, nullable=False),
+    )
     responses = sa.table(
         "responses",
         sa.column("id", sa.String),
@@ -109,6 +116,7 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    op.drop_table("sealed_tools")
     op.drop_index("ix_item_index_response_id", table_name="item_index")
     op.drop_table("item_index")
     with op.batch_alter_table(
