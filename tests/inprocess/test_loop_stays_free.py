@@ -68,7 +68,9 @@ async def test_health_answers_while_the_hold_back_scans_a_hostile_stream(
     gw: AppGateway, pattern: str
 ) -> None:
     """1 MiB of unclosed `<tool_call>` (or nested `{"name": `) streamed by the upstream: each
-    `/health` while it is scanned answers within 250 ms (generous: latency is the subject)."""
+    `/health` while it is scanned answers within 500 ms: generous (latency is the subject, CI
+    machines are loaded; unloaded the longest step is ~55 ms), and 5x below the 2.5 s stall of
+    a loop that never yielded while the hold-back judged a flooded turn."""
     gw.upstream.add(_hostile_stream(pattern))
     tool = {"type": "function", "name": "lookup", "parameters": {"type": "object"}}
     run = asyncio.create_task(
@@ -87,4 +89,4 @@ async def test_health_answers_while_the_hold_back_scans_a_hostile_stream(
     answer = await run
     assert answer.status_code == 200
     assert asked_while_running > 1
-    assert slowest < 0.25, (slowest, asked_while_running)
+    assert slowest < 0.5, (slowest, asked_while_running)
