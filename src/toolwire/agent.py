@@ -3,7 +3,7 @@ or `async for event in agent.stream(...)`. A thin door onto `LoopDriver`; it dec
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -14,7 +14,7 @@ from toolwire.loop.pump import pump
 from toolwire.loop.state import LoopRequest, LoopSettings, LoopState
 from toolwire.tools.base import Tool, tool
 from toolwire.tools.envelope import EnvelopeLimits
-from toolwire.transcript import Transcript, TranscriptMessage, UserMessage
+from toolwire.transcript import ToolCall, Transcript, TranscriptMessage, UserMessage
 from toolwire.upstream.base import Sampling, Upstream
 from toolwire.upstream.chat_completions import ChatCompletionsUpstream
 from toolwire.upstream.events import Usage
@@ -34,6 +34,9 @@ class RunResult:
     transcript: Transcript = field(default_factory=list)
     message: str | None = None
     """The reason in words, for people (e.g. the upstream's error)."""
+    pending_approvals: list[ToolCall] = field(default_factory=list)
+    """With `reason` `awaiting_approval`: the calls of `needs_approval` tools that wait for a
+    decision; answer them with `Agent.approve`."""
 
 
 class Agent:
@@ -60,6 +63,8 @@ class Agent:
         self.request_options = request_options
         self.driver = LoopDriver(self.upstream, limits=limits)
         self.history: Transcript = []
+        self.pending_approvals: list[ToolCall] = []
+        """Calls the last run left waiting for approval (see `approve`)."""
 
     def _request(self, user_input: str | Sequence[TranscriptMessage]) -> LoopRequest:
         messages: Transcript = (
@@ -96,9 +101,30 @@ class Agent:
         async for event in pump(run):
             yield event
         self.history = states[0].transcript
+        self.pending_approvals = list(states[0].pending_approvals)
+
+    async def approve(self, decisions: bool | Mapping[str, bool] = True) -> RunResult:
+        """Answer the calls the last run left awaiting approval, and go on: the approved ones
+        run, a denied one is reported to the model as denied, then the loop continues to its
+        end. `decisions`: True / False for all of them, or call id -> approve (a call left out
+        is denied)."""
+        pending = self.pending_approvals
+        if not pending:
+            raise ValueError("no tool call is awaiting approval")
+        approvals = {
+            call.id: decisions if isinstance(decisions, bool) else decisions.get(call.id, False)
+            for call in pending
+        }
+        request = self._request([])
+        request.resume_calls = list(pending)
+        request.approvals = approvals
+        events: list[LoopEvent] = []
+        state = await self.driver.run(request, events.append)
+        return self._result(state, events)
 
     def _result(self, state: LoopState, events: list[LoopEvent]) -> RunResult:
         self.history = state.transcript
+        self.pending_approvals = list(state.pending_approvals)
         outcome = state.outcome
         return RunResult(
             state.final_text,
@@ -108,6 +134,7 @@ class Agent:
             state.usage,
             state.transcript,
             outcome.message if outcome else None,
+            list(state.pending_approvals),
         )
 
     async def aclose(self) -> None:

@@ -1,9 +1,16 @@
-"""`toolwire run | scripted-upstream | demo`: the command line, a thin door onto the loop."""
+"""toolwire: an agent gateway for open models.
+
+`toolwire demo` shows a local model calling a tool, traced live; `toolwire serve` runs the
+OpenAI-compatible server (in front of your model server, or the bundled local model);
+`toolwire run "…"` runs one agent task in this terminal. Add --help to any command.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
+import sys
 import time
 from pathlib import Path
 from typing import Annotated, Any
@@ -18,7 +25,44 @@ from toolwire.loop.state import LoopSettings
 from toolwire.tools.base import Tool
 from toolwire.tools.loading import load_tools
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help=__doc__,
+    # click's plain help: flags without a type, defaults shown; tracebacks only with --debug
+    rich_markup_mode=None,
+    pretty_exceptions_enable=False,
+    context_settings={"show_default": True},
+)
+_debug = os.environ.get("TOOLWIRE_DEBUG", "") not in ("", "0")
+
+
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import version
+
+        typer.echo(f"toolwire {version('toolwire')}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_version, is_eager=True, help="print the version and exit"
+        ),
+    ] = False,
+    debug: Annotated[
+        bool,
+        typer.Option(
+            "--debug",
+            help="show the full traceback of an error (else one or two lines) [env TOOLWIRE_DEBUG]",
+        ),
+    ] = False,
+) -> None:
+    global _debug
+    _debug = _debug or debug
 
 
 @app.command()
@@ -34,14 +78,32 @@ def run(
     model: Annotated[
         str, typer.Option(help="model name to send upstream", envvar="TOOLWIRE_MODEL")
     ],
-    tool_spec: Annotated[list[str], typer.Option("--tool", help="module:object, repeatable")] = [],  # noqa: B006
+    tool_spec: Annotated[
+        list[str],
+        typer.Option(
+            "--tool",
+            metavar="MODULE:OBJECT",
+            help="tools to offer, e.g. toolwire.demo_tools:ALL (a module in the current "
+            "directory or on PYTHONPATH); repeatable",
+        ),
+    ] = [],  # noqa: B006
     instructions: Annotated[str | None, typer.Option(help="system instructions")] = None,
     api_key_env: Annotated[
         str | None, typer.Option(help="read the upstream API key from this env var")
     ] = None,
-    max_tool_calls: Annotated[int | None, typer.Option(help="soft stop on tool calls")] = None,
-    max_iterations: Annotated[int, typer.Option(help="hard cap on model calls")] = 20,
-    leaked_calls: Annotated[str, typer.Option(help="retry | salvage | off")] = "retry",
+    max_tool_calls: Annotated[
+        int | None,
+        typer.Option(help="after this many tool calls, the model is asked to answer (no limit)"),
+    ] = None,
+    max_iterations: Annotated[int, typer.Option(help="most model calls in one task")] = 20,
+    leaked_calls: Annotated[
+        str,
+        typer.Option(
+            metavar="retry|salvage|off",
+            help="a tool call the model wrote as text: ask it again, run it as written, or "
+            "leave it as text",
+        ),
+    ] = "retry",
     no_stream: Annotated[
         bool, typer.Option("--no-stream", help="ask the upstream not to stream")
     ] = False,
@@ -100,16 +162,39 @@ async def _run(
 @app.command()
 def serve(
     upstream: Annotated[
-        str | None, typer.Option(help="chat-completions base URL [env TOOLWIRE_UPSTREAM]")
+        str | None,
+        typer.Option(
+            metavar="URL",
+            help="your model server's chat-completions base URL, e.g. "
+            "http://127.0.0.1:8000/v1; leave it out to start the bundled local model "
+            "(SmolLM2-135M, needs `make run`'s set-up) [env TOOLWIRE_UPSTREAM]",
+        ),
     ] = None,
-    model: Annotated[str | None, typer.Option(help="default model [env TOOLWIRE_MODEL]")] = None,
+    model: Annotated[
+        str | None,
+        typer.Option(
+            help="model used when a request names none (default: the bundled model's, or "
+            "none) [env TOOLWIRE_MODEL]"
+        ),
+    ] = None,
     model_path: Annotated[
-        str | None, typer.Option(help="GGUF for the managed local model (when no --upstream)")
+        str | None,
+        typer.Option(metavar="GGUF", help="another GGUF file for the bundled local model"),
     ] = None,
     api_key_env: Annotated[
-        str | None, typer.Option(help="env var holding the upstream API key")
+        str | None,
+        typer.Option(
+            metavar="VAR", help="name of the environment variable holding the upstream's API key"
+        ),
     ] = None,
-    db: Annotated[str | None, typer.Option(help="database URL, e.g. sqlite:///toolwire.db")] = None,
+    db: Annotated[
+        str | None,
+        typer.Option(
+            metavar="URL",
+            help="database URL, e.g. sqlite:///toolwire.db or postgresql://user:pw@host/db "
+            "(default: toolwire.db in the user data directory)",
+        ),
+    ] = None,
     host: Annotated[str | None, typer.Option(help="bind address (default 127.0.0.1)")] = None,
     port: Annotated[int | None, typer.Option(help="port (default 8080)")] = None,
     workers: Annotated[
@@ -118,7 +203,12 @@ def serve(
     ] = None,
     config: Annotated[Path | None, typer.Option(help="YAML or TOML config file")] = None,
     tool_spec: Annotated[
-        list[str], typer.Option("--tool", help="server-side tool module:object, repeatable")
+        list[str],
+        typer.Option(
+            "--tool",
+            metavar="MODULE:OBJECT",
+            help="a tool the server runs itself, e.g. toolwire.demo_tools:ALL; repeatable",
+        ),
     ] = [],  # noqa: B006
     allow_unauthenticated: Annotated[
         bool,
@@ -129,11 +219,19 @@ def serve(
     ] = False,
     allow_origin: Annotated[
         list[str],
-        typer.Option("--allow-origin", help="browser origin allowed to call (CORS), repeatable"),
+        typer.Option(
+            "--allow-origin",
+            metavar="ORIGIN",
+            help="browser origin allowed to call (CORS), repeatable",
+        ),
     ] = [],  # noqa: B006
     allow_host: Annotated[
         list[str],
-        typer.Option("--allow-host", help="Host name accepted besides loopback names, repeatable"),
+        typer.Option(
+            "--allow-host",
+            metavar="HOST",
+            help="Host name accepted besides loopback names, repeatable",
+        ),
     ] = [],  # noqa: B006
     max_body_bytes: Annotated[
         int | None, typer.Option(help="largest request body (default 4 MiB)")
@@ -174,10 +272,12 @@ def serve(
         ),
     ] = False,
 ) -> None:
-    """Serve the OpenAI-compatible API (/v1/responses, /v1/conversations, /v1/models).
+    """Serve the OpenAI-compatible API (/v1/responses, /v1/chat/completions,
+    /v1/conversations, /v1/models) in front of --upstream, or of the bundled local model when
+    --upstream is left out. Runs and pending approvals are shown at /ui.
 
-    Binds to 127.0.0.1; binding elsewhere needs an API key (`toolwire keys create NAME`) or
-    --allow-unauthenticated. See docs/security.md."""
+    Binds to 127.0.0.1:8080; binding elsewhere needs an API key (`toolwire keys create NAME`)
+    or --allow-unauthenticated. See docs/server.md and docs/security.md."""
     from toolwire.config import load_config
     from toolwire.server.main import run as run_server
 
@@ -545,7 +645,22 @@ def _scripted_demo() -> int:
 
 
 def main() -> None:
-    app()
+    """Run the CLI; an error escaping a command is said in a line or two (the traceback with
+    --debug), and exits with status 2."""
+    from toolwire.cli_errors import describe
+
+    try:
+        app()
+    except (SystemExit, KeyboardInterrupt):
+        raise
+    except Exception as exc:
+        if _debug:
+            raise
+        command = next((a for a in sys.argv[1:] if not a.startswith("-")), "")
+        typer.echo(
+            f"toolwire {command}: {describe(exc)}".replace("toolwire :", "toolwire:"), err=True
+        )
+        raise SystemExit(2) from None
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ import os
 import tomllib
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 import yaml
 from pydantic import (
@@ -217,6 +218,17 @@ class ServerConfig(BaseModel):
         default=3, gt=0, description="processes that may die running one background response"
     )
 
+    @model_validator(mode="after")
+    def _upstream_is_a_url(self) -> ServerConfig:
+        if self.upstream is not None:
+            parts = urlsplit(self.upstream)
+            if parts.scheme not in ("http", "https") or not parts.hostname:
+                raise ValueError(
+                    f"--upstream {self.upstream!r} is not an http(s) URL: give the model "
+                    "server's chat-completions base URL, e.g. http://127.0.0.1:8000/v1"
+                )
+        return self
+
     @field_validator("anthropic_models", mode="before")
     @classmethod
     def _anthropic_models(cls, value: Any) -> Any:
@@ -250,7 +262,8 @@ def load_config(path: Path | None, flags: dict[str, Any]) -> ServerConfig:
     except ValidationError as exc:
         first = exc.errors(include_url=False)[0]
         where = ".".join(str(p) for p in first["loc"])
-        raise ConfigError(f"invalid setting {where}: {first['msg']}") from None
+        message = str(first["msg"]).removeprefix("Value error, ")
+        raise ConfigError(f"invalid setting {where}: {message}" if where else message) from None
 
 
 def _read_file(path: Path) -> dict[str, Any]:

@@ -22,6 +22,7 @@ from toolwire.loop.events import (
     ToolExecutionFinished,
     ToolExecutionStarted,
 )
+from toolwire.upstream.events import UpstreamRetry
 
 
 class TracePrinter:
@@ -62,6 +63,12 @@ class TracePrinter:
             self._newline()
             family, attempt, action = event.family, event.attempt, event.action
             c.print(f"[yellow]leaked tool call[/] ({family}) attempt {attempt}: {action}")
+        elif isinstance(event, UpstreamRetry):
+            self._newline()
+            c.print(
+                f"[yellow]upstream retry[/] {event.attempt} ({event.cause}): "
+                f"asking again in {event.delay:.1f} s"
+            )
         elif isinstance(event, ToolExecutionStarted):
             c.print(f"[cyan]→ running[/] {event.call.name}")
         elif isinstance(event, ToolExecutionFinished):

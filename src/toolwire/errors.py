@@ -284,3 +284,10 @@ def error_code(reason: StopReason, error: ToolwireError | None) -> str:
         if 400 <= error.status < 500 and error.status not in (408, 409, 424):
             return "invalid_prompt"
     return "server_error"
+
+
+MISSING_MODEL = (
+    "Missing required parameter: 'model'. (Or start `toolwire serve --model NAME` to give "
+    "requests that name none a default.)"
+)
+"""OpenAI's message for a request without `model`, and the fix on toolwire's side."""

@@ -9,6 +9,7 @@ otherwise one is made; it is returned as `x-request-id` and is `request.state.re
 from __future__ import annotations
 
 import itertools
+import logging
 import queue
 import re
 import secrets
@@ -84,6 +85,42 @@ class _LineWriter:
 _write = _LineWriter()
 
 
+def _request_id(scope: Scope) -> bytes:
+    """A sane incoming `x-request-id`, or a new one."""
+    for name, value in scope["headers"]:
+        if name == b"x-request-id":
+            if _SANE_ID.fullmatch(value):
+                return bytes(value)
+            break
+    return b"%s%016x" % (_ID_PREFIX, next(_id_counter))
+
+
+def _route(scope: Scope, status: int) -> str:
+    """The route template; `(unmatched)` for a path no route serves (404), `(refused)` for a
+    request a middleware answered before routing (a missing key, a foreign Origin, a body too
+    large): a metric label, so never the raw path."""
+    route = getattr(scope.get("route"), "path", None)
+    if route:
+        return str(route)
+    return "(unmatched)" if status in (404, 405) else "(refused)"
+
+
+class _UvicornWebSocketLines(logging.Filter):
+    """Drops uvicorn's own lines about WebSockets (`"WebSocket /path" [accepted]`, `connection
+    open`, `connection closed`): the request log's WEBSOCKET line says the same, once."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        return not ('"WebSocket ' in message or message in ("connection open", "connection closed"))
+
+
+_UVICORN_FILTER = _UvicornWebSocketLines()
+
+
+def quiet_uvicorn_websocket_lines() -> None:
+    logging.getLogger("uvicorn.error").addFilter(_UVICORN_FILTER)  # once: added by identity
+
+
 class ObserveMiddleware:
     def __init__(
         self,
@@ -94,6 +131,8 @@ class ObserveMiddleware:
     ) -> None:
         self.app = app
         self.log_format = log_format
+        if log_format != "off":
+            quiet_uvicorn_websocket_lines()
         self.tracing = tracing
         self._children: dict[tuple[str, str, int], tuple[Any, Any, Any]] = {}
 
@@ -111,18 +150,14 @@ class ObserveMiddleware:
         return found
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "websocket":
+            await self._websocket(scope, receive, send)
+            return
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         start = time.perf_counter()
-        request_id: bytes | None = None
-        for name, value in scope["headers"]:
-            if name == b"x-request-id":
-                if _SANE_ID.fullmatch(value):
-                    request_id = value
-                break
-        if request_id is None:
-            request_id = b"%s%016x" % (_ID_PREFIX, next(_id_counter))
+        request_id = _request_id(scope)
         rid = request_id.decode("ascii")
         scope.setdefault("state", {})["request_id"] = rid
         status = 500
@@ -169,8 +204,7 @@ class ObserveMiddleware:
 
                 tracing.detach(token)
             end = time.perf_counter()
-            route_obj = scope.get("route")
-            route = getattr(route_obj, "path", None) or "(unmatched)"
+            route = _route(scope, status)
             method = metrics.METHOD_LABEL(scope["method"])
             requests, duration, ttfb = self._metrics(route, method, status)
             requests.inc()
@@ -182,6 +216,39 @@ class ObserveMiddleware:
                 metrics.STREAM_DISCONNECTS.labels(route).inc()
             if self.log_format != "off":
                 self._log(scope, rid, route, status, start, end, first_byte, disconnected)
+
+    async def _websocket(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """A WebSocket (the Responses API's WebSocket mode) logs one line in the same format
+        when it ends: `method=WEBSOCKET`, status 101 once accepted (or the status it was
+        refused with), its whole duration; uvicorn's own lines for it are filtered out."""
+        start = time.perf_counter()
+        request_id = _request_id(scope)
+        rid = request_id.decode("ascii")
+        scope.setdefault("state", {})["request_id"] = rid
+        status = 500
+        accepted: float | None = None
+
+        async def observed_send(message: Message) -> None:
+            nonlocal status, accepted
+            kind = message["type"]
+            if kind == "websocket.accept":
+                status, accepted = 101, time.perf_counter()
+                message["headers"] = [*message.get("headers", ()), (b"x-request-id", request_id)]
+            elif kind == "websocket.close" and accepted is None:
+                status = 403
+            elif kind == "websocket.http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, observed_send)
+        finally:
+            if self.log_format != "off":
+                log_scope = {**scope, "method": "WEBSOCKET"}
+                end = time.perf_counter()
+                self._log(
+                    log_scope, rid, _route(scope, status), status, start, end, accepted, False
+                )
 
     def _log(
         self,

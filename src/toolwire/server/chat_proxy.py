@@ -22,7 +22,13 @@ from typing import Any
 
 import orjson
 
-from toolwire.errors import InvalidRequestError, StopReason, ToolwireError, run_error
+from toolwire.errors import (
+    MISSING_MODEL,
+    InvalidRequestError,
+    StopReason,
+    ToolwireError,
+    run_error,
+)
 from toolwire.loop.chat_history import chat_to_transcript
 from toolwire.loop.driver import LoopDriver
 from toolwire.loop.events import (
@@ -81,7 +87,7 @@ class ChatProxy:
         body = check_chat_body(body)  # the documented schema: server/schemas/chat.py
         model = body.get("model") or self.default_model
         if not isinstance(model, str) or not model:
-            raise InvalidRequestError("Missing required parameter: 'model'.", param="model")
+            raise InvalidRequestError(MISSING_MODEL, param="model")
         if body.get("n") not in (None, 1):
             raise InvalidRequestError("only n=1 is supported", param="n")
         tools = _tools(body.get("tools"), body.get("functions"))

@@ -14,7 +14,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from toolwire.errors import InvalidRequestError
+from toolwire.errors import MISSING_MODEL, InvalidRequestError
 from toolwire.loop.compaction import Compactor, expand_compactions
 from toolwire.loop.items import items_to_transcript, normalize_input
 from toolwire.server.auth import owner_of
@@ -96,7 +96,7 @@ class CompactionService:
         responses = self.responses
         model = request.model or responses.default_model
         if not model:
-            raise InvalidRequestError("Missing required parameter: 'model'.", param="model")
+            raise InvalidRequestError(MISSING_MODEL, param="model")
         history: list[dict[str, Any]] = []
         if request.previous_response_id:
             record = await responses.store.get_response_record(

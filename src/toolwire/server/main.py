@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -20,8 +21,9 @@ from toolwire.server.mcp_tools import configured_server
 from toolwire.server.messages.translate import MessagesSettings
 from toolwire.server.responses_service import ResponsesService
 from toolwire.server.security import startup_security
+from toolwire.server.startup import check_port, check_upstream, shown_database, summary_lines
 from toolwire.server.workers import reuse_port_socket, run_workers
-from toolwire.store.database import Store
+from toolwire.store.database import Store, default_database_url
 from toolwire.tools.base import Tool
 from toolwire.tools.loading import load_tools
 from toolwire.tools.mcp.pool import McpPool
@@ -84,7 +86,21 @@ async def build_app(config: ServerConfig) -> Starlette:
         raise
     base_url = config.upstream
     default_model = config.model
-    if not base_url:
+    listed: list[str] = []
+    upstream_line = f"{base_url}"
+    if base_url:
+        key = ChatCompletionsConfig(
+            base_url=base_url, api_key_env=config.api_key_env
+        ).resolved_api_key()
+        probe = await check_upstream(
+            base_url,
+            config.model,
+            {**config.upstream_headers, **({"authorization": f"Bearer {key}"} if key else {})},
+        )
+        listed = probe.models
+        for warning in probe.warnings:
+            print(f"toolwire serve: warning: {warning}", file=sys.stderr, flush=True)
+    else:
         local = ManagedLlamaServer(
             Path(config.model_path) if config.model_path else None, n_ctx=config.local_n_ctx
         )
@@ -92,6 +108,7 @@ async def build_app(config: ServerConfig) -> Starlette:
         shutdown.append(local.stop)
         base_url = local.base_url
         default_model = default_model or local.model_name
+        upstream_line = f"the bundled local model ({local.model_name}, at {base_url})"
     upstream = ChatCompletionsUpstream(
         ChatCompletionsConfig(
             base_url=base_url,
@@ -145,7 +162,7 @@ async def build_app(config: ServerConfig) -> Starlette:
         ),
         observe=observability.observe,
     )
-    return create_app(
+    app = create_app(
         upstream=upstream,
         store=store,
         responses=service,
@@ -158,13 +175,26 @@ async def build_app(config: ServerConfig) -> Starlette:
         ),
         observability=observability,
     )
+    app.state.summary = summary_lines(
+        upstream=upstream_line,
+        model=default_model,
+        listed=listed,
+        database=shown_database(config.db or default_database_url()),
+        host=config.host,
+        port=config.port,
+        keys=len(await store.keys.active()),
+    )
+    return app
 
 
 def run(config: ServerConfig, *, reuse_port: bool = False) -> None:
     """Serve until interrupted, on uvloop when it is installed (uvicorn[standard] brings it):
     `asyncio.run` would use the slower stdlib loop, as uvicorn's `loop="auto"` only applies to
     `uvicorn.run`. `workers` > 1: one process per worker (server/workers.py); `reuse_port`: this
-    process is one of them, sharing the port."""
+    process is one of them, sharing the port. A port in use is refused before anything slow
+    (the local model) starts."""
+    if not reuse_port:
+        check_port(config.host, config.port)
     if config.workers > 1 and not reuse_port:
         run_workers(config, target=f"{__name__}:run")
         return
@@ -195,5 +225,7 @@ async def serve(config: ServerConfig, *, reuse_port: bool = False) -> None:
     )
     if reuse_port:
         await server.serve(sockets=[reuse_port_socket(config.host, config.port)])
-    else:
-        await server.serve()
+        return
+    for line in app.state.summary:  # what is being served, once, before uvicorn's own lines
+        print(line, file=sys.stderr, flush=True)
+    await server.serve()

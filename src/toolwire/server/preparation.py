@@ -13,7 +13,7 @@ from functools import partial
 from typing import Any
 
 from toolwire.config import McpServerConfig, WebSearchConfig
-from toolwire.errors import InvalidRequestError, NotFoundError
+from toolwire.errors import MISSING_MODEL, InvalidRequestError, NotFoundError
 from toolwire.loop.approvals import ApprovalDecisions, ApprovalSigner, approval_decisions
 from toolwire.loop.compaction import CompactionCodec, ContextPolicy, expand_compactions
 from toolwire.loop.items import (
@@ -131,7 +131,7 @@ class Preparer:
         request = parse_create(body)
         model = request.model or self.default_model
         if not model:
-            raise InvalidRequestError("Missing required parameter: 'model'.", param="model")
+            raise InvalidRequestError(MISSING_MODEL, param="model")
         history: list[dict[str, Any]] = []
         conversation_id = request.conversation_id
         inline = local is not None and request.previous_response_id == local.response_id

@@ -27,6 +27,7 @@ from platformdirs import user_data_dir
 from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
+from toolwire.errors import ConfigError
 from toolwire.store import timelines as _timelines  # noqa: F401  (its table joins metadata)
 from toolwire.store.files import prepare_sqlite_file, private_directory, sqlite_path
 from toolwire.store.items import index_items, unindex_response
@@ -58,6 +59,21 @@ def normalize_url(url: str) -> str:
     if url.startswith(("postgresql://", "postgres://")):
         return "postgresql+asyncpg://" + url.split("://", 1)[1]
     return url
+
+
+def _check_sqlite_directory(url: str) -> None:
+    """A SQLite file in a directory that does not exist: say so, and what to do, rather than
+    SQLAlchemy's "unable to open database file" under a long traceback."""
+    prefix = "sqlite+aiosqlite:///"
+    if not url.startswith(prefix):
+        return
+    path = Path(url[len(prefix) :].split("?", 1)[0])
+    if not path.name or path.name == ":memory:" or path.parent.is_dir():
+        return
+    raise ConfigError(
+        f"the database's directory {path.parent} does not exist: create it "
+        f"(mkdir -p {path.parent}) or pick another --db, e.g. sqlite:///toolwire.db"
+    )
 
 
 #: Status of a deleted response that others continue: hidden, kept for their history.
@@ -95,6 +111,7 @@ class Store:
         """Open (and create) the database; an older schema is upgraded, or with
         `migrate=False` refused with a `ConfigError` naming `toolwire db upgrade`."""
         url = normalize_url(url or default_database_url())
+        _check_sqlite_directory(url)
         sqlite_file = sqlite_path(url)
         if sqlite_file is not None:
             prepare_sqlite_file(sqlite_file)

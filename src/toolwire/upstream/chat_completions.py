@@ -18,6 +18,7 @@ import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, Literal
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 import orjson
@@ -263,7 +264,7 @@ class ChatCompletionsUpstream:
             yielded = False
             try:
                 async for event in self._streamed(request, declared):
-                    yielded = True
+                    yielded = yielded or not isinstance(event, UpstreamRetry)
                     yield event
                 return
             except UpstreamStreamDropped:
@@ -294,11 +295,19 @@ class ChatCompletionsUpstream:
                     yield Repair("streaming_refused")
                 yield UpstreamRetry("empty_stream", attempt + 1, 0.0)
                 break
-        for event in await self._whole(request, declared):
+        notes: list[ModelEvent] = []
+        try:
+            events = await self._whole(request, declared, notes)
+        except UpstreamError:
+            for note in notes:  # the retries made before giving up are part of the story
+                yield note
+            raise
+        for event in events:
             yield event
 
-    async def _whole(self, request: TurnRequest, declared: list[str] | None) -> list[ModelEvent]:
-        notes: list[ModelEvent] = []
+    async def _whole(
+        self, request: TurnRequest, declared: list[str] | None, notes: list[ModelEvent]
+    ) -> list[ModelEvent]:
         # A whole answer is parsed in one piece, like one stream event: both limits hold.
         most = min(self.config.max_response_bytes, self.config.max_event_bytes)
         status, content = await self._send(
@@ -329,7 +338,12 @@ class ChatCompletionsUpstream:
     ) -> AsyncIterator[ModelEvent]:
         body = orjson.dumps(self.request_body(request, stream=True))
         notes: list[ModelEvent] = []
-        response = await self._open_stream(body, notes)
+        try:
+            response = await self._open_stream(body, notes)
+        except UpstreamError:
+            for note in notes:  # the retries made before giving up are part of the story
+                yield note
+            raise
         if "text/html" in response.headers.get("content-type", ""):
             # A proxy's or portal's page, not an event stream: an error, not a capability.
             page = await _read_bounded(response, _ERROR_BODY_BYTES, truncate=True)
@@ -453,7 +467,7 @@ class ChatCompletionsUpstream:
         def send() -> Awaitable[Answer]:
             return self._sender.send("POST", self._completions_url, body, headers)
 
-        return await self._with_retries(send, notes)
+        return await self._with_retries(send, notes, self._completions_url)
 
     async def _send(
         self,
@@ -474,7 +488,7 @@ class ChatCompletionsUpstream:
         def send() -> Awaitable[Answer]:
             return self._sender.send(method, url, content, headers)
 
-        response = await self._with_retries(send, notes)
+        response = await self._with_retries(send, notes, url)
         limit = self.config.max_response_bytes if most is None else most
         try:
             data = await _read_bounded(response, limit)
@@ -483,7 +497,7 @@ class ChatCompletionsUpstream:
         except httpx.TimeoutException as exc:
             raise UpstreamTimeoutError("the upstream did not answer in time") from exc
         except httpx.TransportError as exc:
-            raise _connection_error(exc) from exc
+            raise _connection_error(exc, url) from exc
         finally:
             await response.aclose()
         return response.status_code, data
@@ -492,8 +506,11 @@ class ChatCompletionsUpstream:
         self,
         send: Callable[[], Awaitable[Answer]],
         notes: list[ModelEvent] | None = None,
+        url: str = "",
     ) -> Answer:
-        """Send until a success, retrying 429 / 5xx / connection errors within the policy."""
+        """Send until a success, retrying 429 / 5xx / connection errors within the policy. A
+        final error names the URL tried and how many attempts were made: the retries are part
+        of what went wrong (the client's error, the CLI trace, the /ui timeline show them)."""
         attempt = 0
         while True:
             try:
@@ -502,7 +519,7 @@ class ChatCompletionsUpstream:
                 cause = "connect_timeout"
                 delay = self.retry.delay(attempt)
                 if delay is None:
-                    raise _connection_error(exc) from exc
+                    raise _connection_error(exc, url, attempt + 1) from exc
             except httpx.TimeoutException as exc:
                 raise UpstreamTimeoutError("the upstream did not answer in time") from exc
             except httpx.TransportError as exc:
@@ -510,7 +527,7 @@ class ChatCompletionsUpstream:
                 cause = "connection"
                 delay = self.retry.delay(attempt)
                 if delay is None:
-                    raise _connection_error(exc) from exc
+                    raise _connection_error(exc, url, attempt + 1) from exc
             else:
                 if response.status_code < 400:
                     return response
@@ -520,7 +537,7 @@ class ChatCompletionsUpstream:
                     body = b""
                 finally:
                     await response.aclose()
-                error = _http_error(response, body or b"")
+                error = _http_error(response, body or b"", url, self.config.base_url)
                 # a prompt too long for the model stays too long, whatever the status said
                 retryable = (
                     response.status_code in RETRYABLE_STATUSES
@@ -532,6 +549,9 @@ class ChatCompletionsUpstream:
                     else None
                 )
                 if delay is None:
+                    if attempt:
+                        error.message += f" (after {_attempts(attempt + 1)})"
+                        error.args = (error.message,)
                     raise error
                 cause = f"http_{response.status_code}"
             if notes is not None:  # observe/: reported as a ModelEvent by the caller
@@ -624,11 +644,14 @@ _CONTEXT_LENGTH_TYPES = ("context_length_exceeded", "exceed_context_size_error")
 """`error.code` / `error.type` values meaning the same (OpenAI, llama.cpp)."""
 
 
-def _http_error(response: Answer, content: bytes) -> UpstreamHTTPError:
+def _http_error(
+    response: Answer, content: bytes, url: str = "", base_url: str = ""
+) -> UpstreamHTTPError:
     """An upstream's HTTP error as the client error it amounts to, with OpenAI's codes: the
     upstream's own message (its first line: never a traceback), never a home-made code. A
     prompt that does not fit the model's context is OpenAI's 400 `context_length_exceeded`
-    whatever status the server chose (llama.cpp has answered it with a 500)."""
+    whatever status the server chose (llama.cpp has answered it with a 500). A 404 or a
+    refused key names the URL tried and the likely fix: those are set-up mistakes."""
     status = response.status_code
     body = content[:4000].decode(response.charset_encoding or "utf-8", "replace")
     detail = strip_traceback(body)
@@ -664,9 +687,16 @@ def _http_error(response: Answer, content: bytes) -> UpstreamHTTPError:
         kind = {"status": 429, "error_type": "requests", "code": "rate_limit_exceeded"}
     elif status in (401, 403):
         message = (
-            f"the upstream refused toolwire's credentials (HTTP {status}); "
-            "the gateway's operator must fix its upstream key"
+            f"the upstream at {shown_url(url)} refused toolwire's credentials (HTTP {status}); "
+            "the gateway's operator must fix its upstream key (`--api-key-env VAR`, VAR "
+            "holding the key)"
         )
+        kind = {"status": 424, "error_type": "server_error", "code": "server_error"}
+    elif status == 404:
+        message = f"the upstream answered HTTP 404 for {shown_url(url)}" + (
+            f": {detail}" if detail else ""
+        )
+        message += "; " + base_url_hint(base_url)
         kind = {"status": 424, "error_type": "server_error", "code": "server_error"}
     elif status < 500:
         kind = {"status": 424, "error_type": "server_error", "code": "server_error"}
@@ -713,11 +743,36 @@ def _first_line(text: str) -> str:
     return ""
 
 
-def _connection_error(exc: Exception) -> UpstreamConnectionError:
+def _connection_error(exc: Exception, url: str = "", attempts: int = 1) -> UpstreamConnectionError:
+    where = f" at {shown_url(url)}" if url else ""
+    tries = f" ({_attempts(attempts)})" if attempts > 1 else ""
     return UpstreamConnectionError(
-        f"could not reach the upstream: {exc.__class__.__name__}: {exc}",
+        f"could not reach the upstream{where}{tries}: {exc.__class__.__name__}: {exc}; "
+        "is the model server running, and is the URL right?",
         code="upstream_unreachable",
     )
+
+
+def _attempts(count: int) -> str:
+    return f"{count} attempts, {count - 1} of them retries"
+
+
+def shown_url(url: str) -> str:
+    """A URL fit for a message: no user:password, no query (either may hold a secret)."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if parts.port:
+        host += f":{parts.port}"
+    return urlunsplit((parts.scheme, host, parts.path, "", ""))
+
+
+def base_url_hint(base_url: str) -> str:
+    """The likely fix for a base URL the server answers 404 under: most servers serve the
+    OpenAI API under `/v1`, and the base URL must include it."""
+    base = shown_url(base_url.rstrip("/"))
+    if not base.endswith("/v1"):
+        return f"did you mean {base}/v1? (the base URL includes the API's /v1)"
+    return f"is {base} the server's OpenAI-compatible base URL?"
 
 
 def _error_text(body: dict[str, Any]) -> str:

