@@ -30,3 +30,8 @@ class Slice:
         if time.perf_counter() - self._since >= self._slice:
             await asyncio.sleep(0)
             self._since = time.perf_counter()
+
+    async def give_way(self) -> None:
+        """Yield now (before a large step of its own, such as judging a whole turn's text)."""
+        await asyncio.sleep(0)
+        self._since = time.perf_counter()

@@ -434,6 +434,7 @@ class _Run:
         if state.tools_exhausted:
             calls = []  # the last call was offered no tools; whatever it wrote is its answer
         elif not calls and finish_reason != "length" and self.settings.leak_mode != "off":
+            await turn_work.give_way()  # judging the whole text is a step of its own
             leak = self.find_leak(full_text, full_reasoning)
             if leak is not None:
                 return self.on_leak(full_text, full_reasoning, leak, held, usage)
