@@ -42,6 +42,7 @@ from toolwire.loop.compaction import (
     count_tokens,
     is_context_overflow,
 )
+from toolwire.loop.cooperative import Slice
 from toolwire.loop.events import (
     ApprovalRequest,
     ApprovalRequested,
@@ -379,6 +380,7 @@ class _Run:
                 turn = self.turn_request()
         self.emit(ModelCallStarted(state.iterations, bool(turn.tools)))
         held = Holdback(hold_all=bool(state.leak_prose))
+        turn_work = Slice()  # the hold-back's judging must not hold the event loop
         text: list[str] = []
         reasoning: list[str] = []
         calls: list[ToolCall] = []
@@ -393,6 +395,7 @@ class _Run:
                     shown = held.feed(event.text)
                     if shown:
                         self.emit(OutputTextDelta(shown))
+                    await turn_work.tick()
                 elif isinstance(event, ToolCallArgumentsDelta):
                     if event.key in live:
                         self.emit(CallArgumentsDelta(event.key, event.delta))
@@ -433,6 +436,7 @@ class _Run:
         if state.tools_exhausted:
             calls = []  # the last call was offered no tools; whatever it wrote is its answer
         elif not calls and finish_reason != "length" and self.settings.leak_mode != "off":
+            await turn_work.give_way()  # judging the whole text is a step of its own
             leak = self.find_leak(full_text, full_reasoning)
             if leak is not None:
                 return self.on_leak(full_text, full_reasoning, leak, held, usage)
