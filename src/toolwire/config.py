@@ -124,6 +124,11 @@ class ServerConfig(BaseModel):
         description="Messages door (/v1/messages): requested model name or tier (opus, sonnet, "
         "haiku, default) -> upstream model; `NAME=MODEL,...` in the environment",
     )
+    anthropic_ping_interval: float = Field(
+        default=10.0,
+        gt=0,
+        description="Messages door: seconds without an event after which a stream sends `ping`",
+    )
     context_window: int | None = Field(
         default=None,
         ge=256,

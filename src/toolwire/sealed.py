@@ -9,6 +9,8 @@ not hand-rolled) under a 32-byte secret. One mechanism for every use, each under
   well can still open it, so the database itself stays a secret store (docs/security.md).
 - Compaction items (`loop/compaction.py`): the summary a client hands back, which it must
   neither read nor alter.
+- MCP credentials of a response awaiting approval (`server/approval_tools.py`), so that an
+  approval from `/ui`, which only holds the redacted echo, runs with the real ones.
 """
 
 from __future__ import annotations

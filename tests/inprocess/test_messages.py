@@ -6,7 +6,9 @@ tests/integration/test_anthropic_sdk.py and test_claude_code.py."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +20,7 @@ from tests.integration.test_claude_code import call_chunks
 from toolwire.server.messages.translate import MessagesSettings, ThinkingSeal
 from toolwire.testing import Body, Chunks, Reply, ScriptedUpstream
 from toolwire.testing.asgi import StreamingASGITransport
+from toolwire.tools.base import tool
 
 FIXTURE = Path(__file__).parents[1] / "data" / "anthropic" / "claude_code_request.json"
 READ = {
@@ -53,7 +56,7 @@ def assemble(events: list[dict[str, Any]]) -> dict[str, Any]:
     """What an Anthropic client builds from the events (as the SDK's accumulator does), with
     the checks it relies on: indices in order, every delta into an open block."""
     assert events[0]["type"] == "message_start" and events[-1]["type"] == "message_stop"
-    message = events[0]["message"]
+    message: dict[str, Any] = events[0]["message"]
     open_index: int | None = None
     partial: dict[int, str] = {}
     for event in events[1:-1]:
@@ -63,7 +66,7 @@ def assemble(events: list[dict[str, Any]]) -> dict[str, Any]:
             open_index = event["index"]
             message["content"].append(dict(event["content_block"]))
         elif kind == "content_block_delta":
-            assert event["index"] == open_index, "a delta into a block that is not open"
+            assert open_index is not None and event["index"] == open_index, "no open block"
             block, delta = message["content"][open_index], event["delta"]
             if delta["type"] == "text_delta":
                 block["text"] += delta["text"]
@@ -134,7 +137,9 @@ async def test_split_call_with_repeated_name_streams_as_one_tool_use(gw: AppGate
     gw.upstream.add(call_chunks("Read", ['{"file_', 'path": "a', '.txt"}'], "call_1"))
     events = events_of((await post(gw, body(stream=True, tools=[READ]))).content)
     pieces = [e["delta"]["partial_json"] for e in events if e["type"] == "content_block_delta"]
-    assert pieces == ['{"file_', 'path": "a', '.txt"}']  # the upstream's own pieces
+    # the upstream's own pieces, live; the closing brace waits for the turn's end (a repeated
+    # or corrected object could still replace it)
+    assert pieces == ['{"file_', 'path": "a', '.txt"', "}"]
     message = assemble(events)
     assert message["content"] == [
         {"type": "tool_use", "id": "call_1", "name": "Read", "input": {"file_path": "a.txt"}}
@@ -179,6 +184,139 @@ async def test_malformed_call_is_never_handed_over(gw: AppGateway) -> None:
     ]
     reported = upstream_body(gw)["messages"]
     assert reported[-1]["role"] == "tool"  # the model was told, and called again
+
+
+@pytest.mark.parametrize(
+    "pieces",
+    [
+        ['{"file_path": ', '"a.txt", "limit": 1, "offset": ', "'3'}"],  # quotes re-encoded
+        ['{"file_path": "a.t'],  # cut off: rejected, the model asked again
+    ],
+)
+async def test_streamed_call_that_cannot_be_completed_as_sent_ends_with_an_error(
+    gw: AppGateway, pieces: list[str]
+) -> None:
+    # What went out of a live call can no longer match its final input: an `error` event,
+    # never a tool_use whose input differs from the call's.
+    gw.upstream.add(call_chunks("Read", pieces, "call_1"), Reply(text="unused"))
+    events = events_of((await post(gw, body(stream=True, tools=[READ]))).content)
+    kinds = [e["type"] for e in events]
+    assert kinds[-1] == "error" and "content_block_stop" not in kinds
+    assert events[-1]["error"]["type"] == "api_error"
+    assert "tool call" in events[-1]["error"]["message"]
+
+
+async def test_upstream_breaking_mid_call_leaves_its_block_unfinished(gw: AppGateway) -> None:
+    chunks = call_chunks("Read", ['{"file_path": ', '"a.t', 'xt"}'], "call_1").chunks
+    gate = threading.Event()  # the rest waits until the client has seen a piece, then breaks
+    broken = Chunks(chunks[:3], done=False, disconnect_after=3, gate=gate, gate_at=2)
+    gw.upstream.add(broken)
+    kinds: list[str] = []
+    async with gw.http.stream("POST", "/v1/messages", json=body(stream=True, tools=[READ])) as s:
+        async for line in s.aiter_lines():
+            if line.startswith("data: "):
+                event = orjson.loads(line[6:])
+                block_delta = event["type"] == "content_block_delta"
+                kinds.append(event["delta"]["type"] if block_delta else event["type"])
+                if block_delta:
+                    gate.set()
+    assert broken.gate_opened == [True] and "input_json_delta" in kinds  # it went out live
+    assert kinds[-1] == "error" and "content_block_stop" not in kinds
+
+
+async def test_text_after_a_live_call_follows_its_block(gw: AppGateway) -> None:
+    call = call_chunks("Read", ['{"file_path": "a.txt"}'], "call_1").chunks
+    text = {"choices": [{"index": 0, "delta": {"content": "Reading it."}}]}
+    gw.upstream.add(Chunks([*call[:-1], text, call[-1]]))
+    message = assemble(events_of((await post(gw, body(stream=True, tools=[READ]))).content))
+    assert [b["type"] for b in message["content"]] == ["tool_use", "text"]
+    assert message["content"][0]["input"] == {"file_path": "a.txt"}
+    assert message["content"][1]["text"] == "Reading it."
+
+
+@pytest.mark.parametrize("quiet_after", [0, 1], ids=["slow_to_start", "slow_mid_answer"])
+async def test_pings_while_the_upstream_is_quiet(quiet_after: int) -> None:
+    # The upstream stops before chunk `quiet_after` until the client has seen a ping after
+    # `quiet_after` text deltas: pings come while nothing else does (order, not timing).
+    text = [{"choices": [{"index": 0, "delta": {"content": word}}]} for word in ("Hi", " there")]
+    finish = {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
+    gate = threading.Event()
+    turn = Chunks([*text, finish], gate=gate, gate_at=quiet_after, gate_timeout=5)
+    upstream = ScriptedUpstream.in_process()
+    upstream.add(turn)
+    kinds: list[str] = []
+    settings = MessagesSettings(ping_interval=0.05)
+    async with (
+        app_gateway(upstream, messages=settings) as gw,
+        gw.http.stream("POST", "/v1/messages", json=body(stream=True)) as answer,
+    ):
+        async for line in answer.aiter_lines():
+            if not line.startswith("data: "):
+                continue
+            event = orjson.loads(line[6:])
+            block_delta = event["type"] == "content_block_delta"
+            kinds.append(event["delta"]["type"] if block_delta else event["type"])
+            if event["type"] == "ping" and kinds.count("text_delta") == quiet_after:
+                gate.set()
+    assert turn.gate_opened == [True]
+    assert kinds[:2] == ["message_start", "ping"]
+    before = kinds[: [i for i, k in enumerate(kinds) if k == "text_delta"][quiet_after]]
+    assert before.count("ping") >= 1 + quiet_after  # the stream's own first ping, and more
+    assert kinds[-2:] == ["message_delta", "message_stop"]
+
+
+def stopped(field: str, value: Any) -> Chunks:
+    text = {"choices": [{"index": 0, "delta": {"content": "Counting: 1 2"}}]}
+    end = {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop", field: value}]}
+    return Chunks([text, end])
+
+
+async def test_stop_sequence_when_the_upstream_names_it(gw: AppGateway) -> None:
+    ask = body(stop_sequences=["3", "END"])
+    gw.upstream.add(stopped("stop_reason", "3"))  # vLLM, streamed
+    message = assemble(events_of((await post(gw, {**ask, "stream": True})).content))
+    assert message["stop_reason"] == "stop_sequence" and message["stop_sequence"] == "3"
+    whole = {"choices": [{"index": 0, "message": {"role": "assistant", "content": "1 2"}}]}
+    whole["choices"][0].update(finish_reason="stop", matched_stop="END")  # SGLang, whole
+    gw.upstream.add(Body(whole))
+    answer = (await post(gw, ask)).json()
+    assert answer["stop_reason"] == "stop_sequence" and answer["stop_sequence"] == "END"
+    # a stop token (an int), a string the request did not ask for, or nothing: end_turn
+    for field, value in (("stop_reason", 128009), ("matched_stop", "</s>"), ("x", None)):
+        gw.upstream.add(stopped(field, value))
+        answer = assemble(events_of((await post(gw, {**ask, "stream": True})).content))
+        assert answer["stop_reason"] == "end_turn" and answer["stop_sequence"] is None
+
+
+async def test_pings_while_a_server_tool_runs() -> None:
+    released = asyncio.Event()
+    finished: list[bool] = []
+
+    @tool
+    async def slow_lookup(city: str) -> str:
+        """Look a city up (slowly)."""
+        async with asyncio.timeout(5):
+            await released.wait()  # until the client has seen pings while it runs
+        finished.append(True)
+        return "sunny"
+
+    upstream = ScriptedUpstream.in_process()
+    upstream.add(Reply(tool_calls=[("slow_lookup", {"city": "Oslo"})]), Reply(text="Sunny."))
+    kinds: list[str] = []
+    settings = MessagesSettings(ping_interval=0.05)
+    async with (
+        app_gateway(upstream, messages=settings, tools=[slow_lookup]) as gw,
+        gw.http.stream("POST", "/v1/messages", json=body(stream=True)) as answer,
+    ):
+        async for line in answer.aiter_lines():
+            if line.startswith("data: "):
+                kinds.append(orjson.loads(line[6:])["type"])
+                if kinds.count("ping") == 2:  # the stream's first, and one while the tool ran
+                    released.set()
+    assert finished == [True]
+    second_ping = [i for i, kind in enumerate(kinds) if kind == "ping"][1]
+    assert kinds.index("content_block_start") > second_ping  # the answer came after the tool
+    assert kinds[-2:] == ["message_delta", "message_stop"]
 
 
 async def test_max_tokens_stop_reason(gw: AppGateway) -> None:
@@ -470,7 +608,7 @@ async def test_failure_mid_stream_is_an_error_event(gw: AppGateway) -> None:
     text = {"choices": [{"index": 0, "delta": {"content": "Partial answer"}}]}
     # paced, so the first text goes out before the connection breaks
     broken = Chunks([text, text], done=False, disconnect_after=2, delay=0.05)
-    gw.upstream.add(broken, broken)
+    gw.upstream.add(broken)
     events = events_of((await post(gw, body(stream=True))).content)
     assert events[0]["type"] == "message_start"
     assert events[-1]["type"] == "error", "never a silent end"

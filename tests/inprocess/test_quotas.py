@@ -173,3 +173,28 @@ async def test_a_refusal_in_a_fresh_minute_does_not_refuse_the_next_request(
     assert refused.status_code == 429
     assert "Requested 10" in refused.json()["error"]["message"]
     assert granted.status_code == 200, granted.text
+
+
+async def test_the_messages_door_counts_against_the_key_and_refuses_in_anthropic_shape(
+    tmp_path: object,
+) -> None:
+    """The Anthropic door admits each request like the others: the key's requests per minute
+    run out, and the refusal is Anthropic's `rate_limit_error` with the same headers."""
+    url = f"sqlite:///{tmp_path}/toolwire.db"
+    body = {
+        "model": "claude-sonnet-4-5",
+        "max_tokens": 64,
+        "messages": [{"role": "user", "content": "hi"}],
+    }
+    async with replicas(url, 1) as (replica,):
+        _, key = await replica.store.keys.create("team", rpm=1)
+        headers = {"x-api-key": key, "anthropic-version": "2023-06-01"}
+        first = await replica.http.post("/v1/messages", json=body, headers=headers)
+        refused = await replica.http.post("/v1/messages", json=body, headers=headers)
+    assert first.status_code == 200, first.text
+    assert first.json()["content"][0]["text"] == "ok"
+    assert refused.status_code == 429
+    assert refused.json()["type"] == "error"
+    assert refused.json()["error"]["type"] == "rate_limit_error"
+    assert refused.headers["x-ratelimit-limit-requests"] == "1"
+    assert 1 <= int(refused.headers["retry-after"]) <= 60

@@ -4,6 +4,7 @@ path, model discovery, and its typed errors."""
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import anthropic
@@ -68,6 +69,70 @@ def test_stream_with_tools_and_the_result_going_back(
     assert text == "The file says hello."
     sent = gw.upstream.chat_requests[-1].body["messages"]
     assert sent[-1] == {"role": "tool", "tool_call_id": "call_1", "content": "hello"}
+
+
+def test_call_pieces_reach_the_client_before_the_turn_ends(
+    gw: Gateway, client: anthropic.Anthropic
+) -> None:
+    seen = threading.Event()
+    turn = call_chunks("Read", ['{"file_pa', 'th": "a.txt"}'], "call_1")
+    turn.gate, turn.gate_at = seen, len(turn.chunks) - 1  # the finish waits for the client
+    gw.upstream.add(turn)
+    with client.messages.stream(
+        model="claude-opus-5-5", max_tokens=100, messages=HI, tools=[READ]
+    ) as stream:
+        for event in stream:
+            if event.type == "input_json":
+                seen.set()  # a piece arrived: let the upstream end its turn
+        message = stream.get_final_message()
+    assert turn.gate_opened == [True]  # the piece came while the upstream's turn was open
+    assert message.content[0].input == {"file_path": "a.txt"}  # type: ignore[union-attr]
+
+
+LEAK = '<tool_call>\n{"name": "Read", "arguments": {"file_path": "a.txt"}}\n</tool_call>'
+
+
+def quirks() -> dict[str, list[Any]]:
+    """Fresh turns per test (a gate is set on them)."""
+    return {
+        "split": [call_chunks("Read", ['{"fi', 'le_path"', ': "a.t', 'xt"', "}"], "call_1")],
+        "name_repeated": [call_chunks("Read", ['{"file_path": "a.txt"}'], "call_1")],
+        "repeated_at_end": [
+            call_chunks("Read", ['{"file_path": ', '"a.txt"}', '{"file_path": "a.txt"}'], "call_1")
+        ],
+        "seeded_empty": [call_chunks("Read", ["{}", '{"file_path": "a.txt"}'], "call_1")],
+        "raw_newline_trailing_comma": [
+            call_chunks("Read", ['{"file_path": "a', '\n.txt",', "}"], "call_1")
+        ],
+        "single_quotes": [call_chunks("Read", ["{'file_path': ", "'a.txt'}"], "call_1")],
+        "leaked": [Reply(text=LEAK), Reply(tool_calls=[("Read", {"file_path": "a.txt"})])],
+    }
+
+
+@pytest.mark.parametrize("quirk", list(quirks()))
+def test_streamed_input_is_the_repaired_arguments(
+    gw: Gateway, client: anthropic.Anthropic, quirk: str
+) -> None:
+    turns = quirks()[quirk]
+    seen = threading.Event()
+    live = isinstance(turns[0], Chunks)  # a leaked call is text until the turn ends
+    if live:
+        turns[0].gate, turns[0].gate_at = seen, len(turns[0].chunks) - 1
+    gw.upstream.add(*turns)
+    with client.messages.stream(
+        model="claude-opus-5-5", max_tokens=100, messages=HI, tools=[READ]
+    ) as stream:
+        for event in stream:
+            if event.type == "input_json":
+                seen.set()
+        message = stream.get_final_message()  # the SDK's own accumulator
+    if live:
+        assert turns[0].gate_opened == [True]  # pieces went out while the turn was open
+    calls = [block for block in message.content if block.type == "tool_use"]
+    expected = "a\n.txt" if quirk == "raw_newline_trailing_comma" else "a.txt"
+    assert len(calls) == 1 and calls[0].input == {"file_path": expected}
+    assert message.stop_reason == "tool_use"
+    assert "<tool_call>" not in message.model_dump_json()
 
 
 def test_count_tokens_and_beta_and_models(gw: Gateway, client: anthropic.Anthropic) -> None:

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import openai
 import pytest
 
@@ -420,3 +421,44 @@ def test_inline_history_approval_runs_once_and_altered_arguments_are_refused(
     replay = mg.client.responses.create(model="m", tools=[tool], store=False, input=inline)
     assert replay.status == "completed"
     assert logged(calls_log) == ["delete_file old.txt"]  # exactly once
+
+
+def test_approving_from_ui_continues_with_the_stored_credentials(
+    mg: Gateway, mcp_url: str, calls_log: Path
+) -> None:
+    """The /ui page continues an approval with the stored response's (redacted) tools; the
+    call still reaches the server that needs `Authorization` with the real credentials."""
+    tool = demo_tool(mcp_url, headers={"X-Team": "blue-secret"})  # approval: always
+    mg.upstream.add(Reply(text="I'll delete it.", tool_calls=[("delete_file", {"path": "ui.txt"})]))
+    asking = mg.client.responses.create(model="m", input="delete ui.txt", tools=[tool])
+    asked = [i for i in asking.output if i.type == "mcp_approval_request"]
+    assert len(asked) == 1
+    root = mg.base_url.removesuffix("/").removesuffix("/v1")
+    # what the page does (server/ui/static): read the stored response, continue with its tools
+    stored = httpx.get(f"{root}/ui/api/responses/{asking.id}").json()["response"]
+    assert stored["tools"][0]["authorization"] == "<redacted>"
+    mg.upstream.add(Reply(text="Deleted."))
+    answer = httpx.post(
+        f"{root}/v1/responses",
+        json={
+            "model": stored["model"],
+            "previous_response_id": asking.id,
+            "tools": stored["tools"],
+            "input": [
+                {
+                    "type": "mcp_approval_response",
+                    "approval_request_id": asked[0].id,
+                    "approve": True,
+                }
+            ],
+        },
+        timeout=30,
+    )
+    assert answer.status_code == 200, answer.text
+    continued = answer.json()
+    calls = [i for i in continued["output"] if i["type"] == "mcp_call"]
+    assert len(calls) == 1 and calls[0].get("error") is None, calls
+    assert logged(calls_log) == ["delete_file ui.txt"]
+    for response_id in (asking.id, continued["id"]):  # nothing stored in clear
+        shown = httpx.get(f"{root}/ui/api/responses/{response_id}").text
+        assert TOKEN not in shown and "blue-secret" not in shown

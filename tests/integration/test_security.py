@@ -252,6 +252,60 @@ def test_another_key_sees_nothing_of_a_conversation(server: Server) -> None:
     alice.conversations.delete(conversation.id)
 
 
+def test_item_ids_are_per_key_no_oracle_no_squatting(server: Server) -> None:
+    """A key cannot learn another key's item ids from `duplicate_item_id`, nor take one first;
+    an id is still unique among one key's own conversation items."""
+    alice, bob = server.client(server.alice), server.client(server.bob)
+
+    def message(item_id: str, content: str = "alice's") -> dict[str, object]:
+        return {"type": "message", "role": "user", "content": content, "id": item_id}
+
+    mine = alice.conversations.create(items=[message("msg_alice_1")])  # type: ignore[list-item]
+    # bob probing alice's id learns nothing: it is free for him
+    theirs = bob.conversations.create(items=[message("msg_alice_1", "bob's")])  # type: ignore[list-item]
+    # bob taking alice's next id first does not stop alice from using it
+    bob.conversations.items.create(theirs.id, items=[message("msg_alice_2", "bob's")])  # type: ignore[list-item]
+    alice.conversations.items.create(mine.id, items=[message("msg_alice_2")])  # type: ignore[list-item]
+    # alice's own ids stay unique for her
+    with pytest.raises(openai.BadRequestError) as duplicate:
+        alice.conversations.items.create(mine.id, items=[message("msg_alice_1")])  # type: ignore[list-item]
+    assert duplicate.value.code == "duplicate_item_id"
+    # each key's references resolve to its own item, never the other's
+    server.upstream.add(Reply(text="ok"))
+    bob.responses.create(
+        model="scripted-model", input=[{"type": "item_reference", "id": "msg_alice_2"}]
+    )
+    assert server.upstream.requests[-1].body["messages"][-1]["content"] == "bob's"
+    with pytest.raises(openai.NotFoundError):
+        bob.conversations.items.retrieve("msg_alice_1", conversation_id=mine.id)
+    listed = alice.conversations.items.list(mine.id).data
+    assert sorted(str(item.id) for item in listed) == ["msg_alice_1", "msg_alice_2"]
+    assert bob.conversations.items.retrieve("msg_alice_1", conversation_id=theirs.id).id == (
+        "msg_alice_1"
+    )
+
+
+def test_a_reference_to_another_keys_response_item_is_not_found(server: Server) -> None:
+    server.upstream.add(Reply(text="alice's answer"))
+    alice, bob = server.client(server.alice), server.client(server.bob)
+    response = alice.responses.create(model="scripted-model", input="secret question")
+    output_id = response.output[0].id
+    assert isinstance(output_id, str)
+    with pytest.raises(openai.NotFoundError):
+        bob.responses.create(
+            model="scripted-model", input=[{"type": "item_reference", "id": output_id}]
+        )
+    server.upstream.add(Reply(text="again"))
+    again = alice.responses.create(
+        model="scripted-model",
+        input=[
+            {"type": "item_reference", "id": output_id},
+            {"type": "message", "role": "user", "content": "and?"},
+        ],
+    )
+    assert again.output_text == "again"
+
+
 # -- guards ------------------------------------------------------------------------------------
 
 

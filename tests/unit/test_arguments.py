@@ -2,9 +2,21 @@
 
 from __future__ import annotations
 
-import pytest
+import itertools
+import json
+from typing import Any
 
-from toolwire.upstream.arguments import ArgumentsError, parse_arguments
+import orjson
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from toolwire.upstream.arguments import (
+    ArgumentsError,
+    SettledArguments,
+    continuation,
+    parse_arguments,
+)
 from toolwire.upstream.names import ToolNameMatcher, clean_tool_name
 
 
@@ -80,3 +92,53 @@ def test_partial_arguments_while_streaming() -> None:
     assembler.feed({"choices": [{"index": 0, "delta": {"tool_calls": [more]}}]})
     assert assembler.partial_arguments(0) == {"city": "Paris", "days": 3}
     assert assembler.partial_arguments(5) is None
+
+
+# -- what a streamed call may release (SettledArguments) -------------------------------------
+
+_JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner),
+    max_leaves=6,
+)
+
+
+@given(
+    st.dictionaries(st.text(max_size=6), _JSON_VALUES, max_size=4),
+    st.sampled_from([None, 2]),
+    st.lists(st.integers(min_value=0, max_value=200), max_size=6),
+)
+def test_released_text_always_begins_the_final_arguments(
+    value: dict[str, Any], indent: int | None, cuts: list[int]
+) -> None:
+    raw = json.dumps(value, indent=indent, ensure_ascii=False)
+    tracker = SettledArguments()
+    bounds = sorted({min(c, len(raw)) for c in cuts} | {0, len(raw)})
+    for start, end in itertools.pairwise(bounds):
+        tracker.feed(raw[start:end])
+        assert raw.startswith(tracker.released)
+    assert not raw.endswith("}") or len(tracker.released) < len(raw)  # the brace waits
+    rest = continuation(tracker.released, raw, raw, value)
+    assert rest is not None and json.loads(tracker.released + rest) == value
+
+
+@pytest.mark.parametrize(
+    ("pieces", "released", "repaired"),
+    [
+        (['{"a": 1,', " }"], '{"a": 1', {"a": 1}),  # a trailing comma never goes out
+        (['{"a": "x', "\ny", '"}'], '{"a": "x', {"a": "x\ny"}),  # nor a raw newline
+        (['{"a": "x\\', 'ny"}'], '{"a": "x\\ny"', {"a": "x\ny"}),  # an escape split in two
+        (["{'a': 1}"], "{", {"a": 1}),  # single quotes: only the brace before them
+    ],
+)
+def test_repairs_keep_what_was_released(
+    pieces: list[str], released: str, repaired: dict[str, Any]
+) -> None:
+    tracker = SettledArguments()
+    for piece in pieces:
+        tracker.feed(piece)
+    assert tracker.released == released
+    raw = "".join(pieces)
+    final = orjson.dumps(parse_arguments(raw)).decode()
+    rest = continuation(released, final, raw, parse_arguments(raw))
+    assert rest is not None and json.loads(released + rest) == repaired

@@ -13,6 +13,7 @@ import orjson
 import pytest
 
 from toolwire.errors import ConfigError, UpstreamTooLargeError
+from toolwire.server import approval_tools
 from toolwire.server.auth import AuthMiddleware, KeyRing, presented_key
 from toolwire.server.guards import GuardMiddleware, is_loopback_host
 from toolwire.server.limits import BodyLimitMiddleware, Limits, check_depth, might_be_deep
@@ -246,3 +247,36 @@ async def test_websocket_messages_over_the_size_limit_close_the_socket() -> None
         reached, sent = await _drive(limit, scope, [big])
         assert reached == [{"type": "websocket.disconnect", "code": 1009}]
         assert sent == [{"type": "websocket.close", "code": 1009, "reason": "message too big"}]
+
+
+async def test_sealed_mcp_credentials_come_back_only_to_their_owner(tmp_path: Path) -> None:
+    store = await Store.open(f"sqlite:///{tmp_path / 'tw.db'}")
+    try:
+        tool = {
+            "type": "mcp",
+            "server_label": "demo",
+            "server_url": "https://mcp.example/mcp?token=abc123secret",
+            "authorization": "tok-alice",
+        }
+        echo = redacted(tool)
+        await approval_tools.keep(store, "resp_1", [tool], "key_alice")
+        async with store.engine.connect() as connection:
+            row = (await connection.exec_driver_sql("SELECT sealed FROM sealed_tools")).scalar()
+        assert row is not None and "tok-alice" not in row and "abc123secret" not in row
+        assert await approval_tools.restore(store, "resp_1", [echo], "key_alice") == [tool]
+        # another key, another response, or a tool not exactly as echoed: the copy stays redacted
+        assert await approval_tools.restore(store, "resp_1", [echo], "key_bob") == [echo]
+        assert await approval_tools.restore(store, "resp_2", [echo], "key_alice") == [echo]
+        moved = {**echo, "server_url": "https://evil.example/mcp"}
+        assert await approval_tools.restore(store, "resp_1", [moved], "key_alice") == [moved]
+        # deleting the response deletes its sealed credentials
+        await store.save_response(
+            {"id": "resp_1", "created_at": 1, "status": "completed", "output": []},
+            input_items=[],
+            conversation_id=None,
+            owner="key_alice",
+        )
+        assert await store.delete_response("resp_1", owner="key_alice")
+        assert await approval_tools.restore(store, "resp_1", [echo], "key_alice") == [echo]
+    finally:
+        await store.close()

@@ -16,6 +16,7 @@ from sqlalchemy.ext.asyncio import create_async_engine
 from toolwire.errors import ConfigError
 from toolwire.store import migrate
 from toolwire.store.database import Store, normalize_url
+from toolwire.store.items import find_items
 from toolwire.store.runs import RunChange
 from toolwire.store.tables import metadata, responses
 
@@ -132,6 +133,19 @@ async def make_old(url: str, schema: sa.MetaData) -> None:
     async with engine.begin() as connection:
         await connection.run_sync(schema.create_all)
         await connection.execute(schema.tables["responses"].insert().values(**values))
+        await connection.execute(
+            schema.tables["conversations"].insert().values(id="conv_old", created_at=1, metadata={})
+        )
+        await connection.execute(
+            schema.tables["conversation_items"]
+            .insert()
+            .values(
+                id="msg_c",
+                conversation_id="conv_old",
+                created_at=1,
+                item=message("user", "c", "msg_c"),
+            )
+        )
     await engine.dispose()
 
 
@@ -163,6 +177,15 @@ async def test_every_earlier_schema_upgrades_to_the_current_one(
             record = await store.get_response_record("resp_new")
             assert record is not None
             assert [i["id"] for i in record["history"]] == ["msg_q", "msg_a", "msg_m", "msg_b"]
+            # schema 5: the stored items were indexed, the conversation's kept its owner
+            found = await find_items(store.engine, {"msg_q", "msg_a", "msg_c", "msg_b"}, None)
+            assert {k: v["content"][0]["text"] for k, v in found.items()} == {
+                "msg_q": "hi",
+                "msg_a": "hello",
+                "msg_c": "c",
+                "msg_b": "again",
+            }
+            assert await find_items(store.engine, {"msg_q", "msg_c"}, "key_other") == {}
         await store.secret("approval_requests")  # the security tables exist
         assert await store.keys.listing() == []
     finally:

@@ -42,6 +42,7 @@ from toolwire.loop.compaction import (
     count_tokens,
     is_context_overflow,
 )
+from toolwire.loop.cooperative import Slice
 from toolwire.loop.events import (
     ApprovalRequest,
     ApprovalRequested,
@@ -379,12 +380,14 @@ class _Run:
                 turn = self.turn_request()
         self.emit(ModelCallStarted(state.iterations, bool(turn.tools)))
         held = Holdback(hold_all=bool(state.leak_prose))
+        turn_work = Slice()  # the hold-back's judging must not hold the event loop
         text: list[str] = []
         reasoning: list[str] = []
         calls: list[ToolCall] = []
         live: set[int] = set()
         usage = Usage()
         finish_reason = "stop"
+        stop_sequence: str | None = None
         try:
             async for event in self.upstream.stream_turn(turn):
                 if isinstance(event, TextDelta):
@@ -392,6 +395,7 @@ class _Run:
                     shown = held.feed(event.text)
                     if shown:
                         self.emit(OutputTextDelta(shown))
+                    await turn_work.tick()
                 elif isinstance(event, ToolCallArgumentsDelta):
                     if event.key in live:
                         self.emit(CallArgumentsDelta(event.key, event.delta))
@@ -409,6 +413,7 @@ class _Run:
                     usage.add(event)
                 elif isinstance(event, TurnEnd):
                     finish_reason = event.finish_reason
+                    stop_sequence = event.stop_sequence
                 elif isinstance(event, UpstreamNote):
                     self.emit(event)  # repairs, retries, first token: for observers only
         except ToolwireError as exc:
@@ -431,6 +436,7 @@ class _Run:
         if state.tools_exhausted:
             calls = []  # the last call was offered no tools; whatever it wrote is its answer
         elif not calls and finish_reason != "length" and self.settings.leak_mode != "off":
+            await turn_work.give_way()  # judging the whole text is a step of its own
             leak = self.find_leak(full_text, full_reasoning)
             if leak is not None:
                 return self.on_leak(full_text, full_reasoning, leak, held, usage)
@@ -443,7 +449,9 @@ class _Run:
         await self.judge_calls(calls)
         plans = [self.plan(call) for call in calls]
         state.transcript.append(message)
-        self.emit(ModelTurnCompleted(message, finish_reason, usage, plans))
+        self.emit(
+            ModelTurnCompleted(message, finish_reason, usage, plans, stop_sequence=stop_sequence)
+        )
         if calls:
             return ExecuteTools(calls)
         state.final_text = full_text

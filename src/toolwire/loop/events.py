@@ -117,6 +117,8 @@ class ModelTurnCompleted:
     shown_text: str | None = None
     """Set only when a leak was detected after the hold-back's bound had let part of it out:
     the text this turn really keeps, which replaces what was streamed (`.done` carries it)."""
+    stop_sequence: str | None = None
+    """The stop string that ended this turn, when the upstream said which (`TurnEnd`)."""
 
 
 @dataclass(slots=True)

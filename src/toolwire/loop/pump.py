@@ -30,8 +30,13 @@ async def pump(run: Callable[[Callable[[T], None]], Awaitable[Any]]) -> AsyncGen
 
 async def pump_batches(
     run: Callable[[Callable[[T], None]], Awaitable[Any]],
+    idle: float | None = None,
 ) -> AsyncGenerator[list[T], None]:
     """As `pump`, but everything emitted by the time the consumer looks comes as one list.
+
+    `idle`: after that many seconds without an event an empty batch comes, so a door can keep
+    its connection alive (Anthropic's `ping`) while the model or a tool is slow; a timeout
+    on the wait itself, no task per request beside the run's.
 
     Nothing waits for a batch to fill: the consumer takes what is there the moment it runs
     (the run emits a whole network read's worth of events between two awaits). An SSE door
@@ -51,7 +56,15 @@ async def pump_batches(
         done = False
         while not done:
             batch: list[T] = []
-            item = await queue.get()
+            if idle is None:
+                item = await queue.get()
+            else:
+                try:
+                    async with asyncio.timeout(idle):
+                        item = await queue.get()
+                except TimeoutError:
+                    yield batch  # empty: nothing happened for `idle` seconds
+                    continue
             while True:
                 if item is end:
                     done = True

@@ -20,7 +20,7 @@ from toolwire.server.compaction import CompactionService
 from toolwire.server.conversations import ConversationsService
 from toolwire.server.errors import toolwire_error_handler, unexpected_error_handler
 from toolwire.server.fallback import http_error_handler
-from toolwire.server.http import ORJSONResponse, paginate, until_disconnected
+from toolwire.server.http import ORJSONResponse, paginate, started, until_disconnected
 from toolwire.server.limits import read_limited_json
 from toolwire.server.messages.routes import MessagesDoor
 from toolwire.server.messages.translate import MessagesSettings
@@ -34,29 +34,6 @@ from toolwire.server.responses_socket import ResponsesSocket
 from toolwire.server.security import Security, middleware
 from toolwire.store.database import Store
 from toolwire.upstream.base import Upstream
-
-
-async def started(frames: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
-    """`frames` with its first frame already awaited, so that what fails before it raises here,
-    before any status line is sent."""
-    try:
-        first = await anext(frames)
-    except StopAsyncIteration:
-        first = b""
-    except BaseException:
-        await frames.aclose()  # type: ignore[attr-defined]
-        raise
-
-    async def rest() -> AsyncIterator[bytes]:
-        try:
-            if first:
-                yield first
-            async for frame in frames:
-                yield frame
-        finally:
-            await frames.aclose()  # type: ignore[attr-defined]
-
-    return rest()
 
 
 def create_app(

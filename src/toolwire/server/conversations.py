@@ -99,7 +99,7 @@ class ConversationsService:
             items = normalize_input(parsed.items or [], "items")
             owner = owner_of(request)
             items = await conversation_additions(store, items, set(), owner)
-            await check_storable(store, items, "items")
+            await check_storable(store, items, "items", owner)
             conversation_id = wire.new_id("conv")
             created = wire.now()
             check_compactions(items, owner)
@@ -155,7 +155,7 @@ class ConversationsService:
                     store, items, {item["id"] for item in held}, owner
                 )
             check_compactions(items, owner)
-            await check_storable(store, items, "items")
+            await check_storable(store, items, "items", owner)
             await add(conversation_id, items, owner)
             return respond(
                 {

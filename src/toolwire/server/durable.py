@@ -315,7 +315,7 @@ class BackgroundQueue:
         stored = await self.store.get_response(job.response_id, owner=owner)
         if stored is None:
             raise NotFoundError(f"Response with id '{job.response_id}' not found.")
-        output = resumable(list(stored["output"] or []))
+        output = resumable(list(stored.get("output") or []))
         resumption = Resumption(job.response_id, stored["created_at"], output)
         return await self.prepare(await self._job_body(job), owner=owner, resume=resumption)
 

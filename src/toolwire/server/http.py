@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Coroutine
+from collections.abc import AsyncIterator, Coroutine
 from typing import Any, TypeVar
 
 import orjson
@@ -120,3 +120,26 @@ def paginate(items: list[Item], request: Request) -> ItemList:
         "last_id": page[-1]["id"] if page else None,
         "has_more": len(ordered) > limit,
     }
+
+
+async def started(frames: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    """`frames` with its first frame already awaited, so that what fails before it raises here,
+    before any status line is sent."""
+    try:
+        first = await anext(frames)
+    except StopAsyncIteration:
+        first = b""
+    except BaseException:
+        await frames.aclose()  # type: ignore[attr-defined]
+        raise
+
+    async def rest() -> AsyncIterator[bytes]:
+        try:
+            if first:
+                yield first
+            async for frame in frames:
+                yield frame
+        finally:
+            await frames.aclose()  # type: ignore[attr-defined]
+
+    return rest()

@@ -1,13 +1,15 @@
-"""Client-chosen item ids: unique within a request, and unused in the database when they are
-to be stored in a conversation.
+"""Client-chosen item ids: unique within a request, and unused among the owner's conversation
+items when they are to be stored in a conversation.
 
-Conversation item ids are unique across the whole database (`conversation_items.id`), as
-OpenAI's item ids are global. OpenAI answers a reused id with a 400 ("Duplicate item found with
-id …"); so does toolwire, before anything is stored or run, instead of failing on the unique
-constraint after the run (a 500 with the response stored `completed`). Ids are not checked
-against the database when the items are not stored in a conversation (a plain response keeps
-its input items in its own row), so a client may resend earlier output items with their ids
-there. `item_reference` items name an existing item on purpose and are skipped.
+Conversation item ids are unique per owner (`conversation_items` (owner, id), schema 5): one
+key's ids neither collide with another's nor can be probed by it (a global constraint let a key
+learn another's ids from `duplicate_item_id` and take its next one first). OpenAI answers a
+reused id with a 400 ("Duplicate item found with id …"); so does toolwire, before anything is
+stored or run, instead of failing on the unique constraint after the run (a 500 with the
+response stored `completed`). Ids are not checked against the database when the items are not
+stored in a conversation (a plain response keeps its input items in its own row), so a client
+may resend earlier output items with their ids there. `item_reference` items name an existing
+item on purpose and are skipped.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import sqlalchemy as sa
 
 from toolwire.errors import InvalidRequestError
 from toolwire.store.database import Store
+from toolwire.store.owner import Owner, owner_key
 from toolwire.store.tables import conversation_items
 from toolwire.wire.items import Item
 
@@ -61,9 +64,9 @@ def check_unique(items: list[Item], param: str) -> None:
     _owned_ids(items, param)
 
 
-async def check_storable(store: Store, items: list[Item], param: str) -> None:
-    """400 when items about to be added to a conversation carry an id that is too long for the
-    store, or that an item in the database already has."""
+async def check_storable(store: Store, items: list[Item], param: str, owner: Owner) -> None:
+    """400 when items about to be added to one of `owner`'s conversations carry an id that is
+    too long for the store, or that another of the owner's conversation items already has."""
     ids = _owned_ids(items, param)
     for item_id, where in ids.items():
         if len(item_id) > MAX_ID_LENGTH:
@@ -77,7 +80,10 @@ async def check_storable(store: Store, items: list[Item], param: str) -> None:
     async with store.engine.connect() as connection:
         taken = (
             await connection.execute(
-                sa.select(conversation_items.c.id).where(conversation_items.c.id.in_(list(ids)))
+                sa.select(conversation_items.c.id).where(
+                    conversation_items.c.owner == owner_key(owner),
+                    conversation_items.c.id.in_(list(ids)),
+                )
             )
         ).scalars()
         first = next(iter(taken), None)

@@ -15,6 +15,7 @@ from toolwire.errors import NotFoundError
 from toolwire.server.validation.items import resolve_references
 from toolwire.store.database import Store
 from toolwire.store.items import find_items
+from toolwire.store.owner import owner_key
 from toolwire.store.tables import conversation_items
 from toolwire.wire import responses as wire
 from toolwire.wire.items import Item
@@ -58,7 +59,7 @@ async def conversation_additions(
             continue
         elif item["id"] in found:
             copy = found[item["id"]].copy()
-            if await _taken(store, copy["id"]):
+            if await _taken(store, copy["id"], owner):
                 prefix = str(copy["id"]).split("_", 1)[0] or "item"
                 copy["id"] = wire.new_id(prefix)
             kept.append(copy)
@@ -70,9 +71,12 @@ async def conversation_additions(
     return kept
 
 
-async def _taken(store: Store, item_id: str) -> bool:
+async def _taken(store: Store, item_id: str, owner: str | None) -> bool:
+    """Whether one of the owner's conversation items already has the id."""
     async with store.engine.connect() as connection:
         row = await connection.execute(
-            sa.select(conversation_items.c.id).where(conversation_items.c.id == item_id)
+            sa.select(conversation_items.c.id).where(
+                conversation_items.c.owner == owner_key(owner), conversation_items.c.id == item_id
+            )
         )
         return row.first() is not None

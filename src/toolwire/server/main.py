@@ -170,6 +170,7 @@ async def build_app(config: ServerConfig) -> Starlette:
         security=security,
         messages=MessagesSettings(
             models=config.anthropic_models,
+            ping_interval=config.anthropic_ping_interval,
             context_window=config.context_window
             or (None if config.upstream else config.local_n_ctx),
         ),

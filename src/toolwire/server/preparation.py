@@ -19,6 +19,7 @@ from toolwire.loop.approvals import ApprovalDecisions, ApprovalSigner
 from toolwire.loop.compaction import CompactionCodec, ContextPolicy
 from toolwire.loop.items import items_to_transcript
 from toolwire.loop.state import LoopRequest, LoopSettings, RunServices
+from toolwire.server.approval_tools import restore as restore_tools
 from toolwire.server.item_ids import check_storable, check_unique
 from toolwire.server.item_references import resolve_stored_references
 from toolwire.server.mcp_tools import McpServerUse
@@ -158,9 +159,14 @@ class Preparer:
         input_items = normalize_input(request.input)
         check_unique(input_items, "input")
         if conversation_id is not None:
-            await check_storable(self.store, input_items, "input")
+            await check_storable(self.store, input_items, "input", owner)
         input_items = await resolve_stored_references(self.store, input_items, history, owner)
         check_outputs_answer_calls(history, input_items)
+        if request.previous_response_id and request.tools:
+            # the /ui page sends the echoed (redacted) tools back: the owner's originals
+            request.tools = await restore_tools(
+                self.store, request.previous_response_id, request.tools, owner
+            )
         tools = self._request_tools(request.tools)
         tool_choice = self._tool_choice(request, tools)
         kept = resume.output if resume is not None else []

@@ -25,7 +25,7 @@ import orjson
 from toolwire.store.database import Store
 from toolwire.store.owner import current_owner
 from toolwire.store.quotas import QuotaStore, Reservation
-from toolwire.upstream.base import TurnRequest, Upstream
+from toolwire.upstream.base import Sampling, TurnRequest, Upstream
 from toolwire.upstream.events import ModelEvent, Usage
 
 #: The output a request may produce when it does not say (`max_output_tokens` unset): what
@@ -51,6 +51,15 @@ async def admit(store: Store, owner: str | None, body: Any, max_output: int | No
     """The one line a door calls before running a request: 429 when the key's limits refuse
     it. `body`: what the caller sent (for the estimate)."""
     await store.quotas.admit(owner, estimate(body, max_output))
+
+
+async def admit_tokens(
+    store: Store, owner: str | None, prompt_tokens: int, sampling: Sampling
+) -> None:
+    """`admit` for a door that has counted its prompt already (the Messages door counts it
+    with the upstream's tokenizer to fit the window): the real count, not an estimate."""
+    most = sampling.max_output_tokens or DEFAULT_OUTPUT_RESERVE
+    await store.quotas.admit(owner, prompt_tokens + most)
 
 
 def _turn_size(request: TurnRequest) -> Any:

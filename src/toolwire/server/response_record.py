@@ -27,6 +27,8 @@ from toolwire.loop.compaction import CompactionCodec
 from toolwire.loop.driver import Checkpoint
 from toolwire.loop.events import CancelCause, LoopEvent, LoopFinished, RunStarted, StepReached
 from toolwire.observe.timeline import Timeline
+from toolwire.server.approval_tools import asks_approval
+from toolwire.server.approval_tools import keep as keep_tools
 from toolwire.server.item_ids import is_duplicate_key, taken_item
 from toolwire.server.preparation import Prepared
 from toolwire.server.responses_sink import ResponseBuilder
@@ -209,6 +211,8 @@ class ResponseRecorder:
             )
             if not stored:
                 return False  # finalized meanwhile (cancelled, or taken for lost): that stands
+            if body["status"] == "completed" and asks_approval(output):
+                await keep_tools(self.store, body["id"], prepared.request.tools, prepared.owner)
         if conversation_id is not None and body["status"] not in ("queued", "in_progress"):
             try:
                 await self.store.add_items(

@@ -30,9 +30,10 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_en
 from toolwire.errors import ConfigError
 from toolwire.store import timelines as _timelines  # noqa: F401  (its table joins metadata)
 from toolwire.store.files import prepare_sqlite_file, private_directory, sqlite_path
+from toolwire.store.items import index_items, unindex_response
 from toolwire.store.keys import KeyStore
 from toolwire.store.migrate import ensure_schema
-from toolwire.store.owner import INHERIT, Owner, OwnerArg, owned_by, resolve
+from toolwire.store.owner import INHERIT, Owner, OwnerArg, owned_by, owner_key, resolve
 from toolwire.store.quotas import QuotaStore
 from toolwire.store.records import ConversationRecord, ResponseRecord
 from toolwire.store.runs import RunChange, RunStore, apply_change
@@ -41,6 +42,7 @@ from toolwire.store.tables import (
     conversation_items,
     conversations,
     responses,
+    sealed_tools,
     server_secrets,
 )
 from toolwire.wire.items import Item, ResponseObject
@@ -200,6 +202,7 @@ class Store:
                     if only_if_active:
                         return False
                     await connection.execute(responses.insert().values(**values))
+            await index_items(connection, body, input_items, who)
             if run is not None:
                 await apply_change(connection, body["id"], run, time.time())
             if also is not None:
@@ -253,6 +256,10 @@ class Store:
                     .limit(1)
                 )
             ).first()
+            await unindex_response(connection, response_id)
+            await connection.execute(
+                sealed_tools.delete().where(sealed_tools.c.response_id == response_id)
+            )
             if continued is None:
                 await connection.execute(responses.delete().where(responses.c.id == response_id))
             else:
@@ -323,8 +330,9 @@ class Store:
         owner: OwnerArg = INHERIT,
     ) -> bool:
         """Append items; False (nothing added) if the owner has no such conversation."""
+        who = resolve(owner)
         async with self.write() as connection:
-            if not await _owns(connection, conversation_id, resolve(owner)):
+            if not await _owns(connection, conversation_id, who):
                 return False
             if not items:
                 return True
@@ -336,6 +344,7 @@ class Store:
                         "conversation_id": conversation_id,
                         "created_at": created_at,
                         "item": item,
+                        "owner": owner_key(who),
                     }
                     for item in items
                 ],
@@ -361,7 +370,10 @@ class Store:
             if after is not None:
                 anchor = (
                     await connection.execute(
-                        sa.select(conversation_items.c.seq).where(conversation_items.c.id == after)
+                        sa.select(conversation_items.c.seq).where(
+                            conversation_items.c.conversation_id == conversation_id,
+                            conversation_items.c.id == after,
+                        )
                     )
                 ).scalar()
                 if anchor is not None:

@@ -3,62 +3,118 @@ output items, or a conversation's items.
 
 `item_reference` names any item its key stored (OpenAI resolves any stored item, and clients
 such as the AI SDK replay earlier turns as references with no `previous_response_id`). A
-conversation item is found by its indexed id. A response keeps its items inside its JSON row,
-so the owner's responses are narrowed in SQL to rows whose text holds the id in quotes (the
-owner column is indexed; the JSON is searched as text, which SQLite and PostgreSQL both store
-as written), then the items are read in Python: a match in text is only a candidate.
-Another owner's items are never found (for them the id does not exist).
+conversation item is found by its (owner, id) unique index. A response keeps its items inside
+its JSON row; `item_index` (schema 5) maps each (owner, item id) to the newest response
+holding it, written in the transaction that writes the response row, so the lookup is one
+indexed query whatever the number of stored responses. Another owner's items are never found
+(for them the id does not exist).
 """
 
 from __future__ import annotations
 
 from typing import cast
 
-import orjson
 import sqlalchemy as sa
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from toolwire.store.owner import Owner, owned_by
-from toolwire.store.tables import conversation_items, conversations, responses
-from toolwire.wire.items import Item
+from toolwire.store.owner import Owner, owned_by, owner_key
+from toolwire.store.tables import (
+    ITEM_INDEX_ID_LENGTH,
+    conversation_items,
+    conversations,
+    item_index,
+    responses,
+)
+from toolwire.wire.items import Item, ResponseObject
 
 #: Status of a deleted response kept as a tombstone (store/database.py): its items are gone.
 _DELETED = "deleted"
 
 
+def _item_ids(items: list[Item]) -> set[str]:
+    """The ids a response's items can be referenced by (references themselves are not)."""
+    return {
+        item["id"]
+        for item in items
+        if isinstance(item, dict)
+        and isinstance(item.get("id"), str)
+        and len(item["id"]) <= ITEM_INDEX_ID_LENGTH
+        and item.get("type") != "item_reference"
+    }
+
+
+async def index_items(
+    connection: AsyncConnection,
+    body: ResponseObject,
+    input_items: list[Item],
+    owner: Owner,
+) -> None:
+    """Point the owner's index entries for the response's items at it (the newest response
+    holding an id wins: a client may resend an item with its id, the latest copy is the one it
+    last saw). Runs in the caller's transaction, with the response row's write."""
+    ids = _item_ids([*(body.get("output") or []), *input_items])
+    if not ids:
+        return
+    # An upsert: PostgreSQL and SQLite spell it the same (ON CONFLICT DO UPDATE) but
+    # SQLAlchemy keeps it per dialect.
+    insert = postgresql.insert if connection.dialect.name == "postgresql" else sqlite.insert
+    statement = insert(item_index)
+    statement = statement.on_conflict_do_update(
+        index_elements=[item_index.c.owner, item_index.c.item_id],
+        set_={"response_id": statement.excluded.response_id},
+    )
+    key = owner_key(owner)
+    await connection.execute(
+        statement,
+        [{"owner": key, "item_id": item_id, "response_id": body["id"]} for item_id in sorted(ids)],
+    )
+
+
+async def unindex_response(connection: AsyncConnection, response_id: str) -> None:
+    """A deleted response's items are no longer found."""
+    await connection.execute(item_index.delete().where(item_index.c.response_id == response_id))
+
+
 async def find_items(engine: AsyncEngine, ids: set[str], owner: Owner) -> dict[str, Item]:
     """id -> the stored item, for those of `ids` that `owner` stored; ids not found are
-    absent. The newest response holding an id wins (a client may resend an item with its
-    id; the latest copy is the one it last saw)."""
+    absent. A conversation item wins over a response's copy of the same id."""
     found: dict[str, Item] = {}
     if not ids:
         return found
+    key = owner_key(owner)
     async with engine.connect() as connection:
         rows = await connection.execute(
             sa.select(conversation_items.c.id, conversation_items.c.item)
             .join(conversations, conversations.c.id == conversation_items.c.conversation_id)
-            .where(conversation_items.c.id.in_(sorted(ids)), owned_by(conversations.c.owner, owner))
+            .where(
+                conversation_items.c.owner == key,
+                conversation_items.c.id.in_(sorted(ids)),
+                owned_by(conversations.c.owner, owner),
+            )
         )
         for row in rows:
             found[row.id] = cast(Item, dict(row.item))
         missing = ids - set(found)
         if not missing:
             return found
-        text = sa.cast(responses.c.body, sa.Text) + sa.cast(responses.c.input_items, sa.Text)
-        holds = sa.or_(
-            *(text.contains(orjson.dumps(item_id).decode(), autoescape=True) for item_id in missing)
-        )
         candidates = await connection.execute(
-            sa.select(responses.c.body, responses.c.input_items)
-            .where(owned_by(responses.c.owner, owner), responses.c.status != _DELETED, holds)
-            .order_by(responses.c.created_at.desc())
+            sa.select(item_index.c.item_id, responses.c.body, responses.c.input_items)
+            .join(responses, responses.c.id == item_index.c.response_id)
+            .where(
+                item_index.c.owner == key,
+                item_index.c.item_id.in_(sorted(missing)),
+                owned_by(responses.c.owner, owner),
+                responses.c.status != _DELETED,
+            )
         )
-        for row in candidates:
-            for item in [*(row.body.get("output") or []), *(row.input_items or [])]:
-                item_id = item.get("id") if isinstance(item, dict) else None
-                if item_id in missing and item.get("type") != "item_reference":
-                    found[item_id] = cast(Item, dict(item))
-                    missing.discard(item_id)
-            if not missing:
-                break
+        for hit in candidates:
+            for item in [*(hit.body.get("output") or []), *(hit.input_items or [])]:
+                if (
+                    isinstance(item, dict)
+                    and item.get("id") == hit.item_id
+                    and item.get("type") != "item_reference"
+                ):
+                    found[hit.item_id] = cast(Item, dict(item))
+                    break
     return found

@@ -40,3 +40,10 @@ def owned_by(
 ) -> sa.ColumnElement[bool]:
     """`column = owner`, where None matches only rows without an owner."""
     return column.is_(None) if owner is None else column == owner
+
+
+def owner_key(owner: Owner) -> str:
+    """The owner as a non-null key for per-owner unique constraints: the key id, or "" for
+    rows stored without keys (SQL unique constraints treat nulls as all distinct, so null
+    could not keep the anonymous owner's item ids unique)."""
+    return owner or ""

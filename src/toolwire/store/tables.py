@@ -6,6 +6,9 @@ import sqlalchemy as sa
 
 metadata = sa.MetaData()
 
+#: Longer item ids (only a plain response's input may carry them) are not indexed.
+ITEM_INDEX_ID_LENGTH = 200
+
 responses = sa.Table(
     "responses",
     metadata,
@@ -42,7 +45,7 @@ conversation_items = sa.Table(
     "conversation_items",
     metadata,
     sa.Column("seq", sa.Integer, primary_key=True, autoincrement=True),
-    sa.Column("id", sa.String(80), nullable=False, unique=True),
+    sa.Column("id", sa.String(80), nullable=False),
     sa.Column(
         "conversation_id",
         sa.String(80),
@@ -52,7 +55,25 @@ conversation_items = sa.Table(
     ),
     sa.Column("created_at", sa.Integer, nullable=False),
     sa.Column("item", sa.JSON, nullable=False),
+    # schema 5: the conversation's owner (`store/owner.py` owner_key: "" without keys). Item
+    # ids are unique per owner, not across the database: another key's ids neither collide
+    # nor can be probed.
+    sa.Column("owner", sa.String(40), nullable=False, server_default=""),
+    sa.UniqueConstraint("owner", "id", name="uq_conversation_items_owner_id"),
 )
+
+item_index = sa.Table(
+    "item_index",
+    metadata,
+    sa.Column("owner", sa.String(40), primary_key=True),  # owner_key: "" without keys
+    sa.Column("item_id", sa.String(ITEM_INDEX_ID_LENGTH), primary_key=True),
+    # the newest of the owner's responses holding the item (in its input or output)
+    sa.Column("response_id", sa.String(80), nullable=False, index=True),
+)
+"""Schema 5: where each of an owner's response items lives, so that `item_reference`
+resolution (`store/items.py`) is one indexed query instead of a search through the owner's
+stored responses. Written in the transaction that writes the response row. Conversation
+items need no entry: `conversation_items` is itself indexed on (owner, id)."""
 
 approvals = sa.Table(
     "approvals",
@@ -132,3 +153,14 @@ runs = sa.Table(
 )
 """Every response running or queued: its owner (a replica) and, for background responses,
 the durable job (see `store/runs.py`)."""
+
+sealed_tools = sa.Table(
+    "sealed_tools",
+    metadata,
+    sa.Column("response_id", sa.String(80), primary_key=True),
+    sa.Column("owner", sa.String(40), nullable=False),  # owner_key: "" without keys
+    sa.Column("sealed", sa.Text, nullable=False),
+)
+"""Schema 5: the credentialed MCP tools of a response that asked for approval, sealed
+(`server/approval_tools.py`), so that approving from `/ui` continues with the real
+credentials, not the redacted echo, for the same owner only."""

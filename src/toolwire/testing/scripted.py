@@ -75,7 +75,10 @@ class Reply:
 @dataclass(slots=True)
 class Chunks:
     """Exactly these stream chunks. `done=False` omits `data: [DONE]`; `disconnect_after=n`
-    drops the connection after n chunks; `delay` waits before each chunk."""
+    drops the connection after n chunks; `delay` waits before each chunk. `gate` (with
+    `gate_at=n`): before chunk n the stream waits until the test sets the event (at most
+    `gate_timeout` seconds) and appends whether it was set to `gate_opened`, so a test can
+    prove its client saw something before the upstream went on (order, not timing)."""
 
     chunks: Sequence[Mapping[str, object] | str | bytes]
     """Chunks as objects (any JSON: a test may send a malformed one on purpose), or frames as
@@ -84,6 +87,10 @@ class Chunks:
     done: bool = True
     disconnect_after: int | None = None
     status: int = 200
+    gate: threading.Event | None = None
+    gate_at: int = 0
+    gate_timeout: float = 10.0
+    gate_opened: list[bool] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -358,6 +365,9 @@ class ScriptedUpstream:
                 raise _Disconnect
             if turn.delay:
                 await asyncio.sleep(turn.delay)
+            if turn.gate is not None and position == turn.gate_at:
+                opened = await asyncio.to_thread(turn.gate.wait, turn.gate_timeout)
+                turn.gate_opened.append(opened)
             await send({"type": "http.response.body", "body": _frame(chunk), "more_body": True})
         if turn.disconnect_after is not None and turn.disconnect_after <= len(turn.chunks):
             raise _Disconnect

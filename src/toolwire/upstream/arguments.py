@@ -137,3 +137,135 @@ def is_complete_object(text: str) -> bool:
 
 def _preview(text: str, limit: int = 200) -> str:
     return text if len(text) <= limit else text[:limit] + f"… ({len(text)} chars)"
+
+
+_IN_STRING_STOP = re.compile(r'[\x00-\x1f"\\]')
+_OUTSIDE = frozenset(' \t\r\n{}[]:,"0123456789-+.eEtruefalsn')
+_ESCAPES = frozenset('"\\/bfnrtu')
+
+
+class SettledArguments:
+    """How much of a call's streamed argument text can no longer change.
+
+    A door whose clients build a call's input from the concatenated pieces (Anthropic's
+    `input_json_delta`) may send only text that will still be the start of the final arguments.
+    The final arguments are the model's own text byte for byte when it was valid JSON
+    (`ToolCall.arguments_json`), so clean JSON text is released as it comes, except what a
+    repair could still change: a trailing comma (`{"a": 1,}` is repaired), the brace that
+    closes the object (a repeated or corrected object may replace it), and everything from the
+    first character strict JSON would refuse (a raw newline in a string, single quotes, Python
+    literals). Hand-written rather than a partial-JSON parser run on the whole text per piece:
+    one pass over each piece keeps a long `Write` call linear.
+    """
+
+    __slots__ = ("_depth", "_held", "_in_string", "_stuck", "released")
+
+    def __init__(self) -> None:
+        self._depth = 0
+        self._in_string = False
+        self._stuck = False
+        self._held = ""
+        self.released = ""
+
+    def feed(self, piece: str) -> str:
+        """`piece` appended; returns the text newly released (possibly empty)."""
+        if self._stuck:
+            return ""
+        text = self._held + piece  # held: only commas and whitespace, or a lone backslash
+        settled = 0  # text[:settled] is released
+        i = 0
+        n = len(text)
+        while i < n:
+            if self._in_string:
+                match = _IN_STRING_STOP.search(text, i)
+                if match is None:
+                    i = n
+                    settled = n
+                    break
+                i = match.start()
+                ch = text[i]
+                if ch == "\\":
+                    if i + 1 >= n:
+                        settled = i  # the escape's second half is still to come
+                        break
+                    if text[i + 1] not in _ESCAPES:
+                        self._stuck = True
+                        break
+                    i += 2
+                    settled = i
+                    continue
+                if ch == '"':
+                    self._in_string = False
+                    i += 1
+                    settled = i
+                    continue
+                self._stuck = True  # a raw control character: a repair will re-encode it
+                break
+            ch = text[i]
+            if ch not in _OUTSIDE or (self._depth == 0 and ch not in " \t\r\n{"):
+                self._stuck = True
+                break
+            if ch == '"':
+                self._in_string = True
+            elif ch in "{[":
+                self._depth += 1
+            elif ch in "}]":
+                if text[settled:i].strip().startswith(","):
+                    self._stuck = True  # a trailing comma: repaired away
+                    break
+                self._depth -= 1
+                if self._depth == 0:
+                    self._stuck = True  # the closing brace waits for the final text
+                    break
+            i += 1
+            if ch != "," and not ch.isspace():
+                settled = i  # a comma and whitespace wait for what follows them
+        released = text[:settled]
+        self._held = "" if self._stuck else text[settled:]
+        self.released += released
+        return released
+
+
+_CONTROL = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+_TRAILING_COMMA = re.compile(r",(\s*[}\]])")
+
+
+def light_repair(raw: str) -> str:
+    """`raw` with only the repairs that keep the rest of its text as it is: raw control
+    characters inside strings escaped, trailing commas dropped. What was released of a call's
+    arguments (`SettledArguments`) stays the start of this text where a full re-encoding would
+    change its spacing."""
+    out: list[str] = []
+    in_string = False
+    escaped = False
+    for ch in raw:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+            elif ch < " ":
+                out.append(_CONTROL.get(ch, f"\\u{ord(ch):04x}"))
+                continue
+        elif ch == '"':
+            in_string = True
+        out.append(ch)
+    text = "".join(out)
+    return _TRAILING_COMMA.sub(r"\1", text) if not in_string else text
+
+
+def continuation(released: str, final: str, raw: str, arguments: dict[str, Any]) -> str | None:
+    """The text that completes `released` into arguments equal to `arguments`: the rest of
+    `final` (the call's JSON text) when `released` begins it, else of `raw` lightly repaired;
+    None when neither does (the released text can no longer become the call's input)."""
+    for text in (final, light_repair(raw)):
+        if not text.startswith(released):
+            continue
+        try:
+            if orjson.loads(text) == arguments:
+                return text[len(released) :]
+        except orjson.JSONDecodeError:
+            continue
+    return None

@@ -69,6 +69,16 @@ class _PendingCall:
         return bool(self.parts) and self.obj is None and not is_complete_object("".join(self.parts))
 
 
+def matched_stop(choice: dict[str, Any]) -> str | None:
+    """The stop string that ended the turn, where the server names it: vLLM's `stop_reason`,
+    SGLang's `matched_stop` (both an int for a stop token, None for end of sequence)."""
+    for key in ("stop_reason", "matched_stop"):
+        value = choice.get(key)
+        if isinstance(value, str) and value:
+            return value
+    return None
+
+
 def _ends_object(parts: list[str]) -> bool:
     """Does the text built so far end with `}` (the only way it can be a whole object)?"""
     for part in reversed(parts):
@@ -109,6 +119,7 @@ class StreamAssembler:
         self._by_id: dict[str, _PendingCall] = {}
         self._legacy: _PendingCall | None = None
         self.finish_reason: str | None = None
+        self.stop_sequence: str | None = None
         self.saw_chunk = False
         self.saw_text = False
         self.saw_reasoning = False
@@ -143,6 +154,7 @@ class StreamAssembler:
             reason = choice.get("finish_reason")
             if reason:
                 self.finish_reason = reason
+                self.stop_sequence = matched_stop(choice)
         else:
             kind = chunk.get("type")
             if isinstance(kind, str) and kind.startswith("response."):
@@ -153,13 +165,17 @@ class StreamAssembler:
             events.append(usage_from(usage))
         return events
 
-    def feed_message(self, message: dict[str, Any], finish_reason: str | None) -> list[ModelEvent]:
-        """A whole (non-streamed) assistant message, as `choices[0].message` of a response."""
+    def feed_message(
+        self, message: dict[str, Any], finish_reason: str | None, stop_sequence: str | None = None
+    ) -> list[ModelEvent]:
+        """A whole (non-streamed) assistant message, as `choices[0].message` of a response;
+        `stop_sequence` as `matched_stop` reads it from the choice."""
         self.saw_chunk = True
         events: list[ModelEvent] = []
         self._message(message, events)
         if finish_reason:
             self.finish_reason = finish_reason
+            self.stop_sequence = stop_sequence
         return events
 
     def _delta(self, delta: dict[str, Any], events: list[ModelEvent]) -> None:
@@ -506,7 +522,7 @@ class StreamAssembler:
         elif not self._calls and reason == "tool_calls":
             self._repair("finish_reason_mismatch", events)
             reason = "stop"
-        events.append(TurnEnd(reason))
+        events.append(TurnEnd(reason, self.stop_sequence if reason == "stop" else None))
         return events
 
     def _final(

@@ -35,7 +35,7 @@ from toolwire.errors import (
     UpstreamTooLargeError,
 )
 from toolwire.trace_context import trace_headers
-from toolwire.upstream.assembler import StreamAssembler, usage_from
+from toolwire.upstream.assembler import StreamAssembler, matched_stop, usage_from
 from toolwire.upstream.base import TurnRequest
 from toolwire.upstream.events import (
     FirstToken,
@@ -325,7 +325,7 @@ class ChatCompletionsUpstream:
             ) from exc
         assembler = StreamAssembler(declared)
         events = notes + assembler.feed_message(
-            choice.get("message") or {}, choice.get("finish_reason")
+            choice.get("message") or {}, choice.get("finish_reason"), matched_stop(choice)
         )
         if body.get("usage"):
             events.append(usage_from(body["usage"]))

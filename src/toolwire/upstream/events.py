@@ -60,9 +60,12 @@ class Usage:
 
 @dataclass(slots=True)
 class TurnEnd:
-    """The turn is over. `finish_reason` is normalized: stop, tool_calls, length, content_filter."""
+    """The turn is over. `finish_reason` is normalized: stop, tool_calls, length, content_filter.
+    `stop_sequence`: which of the request's stop strings ended a `stop` turn, when the server
+    says (vLLM's choice `stop_reason`, SGLang's `matched_stop`); None when it does not."""
 
     finish_reason: str
+    stop_sequence: str | None = None
 
 
 # -- observations: facts about the call itself, for observers (metrics, traces, the timeline).

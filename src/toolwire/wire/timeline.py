@@ -63,7 +63,7 @@ class PendingApproval(TypedDict):
 
     response_id: str
     created_at: int
-    model: str
+    model: str | None
     approval_request_id: str
     name: str | None
     server_label: str | None

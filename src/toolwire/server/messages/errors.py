@@ -27,9 +27,11 @@ def status_of(error: ToolwireError) -> int:
 
 def error_response(error: ToolwireError) -> Response:
     status = status_of(error)
-    headers = None if error.should_retry else {"x-should-retry": "false"}
+    headers = dict(error.headers or {})  # a 429's retry-after and x-ratelimit-* travel too
+    if not error.should_retry:
+        headers["x-should-retry"] = "false"
     return ORJSONResponse(
-        anthropic.error_body(status, error.message), status_code=status, headers=headers
+        anthropic.error_body(status, error.message), status_code=status, headers=headers or None
     )
 
 

@@ -27,16 +27,23 @@ from toolwire.loop.events import LoopEvent, LoopFinished
 from toolwire.loop.pump import pump_batches
 from toolwire.loop.state import LoopRequest, LoopSettings
 from toolwire.server.auth import owner_of
-from toolwire.server.http import ORJSONResponse, until_disconnected
+from toolwire.server.http import ORJSONResponse, started, until_disconnected
 from toolwire.server.messages.errors import error_frame, error_response, unexpected_response
 from toolwire.server.messages.schemas import register as register_operations
-from toolwire.server.messages.sink import RELAYED, BlockWriter, stop_reason, usage_of
+from toolwire.server.messages.sink import (
+    RELAYED,
+    BlockWriter,
+    CallRetracted,
+    stop_reason,
+    usage_of,
+)
 from toolwire.server.messages.translate import (
     MessagesCall,
     MessagesSettings,
     ThinkingSeal,
     translate,
 )
+from toolwire.server.quotas import admit_tokens
 from toolwire.store.database import Store
 from toolwire.tools.base import Tool
 from toolwire.upstream.base import TurnRequest, Upstream
@@ -166,12 +173,20 @@ class MessagesDoor:
         call = await self._translate(request)
         prompt = await self._prompt_tokens(call.request)
         await self._fit(call, prompt)
+        # the key's limits (server/quotas.py): 429 before anything runs; the model calls
+        # themselves reserve and settle through QuotaUpstream like every other door's
+        await admit_tokens(self.store, owner_of(request), prompt, call.request.sampling)
         writer = BlockWriter(
-            await self.seal(), owner_of(request), call.show_thinking, call.omit_thinking
+            await self.seal(),
+            owner_of(request),
+            call.show_thinking,
+            call.omit_thinking,
+            live=call.stream,
+            stop_sequences=call.stop_sequences,
         )
         if call.stream:
             return StreamingResponse(
-                await _opened(self._stream(call, writer, prompt)),
+                await started(self._stream(call, writer, prompt)),
                 media_type="text/event-stream",
                 headers={"cache-control": "no-cache", "x-accel-buffering": "no"},
             )
@@ -192,7 +207,7 @@ class MessagesDoor:
                     finished.append(done)
 
         await self.driver.run(call.request, keep)
-        reason = stop_reason(finished[-1])
+        reason = stop_reason(finished[-1], writer.stop_sequence)
         # A whole upstream answer may give its reasoning after its text: thinking goes first,
         # as Anthropic orders a turn's blocks (a stable sort keeps each kind's own order).
         content = sorted(writer.content, key=lambda block: _ORDER.get(block["type"], 1))
@@ -202,6 +217,7 @@ class MessagesDoor:
             content,
             reason,
             usage_of(finished[-1].usage, prompt),
+            writer.stop_sequence if reason == "stop_sequence" else None,
         )
 
     async def _stream(
@@ -216,11 +232,12 @@ class MessagesDoor:
 
             await self.driver.run(call.request, relay)
 
-        # Nothing goes out before the run's first event: a failure before it is a real HTTP
+        # Nothing goes out before the run's first event, or ping_interval seconds without one
+        # (a slow model keeps its connection alive): a failure before that is a real HTTP
         # error (raised from the first step); after it, Anthropic's `error` event.
         opened = False
         try:
-            async for batch in pump_batches(run):
+            async for batch in pump_batches(run, self.settings.ping_interval):
                 frames: list[bytes] = []
                 if not opened:
                     for event in batch:
@@ -231,17 +248,25 @@ class MessagesDoor:
                         msg_id, call.model, [], None, anthropic.usage(prompt, 0)
                     )
                     frames += [anthropic.message_start(start), anthropic.PING]
+                elif not batch:  # quiet for ping_interval seconds: keep the connection alive
+                    frames.append(anthropic.PING)
                 for event in batch:
-                    done = writer.write(event, frames)
+                    try:
+                        done = writer.write(event, frames)
+                    except CallRetracted as exc:
+                        frames.append(error_frame(exc))
+                        yield b"".join(frames)
+                        return
                     if done is not None:
                         try:
-                            reason = stop_reason(done)
+                            reason = stop_reason(done, writer.stop_sequence)
                         except ToolwireError as exc:
                             frames.append(error_frame(exc))
                             yield b"".join(frames)
                             return
                         use = usage_of(done.usage, prompt)
-                        frames.append(anthropic.message_delta(reason, use))
+                        matched = writer.stop_sequence if reason == "stop_sequence" else None
+                        frames.append(anthropic.message_delta(reason, use, matched))
                         frames.append(anthropic.MESSAGE_STOP)
                 if frames:
                     yield b"".join(frames)
@@ -256,29 +281,6 @@ class MessagesDoor:
                 raise
             unexpected_response(exc)  # logs it
             yield anthropic.error_event(500, f"internal error: {type(exc).__name__}")
-
-
-async def _opened(frames: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
-    """`frames` with its first frame awaited, so a failure before it raises here, before
-    any status line is sent."""
-    try:
-        first = await anext(frames)
-    except StopAsyncIteration:
-        first = b""
-    except BaseException:
-        await frames.aclose()  # type: ignore[attr-defined]
-        raise
-
-    async def rest() -> AsyncIterator[bytes]:
-        try:
-            if first:
-                yield first
-            async for frame in frames:
-                yield frame
-        finally:
-            await frames.aclose()  # type: ignore[attr-defined]
-
-    return rest()
 
 
 def anthropic_models(

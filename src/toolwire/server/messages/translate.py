@@ -62,6 +62,10 @@ class MessagesSettings:
     context_window: int | None = None
     """The upstream's context window in tokens: `max_tokens` is capped to what is left of it,
     and a prompt that does not fit is refused as Anthropic refuses one ("prompt is too long")."""
+    ping_interval: float = 10.0
+    """Seconds without an event after which a stream sends `ping` (the model is slow to start,
+    or a server-side tool runs), so proxies and clients do not take the quiet for a dead
+    connection."""
 
     def upstream_model(self, requested: str, default: str | None) -> str:
         if requested in self.models:

@@ -147,18 +147,18 @@ def ui_routes(timelines: TimelineStore, store: Store, upstream_name: str) -> lis
             body = await timelines.get_response(row["id"], _owner(request))
             if body is None:
                 continue
-            for item in body["output"]:
+            for item in body.get("output") or []:
                 if item.get("type") == "mcp_approval_request" and item.get("id") in open_ids:
                     waiting.append(
                         {
                             "response_id": row["id"],
                             "created_at": row["created_at"],
-                            "model": body["model"],
+                            "model": body.get("model"),
                             "approval_request_id": item["id"],
                             "name": item.get("name"),
                             "server_label": item.get("server_label"),
                             "arguments": item.get("arguments"),
-                            "tools": body["tools"] or [],
+                            "tools": body.get("tools") or [],
                         }
                     )
         return ORJSONResponse({"object": "list", "data": waiting})
