@@ -130,6 +130,11 @@ async def _finish_despite_cancellation(finish: Coroutine[Any, Any, None]) -> Non
     task.result()
 
 
+#: Turns longer than this (characters of text and reasoning) are judged for leaked calls
+#: off the event loop; shorter ones cost less than the hand-over to a thread.
+OFF_LOOP_LEAK_CHECK_CHARS = 64 * 1024
+
+
 class LoopDriver:
     """Runs `LoopRequest`s against one upstream."""
 
@@ -437,7 +442,12 @@ class _Run:
             calls = []  # the last call was offered no tools; whatever it wrote is its answer
         elif not calls and finish_reason != "length" and self.settings.leak_mode != "off":
             await turn_work.give_way()  # judging the whole text is a step of its own
-            leak = self.find_leak(full_text, full_reasoning)
+            if len(full_text) + len(full_reasoning) > OFF_LOOP_LEAK_CHECK_CHARS:
+                # a long turn is judged on a worker thread: the interpreter hands the event
+                # loop's thread the GIL every few ms, so /health and other requests go on
+                leak = await asyncio.to_thread(self.find_leak, full_text, full_reasoning)
+            else:
+                leak = self.find_leak(full_text, full_reasoning)
             if leak is not None:
                 return self.on_leak(full_text, full_reasoning, leak, held, usage)
 
