@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import secrets
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from typing import Any, Literal
 
 import orjson
@@ -92,6 +92,7 @@ from toolwire.transcript import (
 )
 from toolwire.upstream.base import TurnRequest, Upstream
 from toolwire.upstream.events import (
+    ModelEvent,
     ReasoningDelta,
     TextDelta,
     ToolCallArgumentsDelta,
@@ -128,6 +129,39 @@ async def _finish_despite_cancellation(finish: Coroutine[Any, Any, None]) -> Non
     task.result()
 
 
+def caller_problem(request: LoopRequest, call: ToolCall) -> str | None:
+    """Why a call of a caller-side tool cannot be handed back (None: it can). A `custom`
+    tool's call is judged by its kind (free-form input, its grammar), not as JSON."""
+    declared = request.caller_tools
+    tool = declared.get(call.name) if declared is not None else None
+    if tool is not None:
+        return tool.problem(call)
+    return None if call.ok else (call.parse_error or "arguments are not a JSON object")
+
+
+def find_leak(text: str, reasoning: str) -> tuple[leaks.LeakMatch, bool] | None:
+    """A leaked call at the end of the visible text, or of the reasoning if nothing is
+    visible (True: found in the reasoning)."""
+    match = leaks.detect_leak(text)
+    if match is not None:
+        return match, False
+    if not text.strip() and reasoning:
+        match = leaks.detect_leak_in_reasoning(reasoning, text)
+        if match is not None:
+            return match, True
+    return None
+
+
+async def _replayed(
+    events: list[ModelEvent], error: BaseException | None
+) -> AsyncIterator[ModelEvent]:
+    """A model turn already received, as the upstream gave it (`LoopDriver.take_over`)."""
+    for event in events:
+        yield event
+    if error is not None:
+        raise error
+
+
 class LoopDriver:
     """Runs `LoopRequest`s against one upstream."""
 
@@ -157,6 +191,23 @@ class LoopDriver:
             sink = self.observe(request, sink)
         return await _Run(self, request, sink, checkpoint, cancellation).drive()
 
+    async def take_over(
+        self,
+        request: LoopRequest,
+        observed: Sink,
+        first_turn: list[ModelEvent],
+        error: BaseException | None = None,
+    ) -> LoopState:
+        """Take over a run whose first model turn a door's fast path already made
+        (`loop/quick.py`), because it needs the driver (a call to repair, a leak, an error):
+        the run replays `first_turn` (and then raises `error`, as the upstream did) instead of
+        calling the upstream again, and goes on from there as any run would. `observed` is
+        the sink the fast path already wrapped with the observers; the turn's
+        `ModelCallStarted` and upstream notes have been observed, so they are not again."""
+        run = _Run(self, request, observed, None, None)
+        run.replay = (first_turn, error)
+        return await run.drive()
+
 
 class _Run:
     """One run's moving parts; the transitions are the methods named after `NextAction`s."""
@@ -179,6 +230,7 @@ class _Run:
             request.tools, limits=driver.limits, max_concurrency=self.settings.max_concurrent_tools
         )
         self.client_names = {spec.name for spec in request.client_tools}
+        self.replay: tuple[list[ModelEvent], BaseException | None] | None = None
         transcript: Transcript = [*request.history]
         self.state = LoopState(transcript=transcript, output_start=len(transcript))
         transcript.extend(request.input)
@@ -319,13 +371,7 @@ class _Run:
         return PlannedCall(call, CallTarget.REJECTED, "")
 
     def caller_problem(self, call: ToolCall) -> str | None:
-        """Why a call of a caller-side tool cannot be handed back (None: it can). A `custom`
-        tool's call is judged by its kind (free-form input, its grammar), not as JSON."""
-        declared = self.request.caller_tools
-        tool = declared.get(call.name) if declared is not None else None
-        if tool is not None:
-            return tool.problem(call)
-        return None if call.ok else (call.parse_error or "arguments are not a JSON object")
+        return caller_problem(self.request, call)
 
     async def call_model(self) -> NextAction:
         state = self.state
@@ -348,7 +394,12 @@ class _Run:
                 if failed is not None:
                     return failed
                 turn = self.turn_request()
-        self.emit(ModelCallStarted(state.iterations, bool(turn.tools)))
+        replay, self.replay = self.replay, None
+        if replay is None:
+            self.emit(ModelCallStarted(state.iterations, bool(turn.tools)))
+            source = self.upstream.stream_turn(turn)
+        else:
+            source = _replayed(*replay)
         held = Holdback()
         text: list[str] = []
         reasoning: list[str] = []
@@ -357,7 +408,7 @@ class _Run:
         usage = Usage()
         finish_reason = "stop"
         try:
-            async for event in self.upstream.stream_turn(turn):
+            async for event in source:
                 if isinstance(event, TextDelta):
                     text.append(event.text)
                     shown = held.feed(event.text)
@@ -472,14 +523,7 @@ class _Run:
         visible. Only when tools were on offer: otherwise there is nothing to call."""
         if not self.executor.tools and not self.request.client_tools:
             return None
-        match = leaks.detect_leak(text)
-        if match is not None:
-            return match, False
-        if not text.strip() and reasoning:
-            match = leaks.detect_leak_in_reasoning(reasoning, text)
-            if match is not None:
-                return match, True
-        return None
+        return find_leak(text, reasoning)
 
     def on_leak(
         self,

@@ -144,18 +144,29 @@ class AuthMiddleware:
         self.require_keys = require_keys
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        kind = scope["type"]
-        if kind not in ("http", "websocket"):
+        if scope["type"] not in ("http", "websocket"):
             await self.app(scope, receive, send)
             return
+        if not await self.admit(scope, send):
+            return
+        token = current_owner.set(scope["state"]["owner"])
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            current_owner.reset(token)
+
+    async def admit(self, scope: Scope, send: Send) -> bool:
+        """Whether the request may go on; its owner is then `scope["state"]["owner"]` (the
+        caller sets `current_owner` for the request). False: refused here (401). HTTP and
+        WebSocket scopes only; also a step of `server/gate.py`'s one middleware."""
         path = scope["path"]
         if (
-            kind == "http"
+            scope["type"] == "http"
             and scope["method"] in ("GET", "HEAD")
             and (path in OPEN_PATHS or path.startswith(OPEN_PREFIXES))
         ):
-            await self.app(scope, receive, send)
-            return
+            scope.setdefault("state", {}).setdefault("owner", None)
+            return True
         keys = await self.keyring.active()
         owner: str | None = None
         if keys or self.require_keys:
@@ -163,13 +174,9 @@ class AuthMiddleware:
             owner = None if presented is None else KeyRing.match(keys, presented)
             if owner is None:
                 await self._refuse(scope, send, _MISSING if presented is None else _WRONG)
-                return
+                return False
         scope.setdefault("state", {})["owner"] = owner
-        token = current_owner.set(owner)
-        try:
-            await self.app(scope, receive, send)
-        finally:
-            current_owner.reset(token)
+        return True
 
     async def _refuse(self, scope: Scope, send: Send, message: str) -> None:
         await send_error(

@@ -32,12 +32,13 @@ from toolwire.loop.events import (
     ReasoningTextDelta,
 )
 from toolwire.loop.pump import pump_batches
+from toolwire.loop.quick import run_single_turn
 from toolwire.loop.state import LoopRequest, LoopSettings
 from toolwire.server.responses_sink import arguments_text
 from toolwire.server.schemas.chat import check_chat_body
 from toolwire.transcript import ToolCall, ToolSpec
 from toolwire.upstream.base import Sampling
-from toolwire.wire.responses import new_id, now
+from toolwire.wire.responses import now, plain_id
 from toolwire.wire.sse import DONE_FRAME, encode_event
 
 _HANDLED = {
@@ -65,7 +66,7 @@ class ProxyCall:
     model: str
     stream: bool
     include_usage: bool
-    completion_id: str = field(default_factory=lambda: "chatcmpl-" + new_id("x")[2:])
+    completion_id: str = field(default_factory=lambda: plain_id("chatcmpl-", 48))
     created: int = field(default_factory=now)
 
 
@@ -135,7 +136,7 @@ class ChatProxy:
             if isinstance(event, OutputTextDelta | ReasoningTextDelta | LoopFinished):
                 events.append(event)
 
-        state = await self.driver.run(call.request, keep)
+        state = await run_single_turn(self.driver, call.request, keep)
         finished = events[-1]
         assert isinstance(finished, LoopFinished)
         _raise_if_unanswered(finished)

@@ -10,8 +10,9 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from toolwire.observe.metrics import render_metrics
-from toolwire.observe.requests import ObserveMiddleware
+from toolwire.observe.requests import ObserveMiddleware, RequestObserver
 from toolwire.observe.setup import Observability
+from toolwire.server.gate import observe_requests
 from toolwire.server.responses_service import ResponsesService
 from toolwire.server.ui.routes import ui_routes
 
@@ -27,4 +28,6 @@ def install_observability(
     app.router.routes.extend(
         [Route("/metrics", metrics, methods=["GET"]), *ui_routes(service.timelines)]
     )
-    app.add_middleware(ObserveMiddleware, **observability.middleware_options())
+    options = observability.middleware_options()
+    if not observe_requests(app.user_middleware, RequestObserver(**options)):
+        app.add_middleware(ObserveMiddleware, **options)

@@ -13,7 +13,6 @@ One `StreamAssembler` per model turn. `feed()` takes a decoded chunk and returns
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import Iterable
 from typing import Any
 
@@ -34,6 +33,7 @@ from toolwire.upstream.events import (
     Usage,
 )
 from toolwire.upstream.names import ToolNameMatcher, clean_tool_name
+from toolwire.wire.responses import plain_id
 
 _ARGUMENT_FIELDS = ("arguments", "parsed_arguments", "args", "input")
 _FINISH_REASONS = {
@@ -79,7 +79,7 @@ def _ends_object(parts: list[str]) -> bool:
 
 
 def _new_call_id() -> str:
-    return "call_" + secrets.token_hex(12)
+    return plain_id("call_")  # names the call within its turn; grants nothing
 
 
 def _text_of(value: Any) -> str:
