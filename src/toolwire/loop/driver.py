@@ -154,12 +154,25 @@ def find_leak(text: str, reasoning: str) -> tuple[leaks.LeakMatch, bool] | None:
 
 async def _replayed(
     events: list[ModelEvent], error: BaseException | None
-) -> AsyncIterator[ModelEvent]:
+) -> AsyncIterator[list[ModelEvent]]:
     """A model turn already received, as the upstream gave it (`LoopDriver.take_over`)."""
-    for event in events:
-        yield event
+    yield events
     if error is not None:
         raise error
+
+
+def turn_batches(upstream: Upstream, turn: TurnRequest) -> AsyncIterator[list[ModelEvent]]:
+    """A model turn's events in lists: the adapter's own batches when it offers them
+    (`stream_turn_batches`: the events of one network read), else one event a list."""
+    batches = getattr(upstream, "stream_turn_batches", None)
+    if batches is not None:
+        return batches(turn)  # type: ignore[no-any-return]
+    return _one_by_one(upstream.stream_turn(turn))
+
+
+async def _one_by_one(events: AsyncIterator[ModelEvent]) -> AsyncIterator[list[ModelEvent]]:
+    async for event in events:
+        yield [event]
 
 
 class LoopDriver:
@@ -397,7 +410,7 @@ class _Run:
         replay, self.replay = self.replay, None
         if replay is None:
             self.emit(ModelCallStarted(state.iterations, bool(turn.tools)))
-            source = self.upstream.stream_turn(turn)
+            source = turn_batches(self.upstream, turn)
         else:
             source = _replayed(*replay)
         held = Holdback()
@@ -408,31 +421,32 @@ class _Run:
         usage = Usage()
         finish_reason = "stop"
         try:
-            async for event in source:
-                if isinstance(event, TextDelta):
-                    text.append(event.text)
-                    shown = held.feed(event.text)
-                    if shown:
-                        self.emit(OutputTextDelta(shown))
-                elif isinstance(event, ToolCallArgumentsDelta):
-                    if event.key in live:
-                        self.emit(CallArgumentsDelta(event.key, event.delta))
-                elif isinstance(event, ReasoningDelta):
-                    reasoning.append(event.text)
-                    self.emit(ReasoningTextDelta(event.text))
-                elif isinstance(event, ToolCallStarted):
-                    target = self.live_target(event.name)
-                    if target is not None:
-                        live.add(event.key)
-                        self.emit(CallStreamStarted(event.key, event.id, event.name, *target))
-                elif isinstance(event, ToolCallDone):
-                    calls.append(event.call)
-                elif isinstance(event, Usage):
-                    usage.add(event)
-                elif isinstance(event, TurnEnd):
-                    finish_reason = event.finish_reason
-                elif isinstance(event, UpstreamNote):
-                    self.emit(event)  # repairs, retries, first token: for observers only
+            async for batch in source:
+                for event in batch:
+                    if isinstance(event, TextDelta):
+                        text.append(event.text)
+                        shown = held.feed(event.text)
+                        if shown:
+                            self.emit(OutputTextDelta(shown))
+                    elif isinstance(event, ToolCallArgumentsDelta):
+                        if event.key in live:
+                            self.emit(CallArgumentsDelta(event.key, event.delta))
+                    elif isinstance(event, ReasoningDelta):
+                        reasoning.append(event.text)
+                        self.emit(ReasoningTextDelta(event.text))
+                    elif isinstance(event, ToolCallStarted):
+                        target = self.live_target(event.name)
+                        if target is not None:
+                            live.add(event.key)
+                            self.emit(CallStreamStarted(event.key, event.id, event.name, *target))
+                    elif isinstance(event, ToolCallDone):
+                        calls.append(event.call)
+                    elif isinstance(event, Usage):
+                        usage.add(event)
+                    elif isinstance(event, TurnEnd):
+                        finish_reason = event.finish_reason
+                    elif isinstance(event, UpstreamNote):
+                        self.emit(event)  # repairs, retries, first token: for observers only
         except ToolwireError as exc:
             state.usage.add(usage)
             if self.compacts_for(exc) and not (text or reasoning or calls or live):

@@ -20,7 +20,14 @@ from __future__ import annotations
 import asyncio
 
 from toolwire.errors import StopReason
-from toolwire.loop.driver import CANCELLED, LoopDriver, Sink, caller_problem, find_leak
+from toolwire.loop.driver import (
+    CANCELLED,
+    LoopDriver,
+    Sink,
+    caller_problem,
+    find_leak,
+    turn_batches,
+)
 from toolwire.loop.events import (
     CallTarget,
     CancelCause,
@@ -97,21 +104,22 @@ async def run_single_turn(driver: LoopDriver, request: LoopRequest, sink: Sink) 
     timer = asyncio.timeout(deadline)
     try:
         async with timer:
-            async for event in driver.upstream.stream_turn(turn):
-                if isinstance(event, UpstreamNote):
-                    observed(event)  # repairs, retries, first token: observed as they happen
-                    continue
-                events.append(event)
-                if isinstance(event, TextDelta):
-                    text.append(event.text)
-                elif isinstance(event, ToolCallDone):
-                    calls.append(event.call)
-                elif isinstance(event, ReasoningDelta):
-                    reasoning.append(event.text)
-                elif isinstance(event, Usage):
-                    usage.add(event)
-                elif isinstance(event, TurnEnd):
-                    finish_reason = event.finish_reason
+            async for batch in turn_batches(driver.upstream, turn):
+                for event in batch:
+                    if isinstance(event, UpstreamNote):
+                        observed(event)  # repairs, retries, first token: observed as they happen
+                        continue
+                    events.append(event)
+                    if isinstance(event, TextDelta):
+                        text.append(event.text)
+                    elif isinstance(event, ToolCallDone):
+                        calls.append(event.call)
+                    elif isinstance(event, ReasoningDelta):
+                        reasoning.append(event.text)
+                    elif isinstance(event, Usage):
+                        usage.add(event)
+                    elif isinstance(event, TurnEnd):
+                        finish_reason = event.finish_reason
     except TimeoutError as exc:
         if not timer.expired():
             return await driver.take_over(request, observed, events, exc)
