@@ -213,6 +213,18 @@ class StreamAssembler:
 
     def _tool_delta(self, entry: dict[str, Any], events: list[ModelEvent]) -> None:
         function = entry.get("function")
+        if len(entry) == 2 and type(function) is dict and len(function) == 1:
+            # The common chunk: `{"index": i, "function": {"arguments": "..."}}` continuing
+            # the call last seen, already started. The general path below would find the
+            # same call, note no repair and append; this skips its dozen lookups.
+            arguments = function.get("arguments")
+            index = entry.get("index")
+            if type(arguments) is str and type(index) is int:
+                call = self._by_index.get(index)
+                if call is not None and call.key == self._last_key and call.started:
+                    if arguments:
+                        self._append(call, arguments, events)
+                    return
         if not isinstance(function, dict):
             function = {}
         index = entry.get("index")
