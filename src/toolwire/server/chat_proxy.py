@@ -182,6 +182,8 @@ class ChatProxy:
             }
             return encode_event(orjson.dumps(payload))
 
+        text_frames = DeltaFrames(base)
+
         async def run(emit: Callable[[LoopEvent], None]) -> None:
             def relay(event: LoopEvent) -> None:
                 # Only what the agent sees crosses the queue: not the per-chunk call deltas.
@@ -210,9 +212,9 @@ class ChatProxy:
                     opened = True
                     frames.append(chunk({"role": "assistant", "content": ""}))
                 if isinstance(event, OutputTextDelta):
-                    frames.append(chunk({"content": event.text}))
+                    frames.append(text_frames.delta("content", event.text))
                 elif isinstance(event, ReasoningTextDelta):
-                    frames.append(chunk({"reasoning_content": event.text}))
+                    frames.append(text_frames.delta("reasoning_content", event.text))
                 elif isinstance(event, LoopFinished):
                     for index, pending in enumerate(event.pending_calls):
                         frames.append(
@@ -225,6 +227,22 @@ class ChatProxy:
             if frames:
                 yield frames[0] if len(frames) == 1 else b"".join(frames)
         yield DONE_FRAME
+
+
+class DeltaFrames:
+    """The SSE frames of text and reasoning deltas, from a template made once per stream:
+    byte for byte what dumping the whole chunk gives (`base` holds id, object, created and
+    model, in that order), at the cost of dumping the delta's string alone."""
+
+    __slots__ = ("_head", "_tail")
+
+    def __init__(self, base: dict[str, Any]) -> None:
+        self._head = b"data: " + orjson.dumps(base)[:-1] + b',"choices":[{"index":0,"delta":{"'
+        self._tail = b'},"finish_reason":null,"logprobs":null}]}\n\n'
+
+    def delta(self, field: str, text: str) -> bytes:
+        """`field`: `content` or `reasoning_content` (plain names: no escaping needed)."""
+        return self._head + field.encode() + b'":' + orjson.dumps(text) + self._tail
 
 
 def _tools(tools: Any, functions: Any) -> list[ToolSpec]:

@@ -8,6 +8,7 @@ chunks split anywhere (the hot path of every streamed turn, benchmarked in
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(slots=True)
@@ -157,3 +158,25 @@ def encode_event(data: bytes, event: str | None = None) -> bytes:
 
 
 DONE_FRAME = b"data: [DONE]\n\n"
+
+
+class FramedEvent(dict[str, Any]):
+    """A stream event that carries its own SSE frame, made from a pre-encoded template as the
+    event was (the per-chunk deltas: `server/responses_sink.py`). The SSE door sends `frame`
+    as it is, byte for byte what `encode_event(orjson.dumps(event), event["type"])` gives;
+    every other reader sees the plain dict it also is."""
+
+    __slots__ = ("frame",)
+
+    frame: bytes
+
+
+def delta_template(kind: str, fields: bytes, tail: bytes = b"") -> tuple[bytes, bytes, bytes]:
+    """The constant parts of a delta event's frame: (up to the sequence number, from it up to
+    the delta's JSON string, after it). `fields`: the JSON of the fields between the
+    sequence number and `delta`, each followed by a comma (`"item_id":"fc_1","output_index":0,`);
+    `tail`: those after it, each after a comma."""
+    head = (
+        b"event: " + kind.encode() + b'\ndata: {"type":"' + kind.encode() + b'","sequence_number":'
+    )
+    return head, b"," + fields + b'"delta":', tail + b"}\n\n"
