@@ -21,7 +21,7 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from mock_upstream import TOOL_NAME, long_arguments, stream_events  # noqa: E402
+from mock_upstream import TOOL_NAME, long_arguments, stream_events
 
 CHUNKS = 500
 READ = 16 * 1024
@@ -89,8 +89,9 @@ async def responses(body: bytes, rounds: int) -> float:
     for _ in range(rounds):
         out: list[bytes] = []
 
-        def emit(event: dict[str, Any]) -> None:
-            out.append(encode_event(orjson.dumps(event), event["type"]))
+        def emit(event: dict[str, Any], out: list[bytes] = out) -> None:
+            frame = getattr(event, "frame", None)  # as ResponsesService.stream frames them
+            out.append(frame or encode_event(orjson.dumps(event), event["type"]))
 
         builder = ResponseBuilder(header, emit)
         request = LoopRequest(
