@@ -19,6 +19,7 @@ import sys
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -151,23 +152,24 @@ def profile(
     out_dir: Path,
     responses_url: str | None = None,
     body_d: bytes | None = None,
+    log: Callable[[str], None] = print,
+    throughput: Callable[..., Any],
 ) -> dict[str, Any]:
+    """`log` and `throughput` come from `run.py`, which calls this: handed in, not imported
+    back (no import circle between the two scripts)."""
     sys.path.insert(0, str(HERE))
     import loadgen
-    import run
 
-    run.log(
-        f"profile: py-spy on toolwire (pid {pid}), non-streaming at concurrency 64, {seconds:g} s"
-    )
+    log(f"profile: py-spy on toolwire (pid {pid}), non-streaming at concurrency 64, {seconds:g} s")
     result: dict[str, Any] = {}
 
     def load_a() -> None:
-        run.throughput(chat_url, body_a, 64, seconds - 1, wrk, client_cpus)
+        throughput(chat_url, body_a, 64, seconds - 1, wrk, client_cpus)
 
     stacks, note = record(pid, seconds, scratch / "profile-a.txt", client_cpus, load_a)
     result["non-streaming, concurrency 64"] = {**summarise(stacks), "py_spy": note}
 
-    run.log(f"profile: py-spy on toolwire, 500-chunk streams back to back, {seconds:g} s")
+    log(f"profile: py-spy on toolwire, 500-chunk streams back to back, {seconds:g} s")
 
     def load_b() -> None:
         client = loadgen.RawClient(chat_url)
@@ -181,9 +183,7 @@ def profile(
     result["streaming, 500 chunks"] = {**summarise(stacks), "py_spy": note}
 
     if responses_url and body_d:
-        run.log(
-            f"profile: py-spy on toolwire, /v1/responses non-streaming back to back, {seconds:g} s"
-        )
+        log(f"profile: py-spy on toolwire, /v1/responses non-streaming back to back, {seconds:g} s")
 
         def load_d() -> None:
             client = loadgen.RawClient(responses_url)
@@ -199,7 +199,7 @@ def profile(
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / "PROFILE.md"
     path.write_text(render(result))
-    run.log(f"wrote {path}")
+    log(f"wrote {path}")
     return {"file": path.name}
 
 

@@ -1347,6 +1347,8 @@ def main() -> None:
                     client_cpus=client_cpus,
                     scratch=SCRATCH,
                     out_dir=Path(args.results_dir),
+                    log=log,
+                    throughput=throughput,
                 )
             except Exception as exc:  # a failed profile must not lose the measured results
                 log(f"profile failed: {type(exc).__name__}: {exc}")

@@ -31,10 +31,10 @@ from toolwire.loop.events import (
     ToolExecutionFinished,
     ToolExecutionStarted,
 )
-from toolwire.loop.state import Cancellation, LoopRequest
+from toolwire.loop.state import Cancellation, LoopRequest, RunServices
 from toolwire.testing import Body, Chunks, Reply, ScriptedUpstream
 from toolwire.testing.script import WEATHER_DEMO
-from toolwire.transcript import ToolSpec, UserMessage
+from toolwire.transcript import ToolCall, ToolSpec, UserMessage
 
 ran: list[tuple[str, dict[str, Any]]] = []
 
@@ -584,3 +584,32 @@ async def test_a_cancelled_run_reports_who_cancelled_it(
     finished = events[-1]
     assert isinstance(finished, LoopFinished)
     assert finished.reason is StopReason.CANCELLED and finished.cause is reported
+
+
+async def test_the_driver_never_edits_its_request_and_reports_the_decisions_it_applied(
+    fake_upstream: ScriptedUpstream,
+) -> None:
+    """The request is data: a decision already used elsewhere is dropped from the run's own
+    view (and from `LoopFinished.decisions`), not from the request a caller may reuse."""
+    fake_upstream.add(Reply(text="done"))
+
+    class UsedLedger:
+        async def claim_approval(self, *args: Any) -> bool:
+            return False  # decided before, on another branch of history
+
+    call = ToolCall("mcpr_1", "get_weather", {"city": "Oslo"}, '{"city": "Oslo"}')
+    request = LoopRequest(
+        model="m",
+        input=[UserMessage("weather?")],
+        tools=[get_weather],
+        approvals={"mcpr_1": True},
+        resume_calls=[call],
+    )
+    events: list[LoopEvent] = []
+    await LoopDriver(fake_upstream.adapter()).run(
+        request, events.append, services=RunServices(ledger=UsedLedger())
+    )
+    assert request.approvals == {"mcpr_1": True} and request.resume_calls == [call]
+    finished = events[-1]
+    assert isinstance(finished, LoopFinished) and finished.decisions == {}
+    assert ran == []  # the used decision ran nothing

@@ -8,7 +8,6 @@ import httpx
 
 from toolwire.observe.setup import Observability
 from toolwire.server.app import create_app
-from toolwire.server.observability import install_observability
 from toolwire.server.openapi import API, served_operations
 from toolwire.server.requests import CreateResponse
 from toolwire.server.responses_service import ResponsesService
@@ -25,9 +24,11 @@ async def test_every_route_is_documented_and_nothing_else() -> None:
     try:
         service = ResponsesService(upstream=adapter, store=store)
         bare = create_app(upstream=adapter, store=store, responses=service)
-        served = create_app(upstream=adapter, store=store, responses=service)
         observability = Observability.from_env(upstream_name="u", tools=[], log_format="off")
-        install_observability(served, service, observability)
+        observed = ResponsesService(upstream=adapter, store=store, observe=observability.observe)
+        served = create_app(
+            upstream=adapter, store=store, responses=observed, observability=observability
+        )
         documents = {}
         for name, app in (("bare", bare), ("served", served)):
             async with httpx.AsyncClient(

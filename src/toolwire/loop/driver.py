@@ -78,6 +78,7 @@ from toolwire.loop.state import (
     LoopState,
     NextAction,
     RunOutcome,
+    RunServices,
 )
 from toolwire.tools.base import ToolArgumentsError
 from toolwire.tools.envelope import EnvelopeLimits
@@ -196,13 +197,17 @@ class LoopDriver:
         *,
         checkpoint: Checkpoint | None = None,
         cancellation: Cancellation | None = None,
+        services: RunServices | None = None,
     ) -> LoopState:
         """Drive the run to its outcome; always emits `LoopFinished` last, also when cancelled
         (then the outcome is `cancelled`, checkpointed, and the cancellation re-raised).
-        `cancellation`: where whoever cancels the run's task says why, first."""
+        `cancellation`: where whoever cancels the run's task says why, first. `services`: the
+        approval ledger and signer, the compaction seal (the request itself is only data,
+        never edited here)."""
         if self.observe is not None:
             sink = self.observe(request, sink)
-        return await _Run(self, request, sink, checkpoint, cancellation).drive()
+        run = _Run(self, request, sink, checkpoint, cancellation, services or RunServices())
+        return await run.drive()
 
     async def take_over(
         self,
@@ -217,7 +222,7 @@ class LoopDriver:
         calling the upstream again, and goes on from there as any run would. `observed` is
         the sink the fast path already wrapped with the observers; the turn's
         `ModelCallStarted` and upstream notes have been observed, so they are not again."""
-        run = _Run(self, request, observed, None, None)
+        run = _Run(self, request, observed, None, None, RunServices())
         run.replay = (first_turn, error)
         return await run.drive()
 
@@ -232,9 +237,14 @@ class _Run:
         sink: Sink,
         checkpoint: Checkpoint | None,
         cancellation: Cancellation | None,
+        services: RunServices,
     ) -> None:
         self.upstream = driver.upstream
         self.request = request
+        self.services = services
+        self.approvals = dict(request.approvals)
+        """The decisions this run applies: those of the request, less any already used."""
+        self.resume_calls = list(request.resume_calls)
         self.settings = request.settings
         self.emit = sink
         self.checkpoint = checkpoint
@@ -311,22 +321,22 @@ class _Run:
         context = self.request.context
         if context is not None and context.compact_now:
             return await self.compact("requested") or Finish(RunOutcome(StopReason.ANSWERED))
-        resume = self.request.resume_calls
+        resume = self.resume_calls
         return ExecuteTools(list(resume)) if resume else CallModel()
 
     async def claim_approvals(self) -> None:
         """Each decision runs at most once, across every branch of history: it is recorded
         first, and a decision that was already recorded runs nothing."""
         request = self.request
-        ledger = request.ledger
-        for call in list(request.resume_calls):
-            approve = request.approvals[call.id]
+        ledger = self.services.ledger
+        for call in list(self.resume_calls):
+            approve = self.approvals[call.id]
             if ledger is None or await ledger.claim_approval(
                 call.id, request.run_id, approve, now()
             ):
                 continue
-            request.resume_calls.remove(call)
-            request.approvals.pop(call.id, None)
+            self.resume_calls.remove(call)
+            self.approvals.pop(call.id, None)
             result = self.executor.error(call, ALREADY_USED)
             self.state.transcript.append(ToolMessage(call.id, call.name, result.text))
 
@@ -526,7 +536,8 @@ class _Run:
         state.transcript[:] = context.transcript()
         state.output_start = 0
         state.compacted_size = len(state.transcript)
-        item_id, sealed = new_id("cmp"), policy.seal(context)
+        seal = self.services.seal or policy.seal
+        item_id, sealed = new_id("cmp"), seal(context)
         self.emit(ContextCompacted(item_id, sealed, compactor.usage, trigger, tokens))
         return None
 
@@ -687,14 +698,14 @@ class _Run:
 
     def needs_decision(self, call: ToolCall) -> bool:
         tool = self.executor.tools.get(call.name)
-        if tool is None or not call.ok or call.id in self.request.approvals:
+        if tool is None or not call.ok or call.id in self.approvals:
             return False
         return tool.requires_approval(call.arguments or {})
 
     async def run_calls(self, plans: list[PlannedCall]) -> dict[str, ToolResult]:
         """Approved (or approval-free) calls run; denied ones are only reported to the model:
         a call that never ran leaves no `mcp_call` behind."""
-        approvals = self.request.approvals
+        approvals = self.approvals
         results: dict[str, ToolResult] = {}
         running: list[PlannedCall] = []
         for plan in plans:
@@ -718,7 +729,7 @@ class _Run:
 
     def answered(self, call: ToolCall) -> str | None:
         """The approval request a call answers, if it waited for one."""
-        return call.id if call.id in self.request.approvals else None
+        return call.id if call.id in self.approvals else None
 
     def repeated_failure(self, calls: list[ToolCall], results: dict[str, ToolResult]) -> str | None:
         for call in calls:
@@ -739,7 +750,7 @@ class _Run:
 
     def await_approval(self, action: AwaitApproval) -> NextAction:
         self.state.pending_approvals = action.calls
-        issue = self.request.approval_ids
+        issue = self.services.approval_ids
         requests = []
         for call in action.calls:
             label = self.plan(call).server_label
@@ -773,4 +784,5 @@ class _Run:
             outcome.error,
             list(state.pending_calls),
             cause,
+            dict(self.approvals),
         )

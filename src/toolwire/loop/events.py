@@ -214,6 +214,9 @@ class LoopFinished:
     pending_calls: list[ToolCall] = field(default_factory=list)
     cause: CancelCause | None = None
     """Why a cancelled run was cancelled (None unless `reason` is `CANCELLED`)."""
+    decisions: dict[str, bool] = field(default_factory=dict)
+    """The approval decisions this run claimed and applied, by call id (a decision that was
+    already used elsewhere is not among them)."""
 
     @property
     def status(self) -> RunStatus:

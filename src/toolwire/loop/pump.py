@@ -20,29 +20,12 @@ class _End(Generic[T]):
 
 
 async def pump(run: Callable[[Callable[[T], None]], Awaitable[Any]]) -> AsyncGenerator[T, None]:
-    """Yield what `run(emit)` emits, as it emits it, until `run` returns."""
-    queue: asyncio.Queue[T | _End[T]] = asyncio.Queue()
-    end: _End[T] = _End()
-
-    async def produce() -> None:
-        try:
-            await run(queue.put_nowait)
-        finally:
-            queue.put_nowait(end)
-
-    task = asyncio.create_task(produce())
-    try:
-        while True:
-            item = await queue.get()
-            if item is end:
-                break
-            yield item  # type: ignore[misc]
-        await task  # re-raises what the run raised
-    finally:
-        if not task.done():
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+    """Yield what `run(emit)` emits, one by one, as it emits it, until `run` returns: the
+    batches of `pump_batches` taken apart (one pump, two ways to consume it)."""
+    async with contextlib.aclosing(pump_batches(run)) as batches:
+        async for batch in batches:
+            for item in batch:
+                yield item
 
 
 async def pump_batches(

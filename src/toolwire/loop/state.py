@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from toolwire.errors import RunStatus, StopReason, ToolwireError
-from toolwire.loop.compaction import ContextPolicy
+from toolwire.loop.compaction import CompactedContext, ContextPolicy
 from toolwire.loop.events import CancelCause
 from toolwire.loop.tool_types import ClientTools
 from toolwire.tools.base import Tool
@@ -73,16 +73,26 @@ class LoopRequest:
     """Decisions on calls that waited for approval, by call id."""
     resume_calls: list[ToolCall] = field(default_factory=list)
     """Calls of an earlier turn still to run (they waited for approval)."""
-    ledger: ApprovalLedger | None = None
-    """Records each decision once; without one, decisions are not deduplicated across runs."""
-    approval_ids: Callable[[str, str, str], str] | None = None
-    """Issues the id of an approval request from (server label, tool name, arguments); the
-    server binds it to the key and signs it (`loop/approvals.py`)."""
     context: ContextPolicy | None = None
     """`context_management`: when and how the run compacts its transcript (None: never)."""
     run_id: str = ""
     """The id the run is stored under (a response id): what an approval claim records."""
     settings: LoopSettings = field(default_factory=LoopSettings)
+
+
+@dataclass(slots=True, frozen=True)
+class RunServices:
+    """What a run uses but does not own, handed to `LoopDriver.run` beside its `LoopRequest`
+    (which holds only data, and which the driver never edits)."""
+
+    ledger: ApprovalLedger | None = None
+    """Records each decision once; without one, decisions are not deduplicated across runs."""
+    approval_ids: Callable[[str, str, str], str] | None = None
+    """Issues the id of an approval request from (server label, tool name, arguments); the
+    server binds it to the key and signs it (`loop/approvals.py`)."""
+    seal: Callable[[CompactedContext], str] | None = None
+    """Seals a compaction for the client (the server binds it to the key); None: the
+    `ContextPolicy`'s own seal (the library's, for compactions that never leave the process)."""
 
 
 @dataclass(slots=True)

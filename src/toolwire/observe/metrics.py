@@ -224,7 +224,7 @@ class RunMetrics:
         if self._started is not None:
             reason = event.reason
             self._end_call("cancelled" if reason is StopReason.CANCELLED else _outcome(event.error))
-        decisions = self._request.approvals
+        decisions = event.decisions
         if decisions:
             approved = sum(1 for value in decisions.values() if value)
             denied = len(decisions) - approved

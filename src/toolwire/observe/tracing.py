@@ -10,7 +10,7 @@ One span per run (`invoke_agent`), a child per model call (`chat {model}`) and p
 (`execute_tool {name}`), with the GenAI semantic-convention attributes. The run's parent is the
 incoming `traceparent` (attached by the request middleware); the model call's context goes to
 the upstream as a `traceparent` header and a tool call's to MCP servers in `_meta`
-(`observe/context.py`). Prompt and tool content are recorded only with
+(`trace_context.py`). Prompt and tool content are recorded only with
 `TOOLWIRE_TRACE_CONTENT=1`; secrets never.
 """
 
@@ -40,7 +40,7 @@ from toolwire.loop.events import (
     ToolExecutionStarted,
 )
 from toolwire.loop.state import LoopRequest
-from toolwire.observe.context import TRACE_HEADERS
+from toolwire.trace_context import TRACE_HEADERS
 from toolwire.upstream.events import FirstToken, Repair, UpstreamRetry
 
 _CONTENT_LIMIT = 8192

@@ -13,6 +13,7 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route, WebSocketRoute
 
 from toolwire.errors import NotFoundError, ToolwireError
+from toolwire.observe.setup import Observability
 from toolwire.server.auth import owner_of
 from toolwire.server.chat_proxy import ChatProxy
 from toolwire.server.compaction import CompactionService
@@ -21,6 +22,7 @@ from toolwire.server.errors import toolwire_error_handler, unexpected_error_hand
 from toolwire.server.fallback import http_error_handler
 from toolwire.server.http import ORJSONResponse, paginate, until_disconnected
 from toolwire.server.limits import read_limited_json
+from toolwire.server.observability import observability_routes, request_observer
 from toolwire.server.openapi import API, served_operations
 from toolwire.server.operations import register_builtin
 from toolwire.server.request_tools import NOT_OFFERED_HEADER
@@ -61,10 +63,12 @@ def create_app(
     responses: ResponsesService,
     on_shutdown: list[Any] | None = None,
     security: Security | None = None,
+    observability: Observability | None = None,
 ) -> Starlette:
     """The app, behind the security middleware (`server/security.py`): with the default
     `Security()`, keys are checked whenever the store holds one, Origin and Host are checked
-    as for a loopback server, and the default limits apply."""
+    as for a loopback server, and the default limits apply. `observability`: `/metrics`,
+    `/ui` and the request middleware (the run observers go to `ResponsesService(observe=)`)."""
     security = security or Security()
     limits = security.limits
 
@@ -162,6 +166,11 @@ def create_app(
         Route("/health", health, methods=["GET"]),
         Route("/openapi.json", openapi, methods=["GET"]),
     ]
+    observer = None
+    if observability is not None:
+        routes.extend(observability_routes(responses.timelines))
+        observer = request_observer(observability)  # outermost, in the one middleware
+    layers = middleware(security, store, observer)
     return Starlette(
         routes=routes,
         exception_handlers={
@@ -170,5 +179,5 @@ def create_app(
             Exception: unexpected_error_handler,
         },
         lifespan=lifespan,
-        middleware=middleware(security, store),
+        middleware=layers,
     )

@@ -26,7 +26,7 @@ import os
 import secrets
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from toolwire.errors import InvalidRequestError, NotFoundError, ToolwireError
@@ -35,8 +35,8 @@ from toolwire.loop.state import Cancellation
 from toolwire.observe.metrics import BACKGROUND_JOBS
 from toolwire.sealed import SECRET_NAME as SEALED_SECRET
 from toolwire.sealed import Sealer, SealError
-from toolwire.server.preparation import Prepared, request_body
-from toolwire.server.response_record import ResponseRecorder, resume
+from toolwire.server.preparation import Prepared, Resumption, request_body
+from toolwire.server.response_record import ResponseRecorder, resumable
 from toolwire.server.responses_sink import ResponseBuilder
 from toolwire.store.database import Store
 from toolwire.store.notify import Listener
@@ -268,15 +268,14 @@ class BackgroundQueue:
             if job.cancel_requested:
                 await self.recorder.finalize(response_id, "cancelled")
                 return
-            resumed: list[dict[str, Any]] = []
             if prepared is None:
                 try:
-                    prepared, resumed = await self._prepare_job(job)
+                    prepared = await self._prepare_job(job)
                 except ToolwireError as exc:
                     error = wire.error_object(exc.code or "server_error", exc.message)
                     await self.recorder.finalize(response_id, "failed", error)
                     return
-            builder = ResponseBuilder(prepared.header, None, output=resumed)
+            builder = ResponseBuilder(prepared.header, None, output=prepared.resumed)
             BACKGROUND_JOBS.labels("running").inc()  # observe/
             try:
                 await self.run(prepared, builder, cancellation)
@@ -286,22 +285,16 @@ class BackgroundQueue:
             self.background.pop(response_id, None)
             self._cancellations.pop(response_id, None)
 
-    async def _prepare_job(self, job: Job) -> tuple[Prepared, list[dict[str, Any]]]:
+    async def _prepare_job(self, job: Job) -> Prepared:
         """A job queued by any replica, prepared here under its own id; if an earlier
         process ran part of it, the run resumes from its last stored step."""
         owner = job.request.get("owner")
         stored = await self.store.get_response(job.response_id, owner=owner)
         if stored is None:
             raise NotFoundError(f"Response with id '{job.response_id}' not found.")
-        prepared = await self.prepare(await self._job_body(job), owner=owner)
-        prepared.header = replace(
-            prepared.header, response_id=job.response_id, created_at=stored["created_at"]
-        )
-        prepared.loop_request.run_id = job.response_id
-        output = list(stored.get("output") or [])
-        if not output:
-            return prepared, []
-        return prepared, resume(prepared, output, self.recorder.compaction)
+        output = resumable(list(stored.get("output") or []))
+        resumption = Resumption(job.response_id, stored["created_at"], output)
+        return await self.prepare(await self._job_body(job), owner=owner, resume=resumption)
 
     async def _sealer(self) -> Sealer:
         """The key every replica on this database seals job requests with."""

@@ -15,8 +15,6 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from starlette.middleware import Middleware
-
 from toolwire.server.auth import ASGIApp, AuthMiddleware, Message, Receive, Scope, Send
 from toolwire.server.guards import GuardMiddleware
 from toolwire.server.limits import BodyLimitMiddleware
@@ -27,7 +25,7 @@ if TYPE_CHECKING:
 
 
 class Gate:
-    """Observe (when `observer` is set: `server/observability.py` sets it), then guard, then
+    """Observe (when there is an `observer`: `server/observability.py`), then guard, then
     authenticate, then limit the body; then the app."""
 
     def __init__(
@@ -127,13 +125,3 @@ class Gate:
         finally:
             observer.detach(trace)
             observer.record(scope, status, start, first_byte, finished, disconnected)
-
-
-def observe_requests(middleware: list[Middleware], observer: RequestObserver) -> bool:
-    """Give the gate among an app's `user_middleware` its request observer (before the app has
-    started); False when the app has no gate."""
-    for entry in middleware:
-        if entry.cls is Gate:  # type: ignore[comparison-overlap]
-            entry.kwargs["observer"] = observer
-            return True
-    return False

@@ -17,9 +17,9 @@ from toolwire.server.app import create_app
 from toolwire.server.durable import DurabilitySettings
 from toolwire.server.limits import Limits
 from toolwire.server.mcp_tools import configured_server
-from toolwire.server.observability import install_observability
 from toolwire.server.responses_service import ResponsesService
 from toolwire.server.security import startup_security
+from toolwire.server.workers import reuse_port_socket, run_workers
 from toolwire.store.database import Store
 from toolwire.tools.base import Tool
 from toolwire.tools.loading import load_tools
@@ -109,6 +109,9 @@ async def build_app(config: ServerConfig) -> Starlette:
     if search is not None and search.server not in {s.label for s in config.mcp_servers}:
         raise ConfigError(f"web_search.server {search.server!r} is not a label in mcp_servers")
     pool = McpPool(idle_seconds=config.mcp_idle_seconds)
+    observability = Observability.from_env(  # observe/: metrics, traces, request logs, /ui
+        upstream_name=upstream.name, tools=tools, log_format=config.log_format
+    )
     service = ResponsesService(
         upstream=upstream,
         store=store,
@@ -132,19 +135,16 @@ async def build_app(config: ServerConfig) -> Starlette:
             max_background=config.max_background,
             max_attempts=config.background_attempts,
         ),
+        observe=observability.observe,
     )
-    observability = Observability.from_env(  # observe/: metrics, traces, request logs, /ui
-        upstream_name=upstream.name, tools=service.server_tools, log_format=config.log_format
-    )
-    app = create_app(
+    return create_app(
         upstream=upstream,
         store=store,
         responses=service,
         on_shutdown=[pool.close, upstream.aclose, store.close, *shutdown, observability.shutdown],
         security=security,
+        observability=observability,
     )
-    install_observability(app, service, observability)
-    return app
 
 
 def run(config: ServerConfig, *, reuse_port: bool = False) -> None:
@@ -153,9 +153,7 @@ def run(config: ServerConfig, *, reuse_port: bool = False) -> None:
     `uvicorn.run`. `workers` > 1: one process per worker (server/workers.py); `reuse_port`: this
     process is one of them, sharing the port."""
     if config.workers > 1 and not reuse_port:
-        from toolwire.server.workers import run_workers
-
-        run_workers(config)
+        run_workers(config, target=f"{__name__}:run")
         return
     try:
         import uvloop
@@ -183,8 +181,6 @@ async def serve(config: ServerConfig, *, reuse_port: bool = False) -> None:
         )
     )
     if reuse_port:
-        from toolwire.server.workers import reuse_port_socket
-
         await server.serve(sockets=[reuse_port_socket(config.host, config.port)])
     else:
         await server.serve()

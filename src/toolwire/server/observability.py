@@ -1,33 +1,37 @@
-"""Wiring `observe/` into the served app: `/metrics`, `/ui`, the request middleware, the
-driver's observers and shutdown. One call from `server/main.py` (`install_observability`), so
-`create_app` stays as it is."""
+"""`observe/` in the served app, declared when the app is built (`create_app(observability=)`):
+`/metrics`, `/ui` and the request middleware here; the driver's observers (metrics, traces)
+are handed to `ResponsesService(observe=)` as it is built. Nothing is patched onto an app or
+a driver afterwards."""
 
 from __future__ import annotations
 
-from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Route
 
 from toolwire.observe.metrics import render_metrics
 from toolwire.observe.requests import ObserveMiddleware, RequestObserver
 from toolwire.observe.setup import Observability
-from toolwire.server.gate import observe_requests
-from toolwire.server.responses_service import ResponsesService
 from toolwire.server.ui.routes import ui_routes
+from toolwire.store.timelines import TimelineStore
 
 
-def install_observability(
-    app: Starlette, service: ResponsesService, observability: Observability
-) -> None:
+def observability_routes(timelines: TimelineStore) -> list[BaseRoute]:
     async def metrics(request: Request) -> Response:
         body, content_type = render_metrics()
         return Response(body, media_type=content_type)
 
-    service.driver.observe = observability.observe
-    app.router.routes.extend(
-        [Route("/metrics", metrics, methods=["GET"]), *ui_routes(service.timelines)]
-    )
-    options = observability.middleware_options()
-    if not observe_requests(app.user_middleware, RequestObserver(**options)):
-        app.add_middleware(ObserveMiddleware, **options)
+    return [Route("/metrics", metrics, methods=["GET"]), *ui_routes(timelines)]
+
+
+def observability_middleware(observability: Observability) -> Middleware:
+    """The request observer as a middleware of its own, for an app without the gate (the
+    served app folds it into the gate: `request_observer`)."""
+    return Middleware(ObserveMiddleware, **observability.middleware_options())
+
+
+def request_observer(observability: Observability) -> RequestObserver:
+    """What the one middleware (`server/gate.py`) observes of each request, outermost: it
+    times and logs every request, refused ones included."""
+    return RequestObserver(**observability.middleware_options())

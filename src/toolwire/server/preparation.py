@@ -14,7 +14,7 @@ from typing import Any
 
 from toolwire.config import McpServerConfig, WebSearchConfig
 from toolwire.errors import InvalidRequestError, NotFoundError
-from toolwire.loop.approvals import ApprovalSigner, approval_decisions
+from toolwire.loop.approvals import ApprovalDecisions, ApprovalSigner, approval_decisions
 from toolwire.loop.compaction import CompactionCodec, ContextPolicy, expand_compactions
 from toolwire.loop.items import (
     check_outputs_answer_calls,
@@ -22,7 +22,7 @@ from toolwire.loop.items import (
     normalize_input,
     resolve_references,
 )
-from toolwire.loop.state import LoopRequest, LoopSettings
+from toolwire.loop.state import LoopRequest, LoopSettings, RunServices
 from toolwire.server.item_ids import check_storable, check_unique
 from toolwire.server.mcp_tools import McpServerUse
 from toolwire.server.request_tools import RequestTools, request_tools
@@ -52,10 +52,24 @@ class Prepared:
     history_inline: bool = False
     """The history came from the caller's memory (`LocalResponse`), not the store: a stored
     response keeps a full copy, as its previous response may be stored nowhere."""
+    services: RunServices = field(default_factory=RunServices)
+    """What the run uses beside its request: the approval ledger and signer, the seal."""
+    resumed: list[dict[str, Any]] = field(default_factory=list)
+    """Output an earlier attempt of this response stored; the run goes on after it."""
 
     @property
     def response_id(self) -> str:
         return self.header.response_id
+
+
+@dataclass(slots=True, frozen=True)
+class Resumption:
+    """A queued job, prepared under the id and time it was queued with; `output`: what an
+    earlier process running it stored, its open items closed (`response_record.resumable`)."""
+
+    response_id: str
+    created_at: int
+    output: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass(slots=True, frozen=True)
@@ -103,10 +117,16 @@ class Preparer:
         self.web_search = web_search
 
     async def prepare(
-        self, body: Any, *, owner: str | None = None, local: LocalResponse | None = None
+        self,
+        body: Any,
+        *,
+        owner: str | None = None,
+        local: LocalResponse | None = None,
+        resume: Resumption | None = None,
     ) -> Prepared:
         """`local`: a response the caller holds (WebSocket mode), found by
-        `previous_response_id` before the store is asked."""
+        `previous_response_id` before the store is asked. `resume`: a queued job, prepared
+        under its own id, going on after what an earlier attempt stored."""
         request = parse_create(body)
         model = request.model or self.default_model
         if not model:
@@ -139,10 +159,13 @@ class Preparer:
         check_outputs_answer_calls(history, input_items)
         tools = self._request_tools(request.tools)
         tool_choice = self._tool_choice(request, tools)
+        kept = resume.output if resume is not None else []
         approvals = approval_decisions(history, input_items, self.signer, owner)
+        if kept:  # the earlier attempt claimed and ran them
+            approvals = ApprovalDecisions()
         header = ResponseHeader(
-            wire.new_id("resp"),
-            wire.now(),
+            resume.response_id if resume is not None else wire.new_id("resp"),
+            resume.created_at if resume is not None else wire.now(),
             model,
             _echo(request, tools.echo),
             client_tools=tools.client,
@@ -150,7 +173,7 @@ class Preparer:
             include=frozenset(request.include or ()),
         )
         transcript = items_to_transcript(
-            expand_compactions(history, input_items, self.compaction, owner),
+            expand_compactions(history, input_items + kept, self.compaction, owner),
             frozenset(approvals.decisions),
             tools.client,
         )
@@ -159,13 +182,11 @@ class Preparer:
             input=transcript,
             resume_calls=approvals.calls,
             approvals=dict(approvals.decisions),
-            ledger=self.store,
-            approval_ids=partial(self.signer.issue, owner),
             context=self._context_policy(request, input_items, owner),
             run_id=header.response_id,
             instructions=request.instructions,
             tools=self.server_tools,
-            toolsets=self._toolsets(tools.mcp_uses, history),
+            toolsets=self._toolsets(tools.mcp_uses, history + kept),
             client_tools=tools.specs,
             caller_tools=tools.client,
             tool_choice=tool_choice,
@@ -189,6 +210,12 @@ class Preparer:
             owner=owner,
             not_offered=tools.not_offered,
             history_inline=inline,
+            services=RunServices(
+                ledger=self.store,
+                approval_ids=partial(self.signer.issue, owner),
+                seal=partial(self.compaction.seal, owner=owner),
+            ),
+            resumed=kept,
         )
 
     def _context_policy(
@@ -207,9 +234,7 @@ class Preparer:
         if not entries and not triggers:
             return None
         thresholds = [e.compact_threshold for e in entries if e.compact_threshold is not None]
-        codec = self.compaction
         return ContextPolicy(
-            seal=lambda context: codec.seal(context, owner),
             compact_threshold=min(thresholds) if thresholds else None,
             compact_now=bool(triggers),
         )

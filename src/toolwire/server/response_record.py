@@ -23,10 +23,9 @@ from typing import Any, TypeVar
 import orjson
 
 from toolwire.errors import StoreError
-from toolwire.loop.compaction import CompactionCodec, expand_compactions
+from toolwire.loop.compaction import CompactionCodec
 from toolwire.loop.driver import Checkpoint
 from toolwire.loop.events import CancelCause, LoopEvent, LoopFinished, RunStarted, StepReached
-from toolwire.loop.items import items_to_transcript
 from toolwire.observe.timeline import Timeline
 from toolwire.server.item_ids import is_duplicate_key, taken_item
 from toolwire.server.preparation import Prepared
@@ -238,13 +237,10 @@ INTERRUPTED = (
 )
 
 
-def resume(
-    prepared: Prepared, output: list[dict[str, Any]], codec: CompactionCodec
-) -> list[dict[str, Any]]:
-    """Set a prepared run up to go on after the stored `output` of an earlier attempt: items
+def resumable(output: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The stored `output` of an earlier attempt, ready for a run to go on after it: items
     left in progress are closed (a server call that had started is reported to the model as
-    interrupted, never run again), the transcript is the history plus that output, and MCP
-    servers already listed are not listed again. Returns the output the run continues."""
+    interrupted, never run again). Preparation (`Resumption`) lowers it with the history."""
     kept: list[dict[str, Any]] = []
     for original in output:
         item = dict(original)
@@ -255,25 +251,6 @@ def resume(
             else:
                 item["status"] = "incomplete"
         kept.append(item)
-    request = prepared.loop_request
-    request.input = items_to_transcript(
-        expand_compactions(
-            prepared.history_items, prepared.input_items + kept, codec, prepared.owner
-        ),
-        frozenset(),
-    )
-    request.history = []
-    request.resume_calls = []
-    request.approvals = {}
-    listed = {
-        item.get("server_label"): item
-        for item in kept
-        if item.get("type") == "mcp_list_tools" and not item.get("error")
-    }
-    for toolset in request.toolsets:
-        found = listed.get(toolset.label)
-        if toolset.listing is None and found is not None:
-            toolset.listing = list(found.get("tools") or [])
     return kept
 
 

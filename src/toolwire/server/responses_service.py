@@ -25,13 +25,13 @@ from toolwire.config import McpServerConfig, WebSearchConfig
 from toolwire.errors import RunStatus
 from toolwire.loop.approvals import ApprovalSigner
 from toolwire.loop.compaction import CompactionCodec
-from toolwire.loop.driver import LoopDriver
+from toolwire.loop.driver import LoopDriver, Observe
 from toolwire.loop.events import LoopEvent, LoopFinished
 from toolwire.loop.pump import pump_batches
 from toolwire.loop.state import Cancellation, LoopSettings
 from toolwire.observe.timeline import Timeline
 from toolwire.server.durable import BackgroundQueue, DurabilitySettings, Replica
-from toolwire.server.preparation import LocalResponse, Prepared, Preparer
+from toolwire.server.preparation import LocalResponse, Prepared, Preparer, Resumption
 from toolwire.server.response_record import ResponseRecorder
 from toolwire.server.responses_sink import ResponseBuilder
 from toolwire.store.database import Store
@@ -59,8 +59,11 @@ class ResponsesService:
         approval_secret: bytes | None = None,
         web_search: WebSearchConfig | None = None,
         durability: DurabilitySettings | None = None,
+        observe: Observe | None = None,
     ) -> None:
-        self.driver = LoopDriver(upstream)
+        """`observe`: the run observers (metrics, traces; `observe/setup.py`), declared here,
+        when the app is built."""
+        self.driver = LoopDriver(upstream, observe=observe)
         # Without a secret from the store (shared by replicas, kept across restarts), requests
         # issued by this process can only be approved while it runs.
         secret = approval_secret or secrets.token_bytes(32)
@@ -103,11 +106,16 @@ class ResponsesService:
         await self.replica.stop()
 
     async def prepare(
-        self, body: Any, *, owner: str | None = None, local: LocalResponse | None = None
+        self,
+        body: Any,
+        *,
+        owner: str | None = None,
+        local: LocalResponse | None = None,
+        resume: Resumption | None = None,
     ) -> Prepared:
         """`local`: a response the caller holds (WebSocket mode), found by
-        `previous_response_id` before the store is asked."""
-        return await self.preparer.prepare(body, owner=owner, local=local)
+        `previous_response_id` before the store is asked; `resume`: a queued job."""
+        return await self.preparer.prepare(body, owner=owner, local=local, resume=resume)
 
     # -- the three ways to run ------------------------------------------------------------
 
@@ -138,6 +146,7 @@ class ResponsesService:
                     prepared, builder, streamed=streamed, timeline=timeline
                 ),
                 cancellation=cancellation,
+                services=prepared.services,
             )
         finally:
             self.replica.active.discard(response_id)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from starlette.middleware import Middleware
 
 from toolwire.errors import ConfigError
+from toolwire.observe.requests import RequestObserver
 from toolwire.server.auth import AuthMiddleware, KeyRing, Receive, Scope, Send
 from toolwire.server.gate import Gate
 from toolwire.server.guards import GuardMiddleware, is_loopback_host
@@ -33,9 +34,11 @@ class Security:
     key_cache_seconds: float = 2.0
 
 
-def middleware(security: Security, store: Store) -> list[Middleware]:
-    """One middleware (`server/gate.py`): Origin / Host / content type, then the key, then the
-    body size (and the request observer, when `server/observability.py` installs one)."""
+def middleware(
+    security: Security, store: Store, observer: RequestObserver | None = None
+) -> list[Middleware]:
+    """One middleware (`server/gate.py`): the request observer (when given), then Origin /
+    Host / content type, then the key, then the body size."""
     return [
         Middleware(
             Gate,
@@ -51,6 +54,7 @@ def middleware(security: Security, store: Store) -> list[Middleware]:
                 require_keys=security.require_keys,
             ),
             limit=BodyLimitMiddleware(_unused, max_bytes=security.limits.max_body_bytes),
+            observer=observer,
         )
     ]
 

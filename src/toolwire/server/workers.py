@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib
 import logging
 import multiprocessing
 import os
@@ -59,15 +60,19 @@ async def _prepare(config: ServerConfig) -> None:
         await store.close()
 
 
-def _worker(config: ServerConfig, metrics_dir: str) -> None:
+def _worker(config: ServerConfig, metrics_dir: str, target: str) -> None:
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir  # before prometheus_client is imported
-    from toolwire.server.main import run
-
+    module, _, name = target.partition(":")
+    run = getattr(importlib.import_module(module), name)
     with contextlib.suppress(KeyboardInterrupt):
         run(config, reuse_port=True)
 
 
-def run_workers(config: ServerConfig) -> None:
+def run_workers(config: ServerConfig, target: str) -> None:
+    """Supervise `config.workers` processes, each running `target` ("module:function", called
+    as `function(config, reuse_port=True)`). As uvicorn's supervisor is handed its app, this
+    one is handed what to run by name: imported in the worker, after the metrics directory is
+    set, and with no import back into the module that started it."""
     if not hasattr(socket, "SO_REUSEPORT"):
         raise ConfigError("--workers needs SO_REUSEPORT (Linux, macOS, BSD)")
     if not config.upstream:
@@ -88,7 +93,7 @@ def run_workers(config: ServerConfig) -> None:
 
     def start(slot: int) -> None:
         process = context.Process(
-            target=_worker, args=(config, metrics_dir), name=f"toolwire-worker-{slot}"
+            target=_worker, args=(config, metrics_dir, target), name=f"toolwire-worker-{slot}"
         )
         process.start()
         workers[slot] = (process, time.monotonic())

@@ -33,7 +33,7 @@ from toolwire.errors import (
     UpstreamTimeoutError,
     UpstreamTooLargeError,
 )
-from toolwire.observe.context import trace_headers
+from toolwire.trace_context import trace_headers
 from toolwire.upstream.assembler import StreamAssembler, usage_from
 from toolwire.upstream.base import TurnRequest
 from toolwire.upstream.events import (

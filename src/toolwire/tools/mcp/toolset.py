@@ -9,11 +9,11 @@ from typing import TYPE_CHECKING, Any, cast
 from pydantic import BaseModel, ConfigDict
 
 from toolwire.errors import InvalidRequestError
-from toolwire.observe.context import trace_headers
 from toolwire.tools.base import Tool, ToolArgumentsError
 from toolwire.tools.mcp.connection import _reason
 from toolwire.tools.mcp.pool import McpPool, McpServerSpec
 from toolwire.tools.mcp.results import render_content
+from toolwire.trace_context import trace_headers
 from toolwire.transcript import ToolSpec
 
 if TYPE_CHECKING:  # the SDK is imported on use: see tools/mcp/connection.py

@@ -1,0 +1,86 @@
+"""No import circles among toolwire's modules and the benchmark scripts, and no arrows up from
+the lower floors (DESIGN.md: dependencies point down). Every import counts, also one inside a
+function: a circle that only closes at call time is still a circle."""
+
+from __future__ import annotations
+
+import ast
+from functools import cache
+from graphlib import CycleError, TopologicalSorter
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _modules() -> dict[str, Path]:
+    found: dict[str, Path] = {}
+    for base, folder in ((ROOT / "src", ROOT / "src" / "toolwire"), (ROOT, ROOT / "benchmarks")):
+        for path in folder.rglob("*.py"):
+            parts = list(path.relative_to(base).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            found[".".join(parts)] = path
+            if parts[0] == "benchmarks":  # the scripts import each other by bare name
+                found[".".join(parts[1:])] = path
+    return found
+
+
+def _imports(name: str, path: Path, known: dict[str, Path]) -> set[str]:
+    package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+    named: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            named.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = package[: len(package) - node.level + 1] if node.level else []
+            module = ".".join([*base, *([node.module] if node.module else [])])
+            subs = [f"{module}.{alias.name}" for alias in node.names]
+            if all(sub in known for sub in subs):
+                named.update(subs)  # `from package import module`: that module
+            else:
+                named.add(module)
+    targets = set()
+    for module in named:
+        while module and module not in known:
+            module = module.rpartition(".")[0]
+        if module and module != name:
+            targets.add(module)
+    return targets
+
+
+@cache
+def _graph() -> dict[str, set[str]]:
+    known = _modules()
+    return {name: _imports(name, path, known) for name, path in known.items()}
+
+
+def test_there_are_no_import_circles() -> None:
+    try:
+        TopologicalSorter(_graph()).prepare()
+    except CycleError as exc:
+        pytest.fail(f"import circle: {' -> '.join(exc.args[1])}")
+
+
+@pytest.mark.parametrize(
+    ("lower", "upper"),
+    [
+        ("toolwire.wire", "toolwire."),
+        ("toolwire.upstream", "toolwire.observe"),
+        ("toolwire.tools", "toolwire.observe"),
+        ("toolwire.loop", "toolwire.server"),
+        ("toolwire.upstream", "toolwire.server"),
+    ],
+)
+def test_no_arrow_points_up(lower: str, upper: str) -> None:
+    graph = _graph()
+    up = [
+        (source, target)
+        for source, targets in graph.items()
+        for target in targets
+        if source.startswith(lower)
+        and target.startswith(upper)
+        and not (upper == "toolwire." and target.startswith("toolwire.wire"))
+    ]
+    assert up == []
