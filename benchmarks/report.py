@@ -184,10 +184,13 @@ def targets(
     rows.append(
         (
             f"chat door added p50 ≤ {TARGET_CHAT_VS_FLOOR_X:g}× the uvicorn + aiohttp floor's",
-            _ms_figure(added, a[who])
-            + (f" ({added / floor:.2f}× floor {floor:.3f} ms)" if floor else ""),
+            _ms_figure(added, a[who]) + (f" ({added / floor:.2f}× floor)" if floor else ""),
             f"(a): {label} p50 {ms(pct(a[who]['total_us'], 50))} ms − direct p50 {ms(pct(a['direct']['total_us'], 50))} ms"
-            + (f"; bound {bound:.3f} ms" if bound is not None else "; floor not measured"),
+            + (
+                f"; floor (uvicorn + aiohttp forward) added {floor:.3f} ms, bound {bound:.3f} ms"
+                if bound is not None
+                else "; floor not measured"
+            ),
             None if bound is None else added <= bound,
         )
     )
@@ -693,15 +696,15 @@ def summary(results: dict[str, Any]) -> str:
         rows = targets(results, who)
         if not rows:
             continue
-        head = f"{'target':<58}{NAMES[who]:<12}{'met':<8}" + "".join(
-            f"{NAMES[n]:<12}" for n in peers if who == "toolwire"
+        head = f"  {'target':<62} {NAMES[who]:<28} {'met':<7}" + "".join(
+            f" {NAMES[n]:<28}" for n in peers if who == "toolwire"
         )
         lines += ["", head]
         for name, figure, _how, met in rows:
             verdict = "met" if met else ("-" if met is None else "MISSED")
-            line = f"  {name:<56}{figure:<12}{verdict:<8}"
+            line = f"  {name:<62} {figure:<28} {verdict:<7}"
             if who == "toolwire":
-                line += "".join(f"{peer_rows[n].get(name, '-'):<12}" for n in peers)
+                line += "".join(f" {peer_rows[n].get(name, '-'):<28}" for n in peers)
             lines.append(line)
     return "\n".join(lines)
 
