@@ -1,7 +1,7 @@
 """Sealing: JSON encrypted and authenticated with Fernet (AES-CBC + HMAC, from `cryptography`,
 not hand-rolled) under a 32-byte secret. One mechanism for every use, each under its own key:
 
-- Job requests (`server/responses_service.py`). A queued job must keep its whole request so
+- Job requests (`server/durable.py`, `BackgroundQueue`). A queued job must keep its whole request so
   that any replica can run it, and that request may carry secrets (an MCP server's
   `authorization` or headers). The row keeps it sealed under a key every replica on the
   database shares (`Store.secret`) and is deleted when the job ends. A database dump, a log of

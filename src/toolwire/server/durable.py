@@ -15,6 +15,10 @@ that finalizes what dead replicas left, and the worker that takes background job
   `POST /cancel` that reached another replica). On PostgreSQL a new job or cancel flag wakes
   every replica at once through `LISTEN`/`NOTIFY` (`store/notify.py`); polling remains the
   fallback, and the only way on SQLite.
+- Queue (`BackgroundQueue`, next to the replica that runs it): queues a background response
+  (its request sealed), runs the jobs this replica claims, prepares a resumed job again in one
+  pass after its stored output (`Resumption`), cancels a job wherever it runs, and on shutdown
+  tells its runs so (`CancelCause.SHUTDOWN`): the recorder puts them back in the queue.
 """
 
 from __future__ import annotations
@@ -30,8 +34,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from toolwire.errors import InvalidRequestError, NotFoundError, ToolwireError
-from toolwire.loop.events import CancelCause, LoopFinished
-from toolwire.loop.state import Cancellation
+from toolwire.loop.events import CancelCause
+from toolwire.loop.state import Cancellation, RunOutcome
 from toolwire.observe.metrics import BACKGROUND_JOBS
 from toolwire.sealed import SECRET_NAME as SEALED_SECRET
 from toolwire.sealed import Sealer, SealError
@@ -184,7 +188,7 @@ class Replica:
         return len(orphans)
 
 
-Run = Callable[[Prepared, ResponseBuilder, Cancellation], Awaitable[LoopFinished]]
+Run = Callable[[Prepared, ResponseBuilder, Cancellation], Awaitable[RunOutcome]]
 Prepare = Callable[..., Awaitable[Prepared]]
 
 

@@ -26,9 +26,9 @@ from toolwire.errors import RunStatus
 from toolwire.loop.approvals import ApprovalSigner
 from toolwire.loop.compaction import CompactionCodec
 from toolwire.loop.driver import LoopDriver, Observe
-from toolwire.loop.events import LoopEvent, LoopFinished
 from toolwire.loop.pump import pump_batches
-from toolwire.loop.state import Cancellation, LoopSettings
+from toolwire.loop.state import Cancellation, LoopSettings, RunOutcome
+from toolwire.observe.setup import compose
 from toolwire.observe.timeline import Timeline
 from toolwire.server.durable import BackgroundQueue, DurabilitySettings, Replica
 from toolwire.server.preparation import LocalResponse, Prepared, Preparer, Resumption
@@ -126,22 +126,16 @@ class ResponsesService:
         *,
         streamed: bool = False,
         cancellation: Cancellation | None = None,
-    ) -> LoopFinished:
-        finished: list[LoopFinished] = []
+    ) -> RunOutcome:
+        """The run's events go to the sink (wire events) and the timeline (kept with the
+        record); none comes back into this module."""
         timeline = Timeline(prepared.loop_request)  # observe/: an observer of the run's events
-
-        def sink(event: LoopEvent) -> None:
-            builder(event)
-            timeline(event)
-            if isinstance(event, LoopFinished):
-                finished.append(event)
-
         response_id = prepared.response_id
         self.replica.active.add(response_id)
         try:
-            await self.driver.run(
+            state = await self.driver.run(
                 prepared.loop_request,
-                sink,
+                compose(builder, timeline),
                 checkpoint=self.recorder.checkpoint(
                     prepared, builder, streamed=streamed, timeline=timeline
                 ),
@@ -150,7 +144,8 @@ class ResponsesService:
             )
         finally:
             self.replica.active.discard(response_id)
-        return finished[-1]
+        assert state.outcome is not None
+        return state.outcome
 
     async def create(self, prepared: Prepared) -> dict[str, Any]:
         """Non-streaming: the finished response, or the error if the run failed (stored as
@@ -206,7 +201,7 @@ class ResponsesService:
 
     async def _run_job(
         self, prepared: Prepared, builder: ResponseBuilder, cancellation: Cancellation
-    ) -> LoopFinished:
+    ) -> RunOutcome:
         return await self._run(prepared, builder, cancellation=cancellation)
 
     async def start_background(self, prepared: Prepared, body: Any | None = None) -> dict[str, Any]:
