@@ -12,6 +12,7 @@ Routes (with or without the `/v1` prefix):
   - model `mock-stream` (or any name containing `stream`): the long stream of workload (b),
     `--chunks` SSE events (default 500) carrying one tool call whose arguments are split across
     the chunks, then `finish_reason: tool_calls`, a usage chunk and `data: [DONE]`.
+  - model `mock-parallel-N`: N parallel calls of `get_weather` in one answer (or stream).
   - any other model: one tool call, `get_weather({"city": "Paris", "unit": "celsius"})`; as a
     `chat.completion` body when `stream` is false, as a short SSE stream (role, call header,
     four argument pieces, finish, usage, `[DONE]`) when it is true.
@@ -56,7 +57,8 @@ def long_arguments(pieces: int) -> tuple[str, list[str]]:
     return payload, parts
 
 
-def completion_body(model: str, arguments: str) -> bytes:
+def completion_body(model: str, arguments: str, calls: int = 1) -> bytes:
+    """A `chat.completion` with `calls` parallel calls of the tool, ids `call_mock_0001`..."""
     body = {
         "id": "chatcmpl-mock",
         "object": "chat.completion",
@@ -70,10 +72,11 @@ def completion_body(model: str, arguments: str) -> bytes:
                     "content": None,
                     "tool_calls": [
                         {
-                            "id": "call_mock_0001",
+                            "id": f"call_mock_{k + 1:04d}",
                             "type": "function",
                             "function": {"name": TOOL_NAME, "arguments": arguments},
                         }
+                        for k in range(calls)
                     ],
                 },
                 "finish_reason": "tool_calls",
@@ -85,8 +88,9 @@ def completion_body(model: str, arguments: str) -> bytes:
     return json.dumps(body, separators=(",", ":")).encode()
 
 
-def stream_events(model: str, pieces: list[str]) -> list[bytes]:
-    """SSE frames: role, call header, one frame per argument piece, finish, usage, [DONE]."""
+def stream_events(model: str, pieces: list[str], calls: int = 1) -> list[bytes]:
+    """SSE frames: role, then per call (`calls` in parallel, indexes 0..) its header and one
+    frame per argument piece; finish, usage, [DONE]."""
     base = {
         "id": "chatcmpl-mock",
         "object": "chat.completion.chunk",
@@ -103,21 +107,24 @@ def stream_events(model: str, pieces: list[str]) -> list[bytes]:
         return b"data: " + json.dumps(payload, separators=(",", ":")).encode() + b"\n\n"
 
     frames = [chunk({"role": "assistant", "content": None})]
-    frames.append(
-        chunk(
-            {
-                "tool_calls": [
-                    {
-                        "index": 0,
-                        "id": "call_mock_0001",
-                        "type": "function",
-                        "function": {"name": TOOL_NAME, "arguments": ""},
-                    }
-                ]
-            }
+    for k in range(calls):
+        frames.append(
+            chunk(
+                {
+                    "tool_calls": [
+                        {
+                            "index": k,
+                            "id": f"call_mock_{k + 1:04d}",
+                            "type": "function",
+                            "function": {"name": TOOL_NAME, "arguments": ""},
+                        }
+                    ]
+                }
+            )
         )
-    )
-    frames += [chunk({"tool_calls": [{"index": 0, "function": {"arguments": p}}]}) for p in pieces]
+        frames += [
+            chunk({"tool_calls": [{"index": k, "function": {"arguments": p}}]}) for p in pieces
+        ]
     frames.append(chunk({}, "tool_calls"))
     usage = {
         **base,
@@ -255,6 +262,13 @@ class Answers:
                     http_sse(responses_events(name))
                     if stream
                     else http_json(json.dumps(responses_object(name)).encode())
+                )
+            elif b"parallel" in model:  # mock-parallel-N: N calls in one turn
+                calls = int(model.rsplit(b"-", 1)[1])
+                answer = (
+                    http_sse(stream_events(name, self.short_pieces, calls))
+                    if stream
+                    else http_json(completion_body(name, SHORT_ARGS, calls))
                 )
             elif b"stream" in model:
                 answer = (

@@ -18,10 +18,12 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
-from cryptography.fernet import Fernet, InvalidToken
+
+if TYPE_CHECKING:
+    from cryptography.fernet import Fernet
 
 SECRET_NAME = "job_requests"
 
@@ -35,12 +37,25 @@ class Sealer:
         """`label` derives a key of its own from `secret` (HMAC), so that uses sharing one
         secret cannot open each other's tokens."""
         key = hmac.new(secret, label, hashlib.sha256).digest() if label else secret[:32]
-        self._fernet = Fernet(base64.urlsafe_b64encode(key))
+        self._key = base64.urlsafe_b64encode(key)
+        self._made: Fernet | None = None
+
+    @property
+    def _fernet(self) -> Fernet:
+        """Made on first use: `cryptography` is ~9 MB a server that seals nothing need not
+        hold."""
+        if self._made is None:
+            from cryptography.fernet import Fernet
+
+            self._made = Fernet(self._key)
+        return self._made
 
     def seal(self, value: Any) -> str:
         return self._fernet.encrypt(orjson.dumps(value)).decode("ascii")
 
     def open(self, token: str) -> Any:
+        from cryptography.fernet import InvalidToken
+
         try:
             return orjson.loads(self._fernet.decrypt(token.encode("ascii")))
         except (InvalidToken, ValueError) as exc:

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from toolwire.upstream.assembler import StreamAssembler
 from toolwire.upstream.events import ToolCallDone
-from toolwire.wire.sse import SSEDecoder
+from toolwire.wire.sse import SSEDecoder, SSEEventTooLarge
 
 NAMES = ["get_weather", "terminal", "read_file", "search"]
 
@@ -169,3 +169,48 @@ def test_sse_decoder_reassembles_text_split_anywhere(text: str, cuts: list[int])
     for a, b in itertools.pairwise(points):
         got += decoder.feed(stream[a:b])
     assert [orjson.loads(e.data)["t"] for e in got] == [text]
+
+
+_SSE_BLOCKS = st.sampled_from(
+    [
+        b"data: {}\n\n",
+        b'data:{"a":1}\n\n',
+        b"data: one\ndata: two\n\n",
+        b": keep-alive\n\n",
+        b"event: ping\ndata: x\n\n",
+        b"id: 7\ndata: y\n\n",
+        b"\n",
+        b"data: [DONE]\n\n",
+        b"data: caf\xc3\xa9\r\n\r\n",
+        b"data: \xff broken utf-8\n\n",
+        b"retry: 10\ndata: z\n\n",
+    ]
+)
+
+
+@given(
+    blocks=st.lists(_SSE_BLOCKS, max_size=12),
+    cuts=st.lists(st.integers(0, 10_000), max_size=12),
+    limit=st.sampled_from([None, 8, 64]),
+)
+def test_sse_decoder_fast_path_matches_line_by_line(
+    blocks: list[bytes], cuts: list[int], limit: int | None
+) -> None:
+    """Whole one-line events are cut out of a read at once; every split of every shape of
+    stream must decode to what the line-by-line decoder makes of it (or fail alike)."""
+    stream = b"".join(blocks)
+    points = sorted({c % (len(stream) + 1) for c in cuts} | {0, len(stream)})
+
+    def decode(fast: bool) -> list[tuple[str, str | None, str | None]] | str:
+        decoder = SSEDecoder(limit)
+        feed = decoder.feed if fast else decoder._feed_lines
+        got = []
+        try:
+            for a, b in itertools.pairwise(points):
+                got += feed(stream[a:b])
+            got += decoder.close()
+        except SSEEventTooLarge:
+            return "too large"
+        return [(e.data, e.event, e.id) for e in got]
+
+    assert decode(True) == decode(False)

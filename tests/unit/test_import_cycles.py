@@ -18,6 +18,8 @@ def _modules() -> dict[str, Path]:
     found: dict[str, Path] = {}
     for base, folder in ((ROOT / "src", ROOT / "src" / "toolwire"), (ROOT, ROOT / "benchmarks")):
         for path in folder.rglob("*.py"):
+            if any(part.startswith(".") for part in path.relative_to(folder).parts):
+                continue  # benchmarks/.venv-*: the peers' virtualenvs run.py creates
             parts = list(path.relative_to(base).with_suffix("").parts)
             if parts[-1] == "__init__":
                 parts = parts[:-1]

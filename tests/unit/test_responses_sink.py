@@ -102,3 +102,54 @@ def test_live_deltas_are_not_repeated_when_the_call_completes() -> None:
     assert deltas == ['{"a"', ": 1}"]
     assert builder.final is not None and builder.final["status"] == "completed"
     assert builder.final["output"][0]["arguments"] == '{"a": 1}'
+
+
+def test_delta_frames_from_templates_are_the_events_encoded() -> None:
+    """Per-chunk deltas carry an SSE frame made from a template; it must be byte for byte the
+    event's own encoding, whatever the text holds."""
+    import orjson
+
+    from toolwire.wire.sse import FramedEvent, encode_event
+
+    pieces = ['{"a": "', 'quote " back\\\\slash', "\n\t\u2028é😀", "\x00\x1f", '"}']
+    events, _ = translate(
+        [
+            RunStarted("resp_1"),
+            ModelCallStarted(1, True),
+            OutputTextDelta("Looking it up: "),
+            OutputTextDelta('"quoted"\n\u2028é😀'),
+            CallStreamStarted(0, "call_1", "f", CallTarget.CALLER, ""),
+            *[CallArgumentsDelta(0, piece) for piece in pieces],
+            CallStreamStarted(1, "call_2", "g", CallTarget.CALLER, ""),
+            CallArgumentsDelta(1, "{}"),
+        ]
+    )
+    framed = [e for e in events if type(e) is FramedEvent]
+    assert [e["type"] for e in framed] == [
+        "response.output_text.delta",
+        "response.output_text.delta",
+        *["response.function_call_arguments.delta"] * (len(pieces) + 1),
+    ]
+    for event in framed:
+        assert event.frame == encode_event(orjson.dumps(event), event["type"])
+    sequence = [e["sequence_number"] for e in events]
+    assert sequence == list(range(len(events)))
+
+
+def test_chat_delta_frames_are_the_chunks_encoded() -> None:
+    import orjson
+
+    from toolwire.server.chat_proxy import DeltaFrames
+    from toolwire.wire.sse import encode_event
+
+    base = {"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 7, "model": 'm"1'}
+    frames = DeltaFrames(base)
+    for field in ("content", "reasoning_content"):
+        for text in ("plain", '"quoted"\n\u2028é😀', "\x00", ""):
+            chunk = {
+                **base,
+                "choices": [
+                    {"index": 0, "delta": {field: text}, "finish_reason": None, "logprobs": None}
+                ],
+            }
+            assert frames.delta(field, text) == encode_event(orjson.dumps(chunk))

@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import secrets
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from typing import Any, Literal
 
 import orjson
@@ -94,6 +94,7 @@ from toolwire.transcript import (
 )
 from toolwire.upstream.base import TurnRequest, Upstream
 from toolwire.upstream.events import (
+    ModelEvent,
     ReasoningDelta,
     TextDelta,
     ToolCallArgumentsDelta,
@@ -135,6 +136,52 @@ async def _finish_despite_cancellation(finish: Coroutine[Any, Any, None]) -> Non
 OFF_LOOP_LEAK_CHECK_CHARS = 64 * 1024
 
 
+def caller_problem(request: LoopRequest, call: ToolCall) -> str | None:
+    """Why a call of a caller-side tool cannot be handed back (None: it can). A `custom`
+    tool's call is judged by its kind (free-form input, its grammar), not as JSON."""
+    declared = request.caller_tools
+    tool = declared.get(call.name) if declared is not None else None
+    if tool is not None:
+        return tool.problem(call)
+    return None if call.ok else (call.parse_error or "arguments are not a JSON object")
+
+
+def find_leak(text: str, reasoning: str) -> tuple[leaks.LeakMatch, bool] | None:
+    """A leaked call at the end of the visible text, or of the reasoning if nothing is
+    visible (True: found in the reasoning)."""
+    match = leaks.detect_leak(text)
+    if match is not None:
+        return match, False
+    if not text.strip() and reasoning:
+        match = leaks.detect_leak_in_reasoning(reasoning, text)
+        if match is not None:
+            return match, True
+    return None
+
+
+async def _replayed(
+    events: list[ModelEvent], error: BaseException | None
+) -> AsyncIterator[list[ModelEvent]]:
+    """A model turn already received, as the upstream gave it (`LoopDriver.take_over`)."""
+    yield events
+    if error is not None:
+        raise error
+
+
+def turn_batches(upstream: Upstream, turn: TurnRequest) -> AsyncIterator[list[ModelEvent]]:
+    """A model turn's events in lists: the adapter's own batches when it offers them
+    (`stream_turn_batches`: the events of one network read), else one event a list."""
+    batches = getattr(upstream, "stream_turn_batches", None)
+    if batches is not None:
+        return batches(turn)  # type: ignore[no-any-return]
+    return _one_by_one(upstream.stream_turn(turn))
+
+
+async def _one_by_one(events: AsyncIterator[ModelEvent]) -> AsyncIterator[list[ModelEvent]]:
+    async for event in events:
+        yield [event]
+
+
 class LoopDriver:
     """Runs `LoopRequest`s against one upstream."""
 
@@ -168,6 +215,23 @@ class LoopDriver:
         run = _Run(self, request, sink, checkpoint, cancellation, services or RunServices())
         return await run.drive()
 
+    async def take_over(
+        self,
+        request: LoopRequest,
+        observed: Sink,
+        first_turn: list[ModelEvent],
+        error: BaseException | None = None,
+    ) -> LoopState:
+        """Take over a run whose first model turn a door's fast path already made
+        (`loop/quick.py`), because it needs the driver (a call to repair, a leak, an error):
+        the run replays `first_turn` (and then raises `error`, as the upstream did) instead of
+        calling the upstream again, and goes on from there as any run would. `observed` is
+        the sink the fast path already wrapped with the observers; the turn's
+        `ModelCallStarted` and upstream notes have been observed, so they are not again."""
+        run = _Run(self, request, observed, None, None, RunServices())
+        run.replay = (first_turn, error)
+        return await run.drive()
+
 
 class _Run:
     """One run's moving parts; the transitions are the methods named after `NextAction`s."""
@@ -197,6 +261,7 @@ class _Run:
         self.client_names = {spec.name for spec in request.client_tools}
         self.judged: dict[int, tuple[ToolCall, str | None]] = {}
         """Caller-tool calls already judged (`judge_calls`), by identity: ids may repeat."""
+        self.replay: tuple[list[ModelEvent], BaseException | None] | None = None
         transcript: Transcript = [*request.history]
         self.state = LoopState(transcript=transcript, output_start=len(transcript))
         transcript.extend(request.input)
@@ -342,11 +407,7 @@ class _Run:
         judged = self.judged.get(id(call))
         if judged is not None and judged[0] is call:
             return judged[1]
-        declared = self.request.caller_tools
-        tool = declared.get(call.name) if declared is not None else None
-        if tool is not None:
-            return tool.problem(call)
-        return None if call.ok else (call.parse_error or "arguments are not a JSON object")
+        return caller_problem(self.request, call)
 
     async def judge_calls(self, calls: list[ToolCall]) -> None:
         """Judge the calls of caller-side tools with a grammar in slices that yield to the
@@ -383,7 +444,12 @@ class _Run:
                 if failed is not None:
                     return failed
                 turn = self.turn_request()
-        self.emit(ModelCallStarted(state.iterations, bool(turn.tools)))
+        replay, self.replay = self.replay, None
+        if replay is None:
+            self.emit(ModelCallStarted(state.iterations, bool(turn.tools)))
+            source = turn_batches(self.upstream, turn)
+        else:
+            source = _replayed(*replay)
         held = Holdback(hold_all=bool(state.leak_prose))
         turn_work = Slice()  # the hold-back's judging must not hold the event loop
         text: list[str] = []
@@ -394,33 +460,34 @@ class _Run:
         finish_reason = "stop"
         stop_sequence: str | None = None
         try:
-            async for event in self.upstream.stream_turn(turn):
-                if isinstance(event, TextDelta):
-                    text.append(event.text)
-                    shown = held.feed(event.text)
-                    if shown:
-                        self.emit(OutputTextDelta(shown))
-                    await turn_work.tick()
-                elif isinstance(event, ToolCallArgumentsDelta):
-                    if event.key in live:
-                        self.emit(CallArgumentsDelta(event.key, event.delta))
-                elif isinstance(event, ReasoningDelta):
-                    reasoning.append(event.text)
-                    self.emit(ReasoningTextDelta(event.text))
-                elif isinstance(event, ToolCallStarted):
-                    target = self.live_target(event.name)
-                    if target is not None:
-                        live.add(event.key)
-                        self.emit(CallStreamStarted(event.key, event.id, event.name, *target))
-                elif isinstance(event, ToolCallDone):
-                    calls.append(event.call)
-                elif isinstance(event, Usage):
-                    usage.add(event)
-                elif isinstance(event, TurnEnd):
-                    finish_reason = event.finish_reason
-                    stop_sequence = event.stop_sequence
-                elif isinstance(event, UpstreamNote):
-                    self.emit(event)  # repairs, retries, first token: for observers only
+            async for batch in source:
+                for event in batch:
+                    if isinstance(event, TextDelta):
+                        text.append(event.text)
+                        shown = held.feed(event.text)
+                        if shown:
+                            self.emit(OutputTextDelta(shown))
+                        await turn_work.tick()
+                    elif isinstance(event, ToolCallArgumentsDelta):
+                        if event.key in live:
+                            self.emit(CallArgumentsDelta(event.key, event.delta))
+                    elif isinstance(event, ReasoningDelta):
+                        reasoning.append(event.text)
+                        self.emit(ReasoningTextDelta(event.text))
+                    elif isinstance(event, ToolCallStarted):
+                        target = self.live_target(event.name)
+                        if target is not None:
+                            live.add(event.key)
+                            self.emit(CallStreamStarted(event.key, event.id, event.name, *target))
+                    elif isinstance(event, ToolCallDone):
+                        calls.append(event.call)
+                    elif isinstance(event, Usage):
+                        usage.add(event)
+                    elif isinstance(event, TurnEnd):
+                        finish_reason = event.finish_reason
+                        stop_sequence = event.stop_sequence
+                    elif isinstance(event, UpstreamNote):
+                        self.emit(event)  # repairs, retries, first token: for observers only
         except ToolwireError as exc:
             state.usage.add(usage)
             if self.compacts_for(exc) and not (text or reasoning or calls or live):
@@ -522,14 +589,7 @@ class _Run:
         visible. Only when tools were on offer: otherwise there is nothing to call."""
         if not self.executor.tools and not self.request.client_tools:
             return None
-        match = leaks.detect_leak(text)
-        if match is not None:
-            return match, False
-        if not text.strip() and reasoning:
-            match = leaks.detect_leak_in_reasoning(reasoning, text)
-            if match is not None:
-                return match, True
-        return None
+        return find_leak(text, reasoning)
 
     def on_leak(
         self,

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import asyncio
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import llguidance
+if TYPE_CHECKING:
+    import llguidance
 
 _EOS = 256
 _NAMES = {"lark": "Lark grammar", "regex": "regular expression"}
@@ -36,6 +37,8 @@ class _ByteTokens:
 
 @lru_cache(maxsize=1)
 def _tokenizer() -> llguidance.LLTokenizer:
+    import llguidance  # ~10 MB, only once a custom tool's grammar is checked
+
     return llguidance.LLTokenizer(llguidance.TokenizerWrapper(_ByteTokens()))
 
 
@@ -43,6 +46,8 @@ def _tokenizer() -> llguidance.LLTokenizer:
 def _matcher(syntax: str, definition: str) -> llguidance.LLMatcher | None:
     """A fresh matcher for the grammar (copied for each check), or None when LLGuidance cannot
     compile it: a grammar that cannot be compiled is described to the model, not enforced."""
+    import llguidance
+
     if syntax == "lark":
         grammar = llguidance.LLMatcher.grammar_from_lark(definition)
     elif syntax == "regex":

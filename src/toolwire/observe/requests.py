@@ -85,16 +85,6 @@ class _LineWriter:
 _write = _LineWriter()
 
 
-def _request_id(scope: Scope) -> bytes:
-    """A sane incoming `x-request-id`, or a new one."""
-    for name, value in scope["headers"]:
-        if name == b"x-request-id":
-            if _SANE_ID.fullmatch(value):
-                return bytes(value)
-            break
-    return b"%s%016x" % (_ID_PREFIX, next(_id_counter))
-
-
 def _route(scope: Scope, status: int) -> str:
     """The route template; `(unmatched)` for a path no route serves (404), `(refused)` for a
     request a middleware answered before routing (a missing key, a foreign Origin, a body too
@@ -121,20 +111,45 @@ def quiet_uvicorn_websocket_lines() -> None:
     logging.getLogger("uvicorn.error").addFilter(_UVICORN_FILTER)  # once: added by identity
 
 
-class ObserveMiddleware:
-    def __init__(
-        self,
-        app: ASGIApp,
-        *,
-        log_format: LogFormat = "text",
-        tracing: bool = False,
-    ) -> None:
-        self.app = app
+class RequestObserver:
+    """What is observed of each HTTP request: its id (kept or made), the request metrics, the
+    log line and the incoming trace context. Used by `server/gate.py`'s one middleware, and by
+    `ObserveMiddleware` where it runs alone."""
+
+    def __init__(self, *, log_format: LogFormat = "text", tracing: bool = False) -> None:
         self.log_format = log_format
         if log_format != "off":
             quiet_uvicorn_websocket_lines()
         self.tracing = tracing
         self._children: dict[tuple[str, str, int], tuple[Any, Any, Any]] = {}
+
+    def request_id(self, scope: Scope) -> bytes:
+        """A sane incoming `x-request-id`, or a new one; also `scope["state"]["request_id"]`."""
+        request_id: bytes | None = None
+        for name, value in scope["headers"]:
+            if name == b"x-request-id":
+                if _SANE_ID.fullmatch(value):
+                    request_id = bytes(value)
+                break
+        if request_id is None:
+            request_id = b"%s%016x" % (_ID_PREFIX, next(_id_counter))
+        scope.setdefault("state", {})["request_id"] = request_id.decode("ascii")
+        return request_id
+
+    def attach(self, scope: Scope) -> Any:
+        """The incoming trace context made current (a token for `detach`), when tracing."""
+        if not self.tracing:
+            return None
+        from toolwire.observe import tracing
+
+        ctx = tracing.extract_context(scope["headers"])
+        return None if ctx is None else tracing.attach(ctx)
+
+    def detach(self, token: Any) -> None:
+        if token is not None:
+            from toolwire.observe import tracing
+
+            tracing.detach(token)
 
     def _metrics(self, route: str, method: str, status: int) -> tuple[Any, Any, Any]:
         key = (route, method, status)
@@ -149,82 +164,39 @@ class ObserveMiddleware:
                 self._children[key] = found
         return found
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "websocket":
-            await self._websocket(scope, receive, send)
-            return
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
+    def record(
+        self,
+        scope: Scope,
+        status: int,
+        start: float,
+        first_byte: float | None,
+        finished: bool,
+        disconnected: bool,
+    ) -> None:
+        """The request's metrics and log line, once it is over."""
+        end = time.perf_counter()
+        route = _route(scope, status)
+        method = metrics.METHOD_LABEL(scope["method"])
+        requests, duration, ttfb = self._metrics(route, method, status)
+        requests.inc()
+        duration.observe(end - start)
+        if first_byte is not None:
+            ttfb.observe(first_byte - start)
+        if not finished and (disconnected or first_byte is not None):
+            disconnected = True
+            metrics.STREAM_DISCONNECTS.labels(route).inc()
+        if self.log_format != "off":
+            rid = scope["state"]["request_id"]
+            self._log(scope, rid, route, status, start, end, first_byte, disconnected)
+
+    async def websocket(self, scope: Scope, receive: Receive, send: Send, app: ASGIApp) -> None:
+        """A WebSocket (the Responses API's WebSocket mode) through `app`, logging one line in
+        the same format when it ends: `method=WEBSOCKET`, status 101 once accepted (or the
+        status it was refused with), its whole duration; uvicorn's own lines for it are
+        filtered out."""
         start = time.perf_counter()
-        request_id = _request_id(scope)
+        request_id = self.request_id(scope)
         rid = request_id.decode("ascii")
-        scope.setdefault("state", {})["request_id"] = rid
-        status = 500
-        first_byte: float | None = None
-        finished = False
-        disconnected = False
-
-        async def observed_send(message: Message) -> None:
-            nonlocal status, first_byte, finished, disconnected
-            kind = message["type"]
-            if kind == "http.response.start":
-                status = message["status"]
-                message["headers"] = [*message.get("headers", ()), (b"x-request-id", request_id)]
-            elif kind == "http.response.body":
-                if first_byte is None:
-                    first_byte = time.perf_counter()
-                if not message.get("more_body", False):
-                    finished = True
-            try:
-                await send(message)
-            except OSError:
-                disconnected = True
-                raise
-
-        async def observed_receive() -> Message:
-            nonlocal disconnected
-            message = await receive()
-            if message["type"] == "http.disconnect" and not finished:
-                disconnected = True
-            return message
-
-        token = None
-        if self.tracing:
-            from toolwire.observe import tracing
-
-            ctx = tracing.extract_context(scope["headers"])
-            if ctx is not None:
-                token = tracing.attach(ctx)
-        try:
-            await self.app(scope, observed_receive, observed_send)
-        finally:
-            if token is not None:
-                from toolwire.observe import tracing
-
-                tracing.detach(token)
-            end = time.perf_counter()
-            route = _route(scope, status)
-            method = metrics.METHOD_LABEL(scope["method"])
-            requests, duration, ttfb = self._metrics(route, method, status)
-            requests.inc()
-            duration.observe(end - start)
-            if first_byte is not None:
-                ttfb.observe(first_byte - start)
-            if not finished and (disconnected or first_byte is not None):
-                disconnected = True
-                metrics.STREAM_DISCONNECTS.labels(route).inc()
-            if self.log_format != "off":
-                self._log(scope, rid, route, status, start, end, first_byte, disconnected)
-
-    async def _websocket(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """A WebSocket (the Responses API's WebSocket mode) logs one line in the same format
-        when it ends: `method=WEBSOCKET`, status 101 once accepted (or the status it was
-        refused with), its whole duration; uvicorn's own lines for it are filtered out."""
-        start = time.perf_counter()
-        request_id = _request_id(scope)
-        rid = request_id.decode("ascii")
-        scope.setdefault("state", {})["request_id"] = rid
         status = 500
         accepted: float | None = None
 
@@ -241,7 +213,7 @@ class ObserveMiddleware:
             await send(message)
 
         try:
-            await self.app(scope, receive, observed_send)
+            await app(scope, receive, observed_send)
         finally:
             if self.log_format != "off":
                 log_scope = {**scope, "method": "WEBSOCKET"}
@@ -301,3 +273,64 @@ def _text_value(value: Any) -> str:
     if _PLAIN.fullmatch(text) and text:
         return text
     return orjson.dumps(text).decode()
+
+
+class ObserveMiddleware:
+    """`RequestObserver` as a middleware of its own (the served app folds it into
+    `server/gate.py`'s one middleware instead)."""
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        log_format: LogFormat = "text",
+        tracing: bool = False,
+    ) -> None:
+        self.app = app
+        self.observer = RequestObserver(log_format=log_format, tracing=tracing)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "websocket":
+            await self.observer.websocket(scope, receive, send, self.app)
+            return
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        observer = self.observer
+        start = time.perf_counter()
+        request_id = observer.request_id(scope)
+        status = 500
+        first_byte: float | None = None
+        finished = False
+        disconnected = False
+
+        async def observed_send(message: Message) -> None:
+            nonlocal status, first_byte, finished, disconnected
+            kind = message["type"]
+            if kind == "http.response.start":
+                status = message["status"]
+                message["headers"] = [*message.get("headers", ()), (b"x-request-id", request_id)]
+            elif kind == "http.response.body":
+                if first_byte is None:
+                    first_byte = time.perf_counter()
+                if not message.get("more_body", False):
+                    finished = True
+            try:
+                await send(message)
+            except OSError:
+                disconnected = True
+                raise
+
+        async def observed_receive() -> Message:
+            nonlocal disconnected
+            message = await receive()
+            if message["type"] == "http.disconnect" and not finished:
+                disconnected = True
+            return message
+
+        token = observer.attach(scope)
+        try:
+            await self.app(scope, observed_receive, observed_send)
+        finally:
+            observer.detach(token)
+            observer.record(scope, status, start, first_byte, finished, disconnected)

@@ -24,7 +24,7 @@ from toolwire.server.http import ORJSONResponse, paginate, started, until_discon
 from toolwire.server.limits import read_limited_json
 from toolwire.server.messages.routes import MessagesDoor
 from toolwire.server.messages.translate import MessagesSettings
-from toolwire.server.observability import observability_middleware, observability_routes
+from toolwire.server.observability import observability_routes, request_observer
 from toolwire.server.openapi import API, served_operations
 from toolwire.server.operations import register_builtin
 from toolwire.server.quotas import QuotaUpstream, admit
@@ -170,12 +170,13 @@ def create_app(
         Route("/health", health, methods=["GET"]),
         Route("/openapi.json", openapi, methods=["GET"]),
     ]
-    layers = middleware(security, store)
+    observer = None
     if observability is not None:
         routes.extend(
             observability_routes(responses.timelines, store, responses.driver.upstream.name)
         )
-        layers.insert(0, observability_middleware(observability))
+        observer = request_observer(observability)  # outermost, in the one middleware
+    layers = middleware(security, store, observer)
     return Starlette(
         routes=routes,
         exception_handlers={

@@ -176,18 +176,30 @@ class AuthMiddleware:
         self.require_keys = require_keys
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        kind = scope["type"]
-        if kind not in ("http", "websocket"):
+        if scope["type"] not in ("http", "websocket"):
             await self.app(scope, receive, send)
             return
+        if not await self.admit(scope, send):
+            return
+        token = current_owner.set(scope["state"]["owner"])
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            current_owner.reset(token)
+
+    async def admit(self, scope: Scope, send: Send) -> bool:
+        """Whether the request may go on; its owner is then `scope["state"]["owner"]` (the
+        caller sets `current_owner` for the request). False: refused here (401). HTTP and
+        WebSocket scopes only; also a step of `server/gate.py`'s one middleware."""
+        kind = scope["type"]
         path = scope["path"]
         if (
             kind == "http"
             and scope["method"] in ("GET", "HEAD")
             and (path in OPEN_PATHS or path.startswith(OPEN_PREFIXES))
         ):
-            await self.app(scope, receive, send)
-            return
+            scope.setdefault("state", {}).setdefault("owner", None)
+            return True
         keys = await self.keyring.active()
         owner: str | None = None
         operator = False
@@ -199,7 +211,7 @@ class AuthMiddleware:
                 if not keys:
                     message = _ALL_REVOKED
                 await self._refuse(scope, send, message)
-                return
+                return False
             owner, operator = found.id, found.operator
         state = scope.setdefault("state", {})
         state["owner"] = owner
@@ -207,11 +219,7 @@ class AuthMiddleware:
         state["operator"] = operator or owner is None
         if kind == "websocket":  # a socket outlives its upgrade: it asks again per message
             state["key_check"] = functools.partial(self.still_valid, owner)
-        token = current_owner.set(owner)
-        try:
-            await self.app(scope, receive, send)
-        finally:
-            current_owner.reset(token)
+        return True
 
     async def still_valid(self, owner: str | None) -> bool:
         """Whether a connection accepted as `owner` would be accepted now (its key not

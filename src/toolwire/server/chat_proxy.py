@@ -38,6 +38,7 @@ from toolwire.loop.events import (
     ReasoningTextDelta,
 )
 from toolwire.loop.pump import pump_batches
+from toolwire.loop.quick import run_single_turn
 from toolwire.loop.state import LoopRequest, LoopSettings
 from toolwire.server.responses_sink import arguments_text
 from toolwire.server.schemas.chat import check_chat_body
@@ -53,7 +54,7 @@ from toolwire.wire.chat import (
     ChatUsage,
     ToolCallDelta,
 )
-from toolwire.wire.responses import new_id, now
+from toolwire.wire.responses import now, plain_id
 from toolwire.wire.sse import DONE_FRAME, encode_event
 
 _HANDLED = {
@@ -81,7 +82,7 @@ class ProxyCall:
     model: str
     stream: bool
     include_usage: bool
-    completion_id: str = field(default_factory=lambda: "chatcmpl-" + new_id("x")[2:])
+    completion_id: str = field(default_factory=lambda: plain_id("chatcmpl-", 48))
     created: int = field(default_factory=now)
 
 
@@ -151,7 +152,7 @@ class ChatProxy:
             if isinstance(event, OutputTextDelta | ReasoningTextDelta | LoopFinished):
                 events.append(event)
 
-        state = await self.driver.run(call.request, keep)
+        state = await run_single_turn(self.driver, call.request, keep)
         finished = events[-1]
         assert isinstance(finished, LoopFinished)
         _raise_if_unanswered(finished)
@@ -196,6 +197,8 @@ class ChatProxy:
             ]
             return encode_event(orjson.dumps(payload))
 
+        text_frames = DeltaFrames(dict(head()))
+
         async def run(emit: Callable[[LoopEvent], None]) -> None:
             def relay(event: LoopEvent) -> None:
                 # Only what the agent sees crosses the queue: not the per-chunk call deltas.
@@ -224,9 +227,9 @@ class ChatProxy:
                     opened = True
                     frames.append(chunk({"role": "assistant", "content": ""}))
                 if isinstance(event, OutputTextDelta):
-                    frames.append(chunk({"content": event.text}))
+                    frames.append(text_frames.delta("content", event.text))
                 elif isinstance(event, ReasoningTextDelta):
-                    frames.append(chunk({"reasoning_content": event.text}))
+                    frames.append(text_frames.delta("reasoning_content", event.text))
                 elif isinstance(event, LoopFinished):
                     for index, pending in enumerate(event.pending_calls):
                         whole = _call_json(pending)
@@ -246,6 +249,22 @@ class ChatProxy:
             if frames:
                 yield frames[0] if len(frames) == 1 else b"".join(frames)
         yield DONE_FRAME
+
+
+class DeltaFrames:
+    """The SSE frames of text and reasoning deltas, from a template made once per stream:
+    byte for byte what dumping the whole chunk gives (`base` holds id, object, created and
+    model, in that order), at the cost of dumping the delta's string alone."""
+
+    __slots__ = ("_head", "_tail")
+
+    def __init__(self, base: dict[str, Any]) -> None:
+        self._head = b"data: " + orjson.dumps(base)[:-1] + b',"choices":[{"index":0,"delta":{"'
+        self._tail = b'},"finish_reason":null,"logprobs":null}]}\n\n'
+
+    def delta(self, field: str, text: str) -> bytes:
+        """`field`: `content` or `reasoning_content` (plain names: no escaping needed)."""
+        return self._head + field.encode() + b'":' + orjson.dumps(text) + self._tail
 
 
 def _tools(tools: Any, functions: Any) -> list[ToolSpec]:

@@ -76,6 +76,14 @@ class GuardMiddleware:
         if scope["type"] not in ("http", "websocket"):
             await self.app(scope, receive, send)
             return
+        passed = await self.screen(scope, send)
+        if passed is not None:
+            await self.app(scope, receive, passed)
+
+    async def screen(self, scope: Scope, send: Send) -> Send | None:
+        """The `send` to go on with (wrapped for CORS when the origin is allowed), or None
+        when the request was answered here (refused, or a CORS preflight). HTTP and WebSocket
+        scopes only. Also the first step of `server/gate.py`'s one middleware."""
         origin = host = content_type = None
         has_body = False
         for name, value in scope["headers"]:
@@ -99,7 +107,7 @@ class GuardMiddleware:
                 "host_not_allowed",
                 scope=scope,
             )
-            return
+            return None
         if origin is not None and not _same_origin(origin, host):
             if normalize_origin(origin.decode("latin-1")).encode("latin-1") not in self.origins:
                 await send_error(
@@ -110,10 +118,10 @@ class GuardMiddleware:
                     "origin_not_allowed",
                     scope=scope,
                 )
-                return
+                return None
             if scope["type"] == "http" and scope["method"] == "OPTIONS":
                 await _preflight(scope, send, origin)
-                return
+                return None
             if scope["type"] == "http":
                 send = _with_cors(send, origin)
         if (
@@ -130,8 +138,8 @@ class GuardMiddleware:
                 "unsupported_media_type",
                 scope=scope,
             )
-            return
-        await self.app(scope, receive, send)
+            return None
+        return send
 
     def _host_ok(self, host: bytes) -> bool:
         return _host_allowed(host, self.hosts) or (self.ip_hosts and _is_ip_host(host))

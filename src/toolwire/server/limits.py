@@ -69,11 +69,16 @@ class BodyLimitMiddleware:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "websocket":
-            await self.app(scope, self._limited_messages(receive, send), send)
+            await self.app(scope, self.limited_messages(receive, send), send)
             return
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        if await self.admit(scope, send):
+            await self.app(scope, self.counted(receive), send)
+
+    async def admit(self, scope: Scope, send: Send) -> bool:
+        """False when the declared `Content-Length` is over the limit (answered here, 413)."""
         limit = self.max_bytes
         for name, value in scope["headers"]:
             if name == b"content-length":
@@ -84,7 +89,13 @@ class BodyLimitMiddleware:
                 if declared > limit:
                     error = too_large(limit)
                     await send_error(send, 413, error.message, "request_too_large", scope=scope)
-                    return
+                    return False
+        return True
+
+    def counted(self, receive: Receive) -> Receive:
+        """`receive` for an HTTP request: raises `RequestTooLarge` once the body passes the
+        limit (a chunked body has no length to refuse up front)."""
+        limit = self.max_bytes
         received = 0
 
         async def limited() -> Message:
@@ -96,9 +107,9 @@ class BodyLimitMiddleware:
                     raise too_large(limit)
             return message
 
-        await self.app(scope, limited, send)
+        return limited
 
-    def _limited_messages(self, receive: Receive, send: Send) -> Receive:
+    def limited_messages(self, receive: Receive, send: Send) -> Receive:
         """`receive` for a WebSocket: a message over the limit closes the socket (1009) and
         reaches the app as the disconnect it is."""
         limit = self.max_bytes

@@ -11,7 +11,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from toolwire.observe.metrics import render_metrics
-from toolwire.observe.requests import ObserveMiddleware
+from toolwire.observe.requests import ObserveMiddleware, RequestObserver
 from toolwire.observe.setup import Observability
 from toolwire.server.auth import is_operator
 from toolwire.server.ui.access import operator_only
@@ -36,5 +36,12 @@ def observability_routes(
 
 
 def observability_middleware(observability: Observability) -> Middleware:
-    """The outermost middleware: it times and logs every request, refused ones included."""
+    """The request observer as a middleware of its own, for an app without the gate (the
+    served app folds it into the gate: `request_observer`)."""
     return Middleware(ObserveMiddleware, **observability.middleware_options())
+
+
+def request_observer(observability: Observability) -> RequestObserver:
+    """What the one middleware (`server/gate.py`) observes of each request, outermost: it
+    times and logs every request, refused ones included."""
+    return RequestObserver(**observability.middleware_options())

@@ -96,6 +96,31 @@ class QuotaUpstream:
             if reservation is not None:
                 self._settle(reservation, used)
 
+    async def stream_turn_batches(self, request: TurnRequest) -> AsyncIterator[list[ModelEvent]]:
+        """`stream_turn` in the inner adapter's batches (`loop/driver.py`'s `turn_batches`),
+        reserved and settled the same way: `__getattr__` must not hand the inner adapter's
+        batches out past the quota."""
+        batches = getattr(self.inner, "stream_turn_batches", None)
+        if batches is None:
+            async for event in self.stream_turn(request):
+                yield [event]
+            return
+        owner = current_owner.get()
+        reservation = None
+        if owner is not None:
+            worst = estimate(_turn_size(request), request.sampling.max_output_tokens)
+            reservation = await self.quotas.reserve(owner, worst)  # RateLimited: the run fails
+        used = 0
+        try:
+            async for batch in batches(request):
+                for event in batch:
+                    if isinstance(event, Usage):
+                        used += event.input_tokens + event.output_tokens
+                yield batch
+        finally:
+            if reservation is not None:
+                self._settle(reservation, used)
+
     def _settle(self, reservation: Reservation, used: int) -> None:
         """Settled in a task of its own: a cancelled call (the client left) still gives its
         reservation back."""

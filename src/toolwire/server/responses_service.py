@@ -40,7 +40,7 @@ from toolwire.tools.base import Tool
 from toolwire.tools.mcp.pool import McpPool
 from toolwire.upstream.base import Upstream
 from toolwire.wire.items import ResponseObject, StreamEvent
-from toolwire.wire.sse import encode_event
+from toolwire.wire.sse import FramedEvent, encode_event
 
 __all__ = ["LocalResponse", "Prepared", "ResponsesService"]
 
@@ -165,9 +165,21 @@ class ResponsesService:
         async with contextlib.aclosing(self.batches(prepared)) as batches:
             async for batch in batches:
                 if len(batch) == 1:
-                    yield encode_event(dumps(batch[0]), batch[0]["type"])
+                    event = batch[0]
+                    yield (
+                        event.frame
+                        if type(event) is FramedEvent
+                        else encode_event(dumps(event), event["type"])
+                    )
                 else:
-                    yield b"".join([encode_event(dumps(event), event["type"]) for event in batch])
+                    yield b"".join(
+                        [
+                            event.frame
+                            if type(event) is FramedEvent
+                            else encode_event(dumps(event), event["type"])
+                            for event in batch
+                        ]
+                    )
 
     async def events(self, prepared: Prepared) -> AsyncGenerator[StreamEvent, None]:
         """The stream events one by one (the WebSocket door sends each as a message)."""

@@ -14,6 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, cast
 
+import orjson
+
 from toolwire.errors import RunStatus, error_code
 from toolwire.loop.events import (
     ApprovalRequest,
@@ -41,6 +43,7 @@ from toolwire.transcript import ToolCall
 from toolwire.upstream.events import Usage
 from toolwire.wire import responses as wire
 from toolwire.wire.items import Item, ResponseObject, StreamEvent
+from toolwire.wire.sse import FramedEvent, delta_template
 
 Emit = Callable[[StreamEvent], None]
 
@@ -103,6 +106,7 @@ class ResponseBuilder:
         self._live: dict[int, int] = {}  # stream key -> output index, this model turn
         self._streamed: dict[int, list[str]] = {}  # output index -> argument pieces so far
         self._calls: dict[str, int] = {}  # call id -> output index of its open call item
+        self._templates: dict[str, tuple[str, bytes, bytes, bytes]] = {}  # item id -> frame parts
         self._listings: dict[str, int] = {}  # server label -> output index of mcp_list_tools
         self._sources: dict[str, str] = {}  # url -> title, of this response's web searches
 
@@ -159,6 +163,44 @@ class ResponseBuilder:
         payload = cast(StreamEvent, {"type": kind, "sequence_number": self.sequence, **fields})
         self.sequence += 1
         self._emit(payload)
+
+    def _delta(self, kind: str, item_id: str, index: int, delta: str, text: bool) -> None:
+        """A per-chunk delta event, its SSE frame made from a template kept per item: this
+        runs once per upstream chunk, so no kwargs dict, no merge, no dump of the whole event.
+        `text`: an `output_text` delta (with `content_index` and `logprobs`)."""
+        if self._emit is None:
+            return
+        sequence = self.sequence
+        self.sequence += 1
+        if text:
+            event = FramedEvent(
+                type=kind,
+                sequence_number=sequence,
+                item_id=item_id,
+                output_index=index,
+                content_index=0,
+                delta=delta,
+                logprobs=[],
+            )
+        else:
+            event = FramedEvent(
+                type=kind,
+                sequence_number=sequence,
+                item_id=item_id,
+                output_index=index,
+                delta=delta,
+            )
+        template = self._templates.get(item_id)
+        if template is None or template[0] != kind:
+            fields = b'"item_id":' + orjson.dumps(item_id) + b',"output_index":%d,' % index
+            if text:
+                fields += b'"content_index":0,'
+            parts = delta_template(kind, fields, b',"logprobs":[]' if text else b"")
+            template = (kind, *parts)
+            self._templates[item_id] = template
+        _, head, middle, tail = template
+        event.frame = head + b"%d" % sequence + middle + orjson.dumps(delta) + tail
+        self._emit(cast(StreamEvent, event))  # a dict with the delta event's keys, and its frame
 
     def _add(self, item: Item) -> int:
         index = len(self.output)
@@ -360,13 +402,8 @@ class ResponseBuilder:
                 part=wire.output_text_part(""),
             )
         self._message_text.append(text)
-        self.event(
-            "response.output_text.delta",
-            item_id=self._message["id"],
-            output_index=self._message_index,
-            content_index=0,
-            delta=text,
-            logprobs=[],
+        self._delta(
+            "response.output_text.delta", self._message["id"], self._message_index, text, True
         )
 
     def _close_message(self, replacement: str | None = None, status: str = "completed") -> None:
@@ -437,7 +474,7 @@ class ResponseBuilder:
             if item["type"] == "function_call"
             else "response.mcp_call_arguments.delta"
         )
-        self.event(kind, item_id=item["id"], output_index=index, delta=event.delta)
+        self._delta(kind, item["id"], index, event.delta, False)
 
     def _turn_completed(self, event: ModelTurnCompleted) -> None:
         self._close_reasoning()

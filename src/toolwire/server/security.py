@@ -12,7 +12,9 @@ from dataclasses import dataclass, field
 from starlette.middleware import Middleware
 
 from toolwire.errors import ConfigError
-from toolwire.server.auth import AuthMiddleware, KeyRing
+from toolwire.observe.requests import RequestObserver
+from toolwire.server.auth import AuthMiddleware, KeyRing, Receive, Scope, Send
+from toolwire.server.gate import Gate
 from toolwire.server.guards import GuardMiddleware, is_loopback_host
 from toolwire.server.limits import BodyLimitMiddleware, Limits
 from toolwire.store.database import Store
@@ -35,23 +37,35 @@ class Security:
     key_cache_seconds: float = 2.0
 
 
-def middleware(security: Security, store: Store) -> list[Middleware]:
-    """Outermost first: Origin / Host / content type, then the key, then the body size."""
+def middleware(
+    security: Security, store: Store, observer: RequestObserver | None = None
+) -> list[Middleware]:
+    """One middleware (`server/gate.py`): the request observer (when given), then Origin /
+    Host / content type, then the key, then the body size."""
     return [
         Middleware(
-            GuardMiddleware,
-            allowed_origins=security.allowed_origins,
-            check_host=security.check_host,
-            allowed_hosts=security.allowed_hosts,
-            ip_hosts=security.ip_hosts,
-        ),
-        Middleware(
-            AuthMiddleware,
-            keyring=KeyRing(store.keys, security.key_cache_seconds),
-            require_keys=security.require_keys,
-        ),
-        Middleware(BodyLimitMiddleware, max_bytes=security.limits.max_body_bytes),
+            Gate,
+            guard=GuardMiddleware(
+                _unused,
+                allowed_origins=security.allowed_origins,
+                check_host=security.check_host,
+                allowed_hosts=security.allowed_hosts,
+                ip_hosts=security.ip_hosts,
+            ),
+            auth=AuthMiddleware(
+                _unused,
+                keyring=KeyRing(store.keys, security.key_cache_seconds),
+                require_keys=security.require_keys,
+            ),
+            limit=BodyLimitMiddleware(_unused, max_bytes=security.limits.max_body_bytes),
+            observer=observer,
+        )
     ]
+
+
+async def _unused(scope: Scope, receive: Receive, send: Send) -> None:
+    """The app of the checks the gate composes: they are only asked to check, never to call."""
+    raise AssertionError("the gate calls the app itself")
 
 
 def is_loopback_bind(host: str) -> bool:

@@ -13,7 +13,6 @@ One `StreamAssembler` per model turn. `feed()` takes a decoded chunk and returns
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import Iterable
 from typing import Any
 
@@ -34,6 +33,7 @@ from toolwire.upstream.events import (
     Usage,
 )
 from toolwire.upstream.names import ToolNameMatcher, clean_tool_name
+from toolwire.wire.responses import plain_id
 
 _ARGUMENT_FIELDS = ("arguments", "parsed_arguments", "args", "input")
 _FINISH_REASONS = {
@@ -89,7 +89,7 @@ def _ends_object(parts: list[str]) -> bool:
 
 
 def _new_call_id() -> str:
-    return "call_" + secrets.token_hex(12)
+    return plain_id("call_")  # names the call within its turn; grants nothing
 
 
 def _text_of(value: Any) -> str:
@@ -235,6 +235,18 @@ class StreamAssembler:
 
     def _tool_delta(self, entry: dict[str, Any], events: list[ModelEvent]) -> None:
         function = entry.get("function")
+        if len(entry) == 2 and type(function) is dict and len(function) == 1:
+            # The common chunk: `{"index": i, "function": {"arguments": "..."}}` continuing
+            # the call last seen, already started. The general path below would find the
+            # same call, note no repair and append; this skips its dozen lookups.
+            arguments = function.get("arguments")
+            index = entry.get("index")
+            if type(arguments) is str and type(index) is int:
+                call = self._by_index.get(index)
+                if call is not None and call.key == self._last_key and call.started:
+                    if arguments:
+                        self._append(call, arguments, events)
+                    return
         if not isinstance(function, dict):
             function = {}
         index = entry.get("index")

@@ -6,6 +6,7 @@ them. The server fills them; nothing here does I/O.
 
 from __future__ import annotations
 
+import random
 import secrets
 import time
 from collections.abc import Mapping
@@ -14,8 +15,19 @@ from toolwire.wire.items import ContentPart, ErrorObject, Item, ResponseObject, 
 
 
 def new_id(prefix: str) -> str:
-    """OpenAI-looking ids: `resp_…`, `msg_…`, `fc_…`, `call_…`, `rs_…`, `conv_…`."""
+    """OpenAI-looking ids: `resp_…`, `msg_…`, `fc_…`, `call_…`, `rs_…`, `conv_…`.
+    Unguessable (`secrets`): a response or conversation id is what a client reads it by."""
     return f"{prefix}_{secrets.token_hex(24)}"
+
+
+_plain = random.Random(secrets.randbits(128))
+
+
+def plain_id(prefix: str, hex_digits: int = 24) -> str:
+    """An id that names something and grants nothing (a chat completion, a tool call id):
+    unique in practice (random bits from a generator seeded once per process), without the
+    system call per id that `secrets` makes. Never for what a client reads data by."""
+    return f"{prefix}{_plain.getrandbits(hex_digits * 4):0{hex_digits}x}"
 
 
 def now() -> int:

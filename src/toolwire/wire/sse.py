@@ -8,6 +8,7 @@ chunks split anywhere (the hot path of every streamed turn, benchmarked in
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(slots=True)
@@ -43,6 +44,44 @@ class SSEDecoder:
         self._size = 0
 
     def feed(self, chunk: bytes) -> list[SSEEvent]:
+        """The events completed by `chunk`. Whole events of one `data:` line (what every
+        model server sends) are cut out of the read with `bytes.find` and decoded once; the
+        rest (several lines, `event:` / `id:` fields, comments, CR line ends, an event
+        split in the middle of its lines) goes line by line."""
+        if self._data or self._event is not None or self._id is not None or b"\r" in chunk:
+            return self._feed_lines(chunk)
+        buffer = self._buffer + chunk if self._buffer else chunk
+        if b"\r" in buffer:
+            return self._feed_lines(chunk)
+        limit = self._limit
+        cut = buffer.rfind(b"\n\n")
+        if cut < 0:
+            if limit is not None and len(buffer) > limit:
+                self._buffer = b""  # an unfinished event this big: checked line by line
+                return self._feed_lines(buffer)
+            self._buffer = buffer
+            return []
+        rest = buffer[cut + 2 :]
+        events: list[SSEEvent] = []
+        lines = False
+        # One decode for all the read's whole events: a line end never falls inside a
+        # UTF-8 sequence, so this is what decoding line by line gives.
+        for block in buffer[:cut].decode("utf-8", errors="replace").split("\n\n"):
+            if not lines and block.startswith("data: ") and "\n" not in block:
+                if limit is not None and len(block) - 6 > limit:
+                    self._buffer = b""
+                    raise SSEEventTooLarge(limit)
+                events.append(SSEEvent(block[6:]))
+            else:
+                events += self._lines((block + "\n\n").encode())
+                lines = self._id is not None  # the last event id applies to what follows
+        if limit is not None and len(rest) > limit:
+            self._buffer = b""
+            return events + self._feed_lines(rest)
+        self._buffer = rest
+        return events
+
+    def _feed_lines(self, chunk: bytes) -> list[SSEEvent]:
         if self._limit is not None and len(self._buffer) + len(chunk) > self._limit:
             self._check(chunk)
         buffer = self._buffer + chunk if self._buffer else chunk
@@ -119,3 +158,25 @@ def encode_event(data: bytes, event: str | None = None) -> bytes:
 
 
 DONE_FRAME = b"data: [DONE]\n\n"
+
+
+class FramedEvent(dict[str, Any]):
+    """A stream event that carries its own SSE frame, made from a pre-encoded template as the
+    event was (the per-chunk deltas: `server/responses_sink.py`). The SSE door sends `frame`
+    as it is, byte for byte what `encode_event(orjson.dumps(event), event["type"])` gives;
+    every other reader sees the plain dict it also is."""
+
+    __slots__ = ("frame",)
+
+    frame: bytes
+
+
+def delta_template(kind: str, fields: bytes, tail: bytes = b"") -> tuple[bytes, bytes, bytes]:
+    """The constant parts of a delta event's frame: (up to the sequence number, from it up to
+    the delta's JSON string, after it). `fields`: the JSON of the fields between the
+    sequence number and `delta`, each followed by a comma (`"item_id":"fc_1","output_index":0,`);
+    `tail`: those after it, each after a comma."""
+    head = (
+        b"event: " + kind.encode() + b'\ndata: {"type":"' + kind.encode() + b'","sequence_number":'
+    )
+    return head, b"," + fields + b'"delta":', tail + b"}\n\n"

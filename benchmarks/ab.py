@@ -1,0 +1,201 @@
+"""Interleaved A/B of two toolwire source trees on one machine, in one run: for a change measured
+under noise (a shared machine), ratios of the same run are the figure, not absolutes.
+
+    .venv/bin/python benchmarks/ab.py --a /tmp/base/src --b src --workload chat --rounds 8
+
+Both servers run against one mock upstream (`mock_upstream.py`); each round sends a block of
+sequential requests to A, then to B (the order alternating), and reads each server's CPU time
+from /proc before and after its block. Reports, per variant, the median over rounds of the
+per-round p50 latency and of CPU per request, and the median of the per-round B/A ratios.
+`--concurrency N` adds a block of N concurrent connections per round (CPU per request there).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import loadgen  # noqa: E402
+from run import MESSAGES, RESPONSES_TOOLS, STREAM_CHUNKS, TOOLS  # noqa: E402
+
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def cpu_seconds(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICK
+
+
+def wait_up(port: int, proc: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit(f"server on {port} exited: {proc.returncode}")
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.5):
+            return
+        time.sleep(0.1)
+    raise SystemExit(f"server on {port} did not start")
+
+
+def body_for(workload: str) -> tuple[str, dict[str, Any], bool, str]:
+    """(path, body, stream, kind) of a workload."""
+    if workload in ("chat", "chat-stream", "chat-long"):
+        model = "mock-stream" if workload == "chat-long" else "mock-tool"
+        stream = workload != "chat"
+        body = {"model": model, "messages": MESSAGES, "tools": TOOLS, "stream": stream}
+        return "/v1/chat/completions", body, stream, "chat"
+    stream = workload != "resp"
+    model = "mock-stream" if workload == "resp-long" else "mock-tool"
+    body = {"model": model, "input": "What is the weather in Paris?", "tools": RESPONSES_TOOLS}
+    if stream:
+        body["stream"] = True
+    return "/v1/responses", body, stream, "responses"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--a", required=True, help="src/ directory of variant A")
+    parser.add_argument("--b", required=True, help="src/ directory of variant B")
+    parser.add_argument("--workload", default="chat")
+    parser.add_argument("--rounds", type=int, default=8)
+    parser.add_argument("--requests", type=int, default=200)
+    parser.add_argument("--concurrency", type=int, default=0)
+    parser.add_argument("--seconds", type=float, default=3.0)
+    args = parser.parse_args()
+
+    python = str(HERE.parent / ".venv" / "bin" / "python")
+    tmp = Path(tempfile.mkdtemp(prefix="ab-"))
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        mock_port = free_port()
+        procs.append(
+            subprocess.Popen(
+                [
+                    python,
+                    str(HERE / "mock_upstream.py"),
+                    "--port",
+                    str(mock_port),
+                    "--chunks",
+                    str(STREAM_CHUNKS),
+                ],
+                stdout=subprocess.DEVNULL,
+            )
+        )
+        wait_up(mock_port, procs[-1])
+        servers: dict[str, tuple[int, subprocess.Popen[bytes]]] = {}
+        for name, src in (("A", args.a), ("B", args.b)):
+            port = free_port()
+            env = {
+                **os.environ,
+                "PYTHONPATH": str(Path(src).resolve()),
+                "TOOLWIRE_LOG_LEVEL": "warning",
+            }
+            proc = subprocess.Popen(
+                [
+                    python,
+                    "-m",
+                    "toolwire",
+                    "serve",
+                    "--upstream",
+                    f"http://127.0.0.1:{mock_port}/v1",
+                    "--db",
+                    f"sqlite:///{tmp}/{name}.db",
+                    "--port",
+                    str(port),
+                ],
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            procs.append(proc)
+            wait_up(port, proc)
+            servers[name] = (port, proc)
+        path, body, stream, kind = body_for(args.workload)
+        expected = json.dumps({"city": "Paris", "unit": "celsius"})
+        if args.workload.endswith("long"):
+            from mock_upstream import long_arguments
+
+            expected = long_arguments(STREAM_CHUNKS - 4)[0]
+        rows: dict[str, dict[str, list[float]]] = {
+            n: {"p50_us": [], "cpu_us": [], "cpu_c_us": [], "rps_c": []} for n in servers
+        }
+        raw = json.dumps(body).encode()
+        for round_no in range(args.rounds + 1):  # round 0 warms up
+            order = ["A", "B"] if round_no % 2 == 0 else ["B", "A"]
+            for name in order:
+                port, proc = servers[name]
+                url = f"http://127.0.0.1:{port}{path}"
+                spec = {
+                    "targets": {name: url},
+                    "body": body,
+                    "stream": stream,
+                    "kind": kind,
+                    "expected_args": expected,
+                    "warmup": 5,
+                    "requests": args.requests,
+                    "block": args.requests,
+                }
+                before = cpu_seconds(proc.pid)
+                result = loadgen.sequential(spec)[name]
+                used = cpu_seconds(proc.pid) - before
+                if result["errors"] or result["bad"]:
+                    raise SystemExit(f"{name}: {result['why']}")
+                if round_no:
+                    rows[name]["p50_us"].append(statistics.median(result["total_us"]))
+                    rows[name]["cpu_us"].append(used / (args.requests + 5) * 1e6)
+                if args.concurrency:
+                    before = cpu_seconds(proc.pid)
+                    thr = loadgen.throughput(url, raw, args.concurrency, args.seconds)
+                    used = cpu_seconds(proc.pid) - before
+                    if round_no and thr["requests"]:
+                        rows[name]["cpu_c_us"].append(used / thr["requests"] * 1e6)
+                        rows[name]["rps_c"].append(thr["rps"])
+        print(
+            f"workload {args.workload}: {args.rounds} rounds x {args.requests} requests"
+            + (f", c={args.concurrency} for {args.seconds}s" if args.concurrency else "")
+        )
+        for metric in ("p50_us", "cpu_us", "cpu_c_us", "rps_c"):
+            if not rows["A"][metric]:
+                continue
+            a, b = rows["A"][metric], rows["B"][metric]
+            ratios = [y / x for x, y in zip(a, b, strict=True) if x]
+            print(
+                f"  {metric:9s} A {statistics.median(a):9.1f}  B {statistics.median(b):9.1f}"
+                f"  B/A median {statistics.median(ratios):.3f}"
+                f"  (per round: {' '.join(f'{r:.2f}' for r in ratios)})"
+            )
+    finally:
+        for proc in reversed(procs):
+            with contextlib.suppress(ProcessLookupError):
+                proc.send_signal(signal.SIGTERM)
+        for proc in procs:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(10)
+
+
+if __name__ == "__main__":
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.set_event_loop_policy(None)
+        main()

@@ -1,0 +1,181 @@
+"""CPU per streamed chunk on toolwire's own path, in process (no sockets): the 500-chunk tool
+call of `run.py`'s workloads (b) and (f), as raw reads of 16 KiB, through the SSE decoder and the
+assembler (`decode`), then the whole run on the Responses door: driver, observers, builder and
+SSE framing (`responses`) and on the chat door (`chat`). Best of N, so a loaded machine still
+gives a usable figure; compare two source trees with PYTHONPATH, interleaved:
+
+    for i in 1 2 3; do for s in /tmp/base/src src; do
+        PYTHONPATH=$s .venv/bin/python benchmarks/chunk_path.py; done; done
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from mock_upstream import TOOL_NAME, long_arguments, stream_events
+
+CHUNKS = 500
+READ = 16 * 1024
+
+
+def frames() -> bytes:
+    _, pieces = long_arguments(CHUNKS - 4)
+    return b"".join(stream_events("mock-stream", pieces))
+
+
+class _Stream(httpx.AsyncByteStream):
+    def __init__(self, body: bytes) -> None:
+        self.body = body
+
+    async def __aiter__(self) -> Any:
+        for k in range(0, len(self.body), READ):
+            yield self.body[k : k + READ]
+
+
+def transport(body: bytes) -> httpx.MockTransport:
+    def answer(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(
+            200, headers={"content-type": "text/event-stream"}, stream=_Stream(body)
+        )
+
+    return httpx.MockTransport(answer)
+
+
+def best(times: list[float]) -> float:
+    return min(times) / CHUNKS * 1e6
+
+
+async def decode(body: bytes, rounds: int) -> float:
+    from toolwire.upstream.assembler import StreamAssembler
+    from toolwire.wire.sse import SSEDecoder
+
+    times = []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        decoder = SSEDecoder(1 << 20)
+        assembler = StreamAssembler([TOOL_NAME])
+        for k in range(0, len(body), READ):
+            for sse in decoder.feed(body[k : k + READ]):
+                if sse.data != "[DONE]":
+                    assembler.feed(orjson.loads(sse.data))
+        assembler.finish()
+        times.append(time.perf_counter() - start)
+    return best(times)
+
+
+async def responses(body: bytes, rounds: int) -> float:
+    from toolwire.loop.driver import LoopDriver
+    from toolwire.loop.state import LoopRequest, LoopSettings
+    from toolwire.observe.setup import Observability
+    from toolwire.server.responses_sink import ResponseBuilder
+    from toolwire.transcript import ToolSpec, UserMessage
+    from toolwire.upstream.chat_completions import ChatCompletionsUpstream
+    from toolwire.wire.sse import encode_event
+
+    adapter = ChatCompletionsUpstream("http://mock/v1", transport=transport(body))
+    driver = LoopDriver(adapter, observe=Observability().observe)
+    spec = ToolSpec(TOOL_NAME, "", {"type": "object", "properties": {}})
+    header = _header(spec)
+    times = []
+    for _ in range(rounds):
+        out: list[bytes] = []
+
+        def emit(event: dict[str, Any], out: list[bytes] = out) -> None:
+            frame = getattr(event, "frame", None)  # as ResponsesService.stream frames them
+            out.append(frame or encode_event(orjson.dumps(event), event["type"]))
+
+        builder = ResponseBuilder(header, emit)
+        request = LoopRequest(
+            model="mock-stream",
+            input=[UserMessage("go")],
+            client_tools=[spec],
+            settings=LoopSettings(stream=True),
+        )
+        start = time.perf_counter()
+        await driver.run(request, builder)
+        times.append(time.perf_counter() - start)
+    await adapter.aclose()
+    return best(times)
+
+
+def _header(spec: Any) -> Any:
+    """A response header as the Responses door makes one (fields by name, whatever the
+    tree)."""
+    import dataclasses
+
+    from toolwire.server import responses_sink
+
+    cls = responses_sink.ResponseHeader
+    values: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):
+        if f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING:
+            continue
+        values[f.name] = {
+            "response_id": "resp_bench",
+            "created_at": 0,
+            "model": "mock-stream",
+            "settings": {},
+        }.get(f.name, {})
+    return cls(**values)
+
+
+async def chat(body: bytes, rounds: int) -> float:
+    from toolwire.loop.driver import LoopDriver
+    from toolwire.loop.state import LoopSettings
+    from toolwire.observe.setup import Observability
+    from toolwire.server.chat_proxy import ChatProxy
+    from toolwire.upstream.chat_completions import ChatCompletionsUpstream
+
+    adapter = ChatCompletionsUpstream("http://mock/v1", transport=transport(body))
+    driver = LoopDriver(adapter, observe=Observability().observe)
+    proxy = ChatProxy(driver, LoopSettings(), None)
+    tools = [
+        {
+            "type": "function",
+            "function": {"name": TOOL_NAME, "parameters": {"type": "object"}},
+        }
+    ]
+    times = []
+    for _ in range(rounds):
+        call = proxy.prepare(
+            {
+                "model": "mock-stream",
+                "messages": [{"role": "user", "content": "go"}],
+                "tools": tools,
+                "stream": True,
+            }
+        )
+        start = time.perf_counter()
+        async for _frame in proxy.stream(call):
+            pass
+        times.append(time.perf_counter() - start)
+    await adapter.aclose()
+    return best(times)
+
+
+async def main() -> None:
+    body = frames()
+    rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 40
+    parts = {
+        "decode": await decode(body, rounds),
+        "responses": await responses(body, rounds),
+        "chat": await chat(body, rounds),
+    }
+    print(
+        "µs per chunk, best of",
+        rounds,
+        " ".join(f"{name} {value:.2f}" for name, value in parts.items()),
+    )
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

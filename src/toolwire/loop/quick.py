@@ -1,0 +1,184 @@
+"""The single-turn fast path: a run that needs one model turn and no decision of the driver's.
+
+Most chat-completions requests through the proxy are one model call whose answer is handed
+back as it is: the calls are clean (the adapter's assembler made them so) and go to the caller,
+or the text is the answer. For those, the driver's machinery (its run state, tool executor,
+hold-back, the events of every step) is cost without effect. `run_single_turn` makes that one
+model turn itself and, when the turn stands, reports it with the few events a run always ends
+with (observers see the same model call, tokens, returned calls and outcome they would have).
+
+The moment the turn needs the driver (a call that must be re-asked because its name or
+arguments are wrong, a tool call leaked into the text, an upstream error, an adapter failure),
+it hands over: `LoopDriver.take_over` replays the turn already received and goes on exactly as
+a run that had started in the driver, with no second model call for the same turn. Which
+requests qualify (`eligible`) is narrow on purpose: no server-side tools, MCP servers,
+approvals, resumed calls or context management, and a non-streaming turn.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from toolwire.errors import StopReason
+from toolwire.loop.driver import (
+    CANCELLED,
+    OFF_LOOP_LEAK_CHECK_CHARS,
+    LoopDriver,
+    Sink,
+    caller_problem,
+    find_leak,
+    turn_batches,
+)
+from toolwire.loop.events import (
+    CallTarget,
+    CancelCause,
+    LoopFinished,
+    ModelCallStarted,
+    ModelTurnCompleted,
+    OutputTextDelta,
+    PlannedCall,
+    ReasoningTextDelta,
+    ToolCallsReturned,
+)
+from toolwire.loop.state import LoopRequest, LoopState, RunOutcome
+from toolwire.transcript import AssistantMessage, SystemMessage, ToolCall, Transcript
+from toolwire.upstream.base import TurnRequest
+from toolwire.upstream.events import (
+    ModelEvent,
+    ReasoningDelta,
+    TextDelta,
+    ToolCallDone,
+    TurnEnd,
+    UpstreamNote,
+    Usage,
+)
+
+_FINISH = {
+    "length": (StopReason.MAX_OUTPUT_TOKENS, "the answer was cut off by the token limit"),
+    "content_filter": (StopReason.CONTENT_FILTER, "the upstream filtered the answer"),
+}
+
+
+def eligible(request: LoopRequest) -> bool:
+    """Whether the run can only be one model turn handed back as it is, unless it needs
+    repair: nothing runs here, nothing waits, nothing is resumed or compacted."""
+    return not (
+        request.tools
+        or request.toolsets
+        or request.approvals
+        or request.resume_calls
+        or request.context is not None
+        or request.settings.stream
+        or request.settings.max_iterations < 1
+    )
+
+
+async def run_single_turn(driver: LoopDriver, request: LoopRequest, sink: Sink) -> LoopState:
+    """Run `request` as `driver.run` would (same outcome, same events to observers); one
+    model turn without the driver when nothing in it needs repair. `sink` sees text and
+    reasoning as one delta each, then `LoopFinished`."""
+    if not eligible(request):
+        return await driver.run(request, sink)
+    observed = driver.observe(request, sink) if driver.observe is not None else sink
+    transcript: Transcript = [*request.history, *request.input]
+    tools = list(request.client_tools)
+    turn = TurnRequest(
+        model=request.model,
+        transcript=[SystemMessage(request.instructions), *transcript]
+        if request.instructions
+        else list(transcript),
+        tools=tools,
+        tool_choice=request.tool_choice if tools else None,
+        parallel_tool_calls=request.parallel_tool_calls if tools else None,
+        sampling=request.sampling,
+        stream=False,
+    )
+    state = LoopState(transcript=transcript, output_start=len(request.history))
+    observed(ModelCallStarted(1, bool(tools)))
+    events: list[ModelEvent] = []
+    text: list[str] = []
+    reasoning: list[str] = []
+    calls: list[ToolCall] = []
+    usage = Usage()
+    finish_reason = "stop"
+    stop_sequence: str | None = None
+    deadline = request.settings.deadline
+    timer = asyncio.timeout(deadline)
+    try:
+        async with timer:
+            async for batch in turn_batches(driver.upstream, turn):
+                for event in batch:
+                    if isinstance(event, UpstreamNote):
+                        observed(event)  # repairs, retries, first token: observed as they happen
+                        continue
+                    events.append(event)
+                    if isinstance(event, TextDelta):
+                        text.append(event.text)
+                    elif isinstance(event, ToolCallDone):
+                        calls.append(event.call)
+                    elif isinstance(event, ReasoningDelta):
+                        reasoning.append(event.text)
+                    elif isinstance(event, Usage):
+                        usage.add(event)
+                    elif isinstance(event, TurnEnd):
+                        finish_reason = event.finish_reason
+                        stop_sequence = event.stop_sequence
+    except TimeoutError as exc:
+        if not timer.expired():
+            return await driver.take_over(request, observed, events, exc)
+        state.usage.add(usage)
+        message = f"the response ran past its deadline of {deadline:g} s"
+        return _finish(state, observed, StopReason.DEADLINE, message, [])
+    except asyncio.CancelledError:
+        _finish(state, observed, StopReason.CANCELLED, CANCELLED, [], CancelCause.CLIENT)
+        raise
+    except Exception as exc:  # the driver decides what an upstream failure means
+        return await driver.take_over(request, observed, events, exc)
+    full_text = "".join(text)
+    full_reasoning = "".join(reasoning)
+    names = {spec.name for spec in tools}
+    declared = request.caller_tools
+    if any(
+        call.name not in names
+        # a grammar's check is CPU-bound in the model's text: the driver judges it in slices
+        or (declared is not None and getattr(declared.get(call.name), "syntax", None) is not None)
+        or caller_problem(request, call)
+        for call in calls
+    ):
+        return await driver.take_over(request, observed, events)  # to be re-asked
+    if not calls and finish_reason != "length" and request.settings.leak_mode != "off" and tools:
+        if len(full_text) + len(full_reasoning) > OFF_LOOP_LEAK_CHECK_CHARS:
+            leak = await asyncio.to_thread(find_leak, full_text, full_reasoning)  # off the loop
+        else:
+            leak = find_leak(full_text, full_reasoning)
+        if leak is not None:
+            return await driver.take_over(request, observed, events)  # retried or salvaged
+    state.usage.add(usage)
+    if full_text:
+        observed(OutputTextDelta(full_text))
+    if full_reasoning:
+        observed(ReasoningTextDelta(full_reasoning))
+    said = AssistantMessage(full_text, calls, full_reasoning)
+    transcript.append(said)
+    plans = [PlannedCall(call, CallTarget.CALLER, "") for call in calls]
+    observed(ModelTurnCompleted(said, finish_reason, usage, plans, stop_sequence=stop_sequence))
+    if calls:
+        state.pending_calls = calls
+        observed(ToolCallsReturned(calls))
+        return _finish(state, observed, StopReason.TOOL_CALLS, None, calls)
+    state.final_text = full_text
+    reason, why = _FINISH.get(finish_reason, (StopReason.ANSWERED, None))
+    return _finish(state, observed, reason, why, [])
+
+
+def _finish(
+    state: LoopState,
+    observed: Sink,
+    reason: StopReason,
+    message: str | None,
+    calls: list[ToolCall],
+    cause: CancelCause | None = None,
+) -> LoopState:
+    state.outcome = RunOutcome(reason, message)
+    observed(LoopFinished(reason, message, state.final_text, state.usage, None, calls, cause))
+    return state
