@@ -85,11 +85,12 @@ run: $(RUNTIME)
 	$(BIN)/toolwire demo
 	@echo "toolwire is in $(BIN): \`source $(VENV)/bin/activate\` puts it on your PATH (or run $(BIN)/toolwire)"
 
-# toolwire serve in front of your model server: make serve UPSTREAM=http://host:port/v1
+# toolwire serve in front of your model server: make serve UPSTREAM=http://host:port/v1 [MODEL=name] [PORT=8080]
 UPSTREAM ?= $(TOOLWIRE_UPSTREAM)
 MODEL ?= $(TOOLWIRE_MODEL)
 serve: $(RUNTIME)
-	$(BIN)/toolwire serve $(if $(UPSTREAM),--upstream $(UPSTREAM)) $(if $(MODEL),--model $(MODEL))
+	$(BIN)/toolwire serve $(if $(UPSTREAM),--upstream $(UPSTREAM)) $(if $(MODEL),--model $(MODEL)) \
+	  $(if $(PORT),--port $(PORT))
 
 # The client tests drive the real Codex CLI, opencode, the AI SDK and openai-node, and Claude Code:
 # installed once, pinned, into .tools/

@@ -282,7 +282,9 @@ def _run_serve(block: Block, command: str, servers: Servers, exports: str) -> No
             pytest.skip("the bundled local model needs the `local` extra (`make run` installs it)")
     port = free_port()
     shown = command.replace(f":{servers.toolwire}", f":{port}")
-    if "--port" not in shown:
+    if shown.startswith("make "):  # make takes the port as a variable, not an option
+        shown = re.sub(r"\s*PORT=\d+", "", shown) + f" PORT={port}"
+    elif "--port" not in shown:
         shown += f" --port {port}"
     else:
         shown = re.sub(r"--port \d+", f"--port {port}", shown)
