@@ -12,6 +12,7 @@ import httpx
 import openai
 import pytest
 
+from tests.minutes import start_in_a_fresh_minute_if_needed_async
 from toolwire.server.app import create_app
 from toolwire.server.responses_service import ResponsesService
 from toolwire.store.database import Store
@@ -97,6 +98,7 @@ async def test_64_racing_requests_overspend_a_budget_by_at_most_one_reservation(
 
 async def test_requests_per_minute_refused_in_openai_shape_with_headers(tmp_path: object) -> None:
     url = f"sqlite:///{tmp_path}/toolwire.db"
+    await start_in_a_fresh_minute_if_needed_async(10)
     async with replicas(url, 1) as (replica,):
         _, key = await replica.store.keys.create("team", rpm=2, tpm=100_000)
         _, other = await replica.store.keys.create("other")  # no limits: not affected
@@ -146,6 +148,7 @@ async def test_tokens_per_minute_on_the_chat_and_compaction_doors(tmp_path: obje
 
 async def test_a_limit_changed_by_update_applies_and_usage_is_listed(tmp_path: object) -> None:
     url = f"sqlite:///{tmp_path}/toolwire.db"
+    await start_in_a_fresh_minute_if_needed_async(10)
     async with replicas(url, 1) as (replica,):
         replica.store.quotas.ttl = 0  # a running server sees changes within this cache time
         record, key = await replica.store.keys.create("team", rpm=1)
@@ -186,6 +189,7 @@ async def test_the_messages_door_counts_against_the_key_and_refuses_in_anthropic
         "max_tokens": 64,
         "messages": [{"role": "user", "content": "hi"}],
     }
+    await start_in_a_fresh_minute_if_needed_async(10)
     async with replicas(url, 1) as (replica,):
         _, key = await replica.store.keys.create("team", rpm=1)
         headers = {"x-api-key": key, "anthropic-version": "2023-06-01"}

@@ -15,6 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.minutes import start_in_a_fresh_minute_if_needed
 from tests.postgres import Cluster
 from tests.processes import free_port, toolwire_process
 from toolwire.testing import Chunks, Reply, ScriptedUpstream
@@ -89,6 +90,7 @@ def test_two_teams_spend_get_refused_and_see_what_was_repaired(
     replicas: tuple[ScriptedUpstream, list[str], dict[str, str]],
 ) -> None:
     upstream, bases, keys = replicas
+    start_in_a_fresh_minute_if_needed(30)  # team B's four requests a minute, counted below
     upstream.default = Reply(text="ok", usage=USAGE)
     body = {"model": "m", "input": "hi", "max_output_tokens": 64}
     # team A: a repaired stream first, then spend its daily budget through both replicas

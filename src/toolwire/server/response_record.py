@@ -21,6 +21,7 @@ from functools import partial
 from typing import Any, TypeVar
 
 import orjson
+import sqlalchemy as sa
 
 from toolwire.errors import StoreError
 from toolwire.loop.compaction import CompactionCodec
@@ -110,8 +111,8 @@ class ResponseRecorder:
 
         return record
 
-    async def _save_timeline(
-        self, prepared: Prepared, timeline: Timeline, fresh: bool, connection: Any
+    def _save_timeline(
+        self, prepared: Prepared, timeline: Timeline, fresh: bool, connection: sa.Connection
     ) -> None:
         """In the response's final transaction (one commit). A lost timeline must lose no
         answer: the entries are checked to serialize first (the one way they could fail), and
@@ -122,7 +123,7 @@ class ResponseRecorder:
         except TypeError:
             log.warning("the timeline of %s was not stored", prepared.response_id, exc_info=True)
             return
-        await self.timelines.save_in(
+        self.timelines.save_in(
             connection, prepared.response_id, prepared.header.created_at, entries, fresh=fresh
         )
 
@@ -142,7 +143,7 @@ class ResponseRecorder:
         *,
         stored: bool = True,
         start_written: bool = True,
-        also: Callable[[Any], Any] | None = None,
+        also: Callable[[sa.Connection], None] | None = None,
     ) -> None:
         """`stored`: the response was stored when it started (it holds a lease to release);
         else this is its first and only write. `start_written`: that first write finished; a
@@ -185,7 +186,7 @@ class ResponseRecorder:
         run: RunChange | None = None,
         finished: bool = False,
         fresh: bool = False,
-        also: Callable[[Any], Any] | None = None,
+        also: Callable[[sa.Connection], None] | None = None,
     ) -> bool:
         """`fresh`: the response's first write (an insert); `also`: more writes in the same
         transaction. False: the response was finalized meanwhile and was left alone."""

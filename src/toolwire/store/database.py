@@ -17,9 +17,9 @@ import asyncio
 import contextlib
 import secrets
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 import orjson
 import sqlalchemy as sa
@@ -45,7 +45,10 @@ from toolwire.store.tables import (
     sealed_tools,
     server_secrets,
 )
+from toolwire.store.writer import Job, SqliteWriter, apply_pragmas
 from toolwire.wire.items import Item, ResponseObject
+
+T = TypeVar("T")
 
 
 def default_database_url() -> str:
@@ -89,12 +92,19 @@ class Store:
     (see `store/owner.py`: every method takes `owner`, defaulting to the current request's);
     `keys` holds the API keys themselves."""
 
-    def __init__(self, engine: AsyncEngine) -> None:
+    def __init__(self, engine: AsyncEngine, sqlite_file: Path | None = None) -> None:
+        """`sqlite_file`: the database's file, when it is one: the hot-path writes
+        (`transact`) then go to a writer thread of their own (`store/writer.py`)."""
         self.engine = engine
         self.keys = KeyStore(engine)
         # SQLite has one writer: this process's writes take turns here rather than at the file
         # lock, where a waiting write can fail with "database is locked".
         self._write_lock = asyncio.Lock() if engine.dialect.name == "sqlite" else None
+        self._writer = (
+            SqliteWriter(f"sqlite:///{sqlite_file}", self._write_lock)
+            if sqlite_file is not None and self._write_lock is not None
+            else None
+        )
         self.runs = RunStore(engine, self.write)
         self.quotas = QuotaStore(engine, self.write)  # per-key limits and budgets
 
@@ -107,6 +117,15 @@ class Store:
             return
         async with self._write_lock, self.engine.begin() as connection:
             yield connection
+
+    async def transact(self, job: Job[T]) -> T:
+        """`job` (a function of a synchronous connection) in a write transaction: on a SQLite
+        file, one hop to the writer thread, committed with the writes queued beside it; on
+        PostgreSQL or an in-memory SQLite, on the async engine (`run_sync`)."""
+        if self._writer is not None:
+            return await self._writer.run(job)
+        async with self.write() as connection:
+            return await connection.run_sync(job)
 
     @classmethod
     async def open(cls, url: str | None = None, *, migrate: bool = True) -> Store:
@@ -130,12 +149,7 @@ class Store:
 
             @event.listens_for(engine.sync_engine, "connect")
             def _pragmas(dbapi_connection: Any, _record: Any) -> None:
-                cursor = dbapi_connection.cursor()
-                cursor.execute("PRAGMA journal_mode=WAL")
-                cursor.execute("PRAGMA synchronous=NORMAL")
-                cursor.execute("PRAGMA foreign_keys=ON")
-                cursor.execute("PRAGMA busy_timeout=30000")
-                cursor.close()
+                apply_pragmas(dbapi_connection)
 
         try:
             async with engine.begin() as connection:
@@ -143,9 +157,11 @@ class Store:
         except BaseException:
             await engine.dispose()
             raise
-        return cls(engine)
+        return cls(engine, sqlite_file)
 
     async def close(self) -> None:
+        if self._writer is not None:
+            await self._writer.close()
         await self.engine.dispose()
 
     # -- responses ------------------------------------------------------------------------
@@ -162,7 +178,7 @@ class Store:
         run: RunChange | None = None,
         only_if_active: bool = False,
         fresh: bool = False,
-        also: Callable[[AsyncConnection], Awaitable[None]] | None = None,
+        also: Callable[[sa.Connection], None] | None = None,
     ) -> bool:
         """Insert or replace a response (status changes rewrite the row). A row of another
         owner with the same id is never rewritten (the insert then fails on the id).
@@ -187,27 +203,31 @@ class Store:
             "conversation_items": conversation_items,
             "owner": who,
         }
-        async with self.write() as connection:
+        now = time.time()
+
+        def save(connection: sa.Connection) -> bool:
             if fresh:
                 # a constant statement with parameters: compiled once, not once per call
-                await connection.execute(_INSERT_RESPONSE, values)
+                connection.execute(_INSERT_RESPONSE, values)
             else:
                 query = responses.update().where(
                     responses.c.id == body["id"], owned_by(responses.c.owner, who)
                 )
                 if only_if_active:
                     query = query.where(responses.c.status.in_(("queued", "in_progress")))
-                updated = await connection.execute(query.values(**values))
+                updated = connection.execute(query.values(**values))
                 if updated.rowcount == 0:
                     if only_if_active:
                         return False
-                    await connection.execute(responses.insert().values(**values))
-            await index_items(connection, body, input_items, who)
+                    connection.execute(responses.insert().values(**values))
+            index_items(connection, body, input_items, who)
             if run is not None:
-                await apply_change(connection, body["id"], run, time.time())
+                apply_change(connection, body["id"], run, now, fresh=fresh)
             if also is not None:
-                await also(connection)
-        return True
+                also(connection)
+            return True
+
+        return await self.transact(save)
 
     async def get_response(
         self, response_id: str, *, owner: OwnerArg = INHERIT

@@ -12,7 +12,7 @@ indexed query whatever the number of stored responses. Another owner's items are
 
 from __future__ import annotations
 
-from typing import cast
+from typing import Any, cast
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
@@ -44,8 +44,23 @@ def _item_ids(items: list[Item]) -> set[str]:
     }
 
 
-async def index_items(
-    connection: AsyncConnection,
+def _upsert(insert: Any) -> Any:
+    """The index's upsert: PostgreSQL and SQLite spell it the same (ON CONFLICT DO UPDATE) but
+    SQLAlchemy keeps it per dialect. Built once: a fresh one per write (its `excluded` alias
+    and columns) cost more than the write's SQL itself."""
+    statement = insert(item_index)
+    return statement.on_conflict_do_update(
+        index_elements=[item_index.c.owner, item_index.c.item_id],
+        set_={"response_id": statement.excluded.response_id},
+    )
+
+
+#: (SQLite's, PostgreSQL's), indexed by "is it PostgreSQL".
+_UPSERTS = (_upsert(sqlite.insert), _upsert(postgresql.insert))
+
+
+def index_items(
+    connection: sa.Connection,
     body: ResponseObject,
     input_items: list[Item],
     owner: Owner,
@@ -56,17 +71,9 @@ async def index_items(
     ids = _item_ids([*(body.get("output") or []), *input_items])
     if not ids:
         return
-    # An upsert: PostgreSQL and SQLite spell it the same (ON CONFLICT DO UPDATE) but
-    # SQLAlchemy keeps it per dialect.
-    insert = postgresql.insert if connection.dialect.name == "postgresql" else sqlite.insert
-    statement = insert(item_index)
-    statement = statement.on_conflict_do_update(
-        index_elements=[item_index.c.owner, item_index.c.item_id],
-        set_={"response_id": statement.excluded.response_id},
-    )
     key = owner_key(owner)
-    await connection.execute(
-        statement,
+    connection.execute(
+        _UPSERTS[connection.dialect.name == "postgresql"],
         [{"owner": key, "item_id": item_id, "response_id": body["id"]} for item_id in sorted(ids)],
     )
 

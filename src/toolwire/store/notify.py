@@ -23,14 +23,22 @@ log = logging.getLogger("toolwire.durable")
 CHANNEL = "toolwire_runs"
 
 
-def supports_notify(engine_or_connection: AsyncEngine | AsyncConnection) -> bool:
+def supports_notify(
+    engine_or_connection: AsyncEngine | AsyncConnection | sa.Connection,
+) -> bool:
     return engine_or_connection.dialect.name == "postgresql"
 
 
 async def notify(connection: AsyncConnection, payload: str) -> None:
     """Send `payload` on the channel when `connection`'s transaction commits (PostgreSQL)."""
     if supports_notify(connection):
-        await connection.execute(
+        await connection.run_sync(notify_in, payload)
+
+
+def notify_in(connection: sa.Connection, payload: str) -> None:
+    """`notify` inside a synchronous transaction (`Store.transact`)."""
+    if supports_notify(connection):
+        connection.execute(
             sa.select(sa.func.pg_notify(CHANNEL, payload))  # a bound payload: no quoting
         )
 

@@ -24,7 +24,7 @@ from typing import Literal, cast
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from toolwire.store.notify import notify
+from toolwire.store.notify import notify, notify_in
 from toolwire.store.records import QueuedRequest, RunRecord
 from toolwire.store.tables import replicas, responses, runs
 from toolwire.wire.items import ErrorObject
@@ -81,17 +81,23 @@ class Orphan:
     cancel_requested: bool
 
 
-async def apply_change(
-    connection: AsyncConnection, response_id: str, change: RunChange, now: float
+def apply_change(
+    connection: sa.Connection,
+    response_id: str,
+    change: RunChange,
+    now: float,
+    *,
+    fresh: bool = False,
 ) -> None:
+    """`fresh`: the response is new in this transaction, so it has no run row to update."""
     if change.action == "release":
-        await connection.execute(runs.delete().where(runs.c.response_id == response_id))
+        connection.execute(runs.delete().where(runs.c.response_id == response_id))
         return
     if change.action == "enqueue":
         # With `replica_id`, the job is queued already claimed by that replica (the one that
         # took the request and has room): no other replica races it for the job.
         claimed = change.replica_id is not None
-        await connection.execute(
+        connection.execute(
             runs.insert().values(
                 response_id=response_id,
                 kind="background",
@@ -105,15 +111,17 @@ async def apply_change(
             )
         )
         if not claimed:
-            await notify(connection, "job")  # replicas claim it now, not at their next poll
+            notify_in(connection, "job")  # replicas claim it now, not at their next poll
         return
-    updated = await connection.execute(
-        runs.update()
-        .where(runs.c.response_id == response_id)
-        .values(state="running", replica_id=change.replica_id, updated_at=now)
-    )
-    if updated.rowcount == 0:
-        await connection.execute(
+    updated = None
+    if not fresh:
+        updated = connection.execute(
+            runs.update()
+            .where(runs.c.response_id == response_id)
+            .values(state="running", replica_id=change.replica_id, updated_at=now)
+        )
+    if updated is None or updated.rowcount == 0:
+        connection.execute(
             runs.insert().values(
                 response_id=response_id,
                 kind=change.kind,

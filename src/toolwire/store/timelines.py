@@ -45,11 +45,11 @@ class TimelineStore:
 
     async def save(self, response_id: str, created_at: int, entries: list[TimelineEntry]) -> None:
         async with self._write() as connection:
-            await self.save_in(connection, response_id, created_at, entries)
+            await connection.run_sync(self.save_in, response_id, created_at, entries)
 
     @staticmethod
-    async def save_in(
-        connection: Any,
+    def save_in(
+        connection: sa.Connection,
         response_id: str,
         created_at: int,
         entries: list[TimelineEntry],
@@ -60,15 +60,15 @@ class TimelineStore:
         `fresh`: no timeline was stored for this response yet (one insert)."""
         values = {"response_id": response_id, "created_at": created_at, "entries": entries}
         if fresh:
-            await connection.execute(_INSERT, values)
+            connection.execute(_INSERT, values)
             return
-        updated = await connection.execute(
+        updated = connection.execute(
             run_timelines.update()
             .where(run_timelines.c.response_id == response_id)
             .values(**values)
         )
         if updated.rowcount == 0:
-            await connection.execute(run_timelines.insert().values(**values))
+            connection.execute(run_timelines.insert().values(**values))
 
     async def get(self, response_id: str) -> list[TimelineEntry] | None:
         async with self.engine.connect() as connection:

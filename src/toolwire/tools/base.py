@@ -8,6 +8,7 @@ or by subclassing `Tool`. Handlers may be sync (run in a worker thread) or async
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar, get_type_hints, overload
@@ -26,6 +27,16 @@ LOCAL_TOOLS_LABEL = "toolwire"
 
 class ToolArgumentsError(ValueError):
     """Arguments that do not fit the schema; the message is written for the model to act on."""
+
+
+@functools.cache
+def _arguments_schema(arguments: type[BaseModel]) -> dict[str, object]:
+    """A tool's parameters, built once per `Arguments` class: pydantic builds the schema afresh
+    on every call (about half a millisecond a tool), and every turn offers every tool."""
+    schema = arguments.model_json_schema()
+    schema.pop("title", None)
+    schema.setdefault("properties", {})
+    return schema
 
 
 class Tool:
@@ -48,10 +59,7 @@ class Tool:
 
     @property
     def parameters(self) -> dict[str, object]:
-        schema = self.Arguments.model_json_schema()
-        schema.pop("title", None)
-        schema.setdefault("properties", {})
-        return schema
+        return dict(_arguments_schema(self.Arguments))
 
     @property
     def spec(self) -> ToolSpec:

@@ -1,0 +1,152 @@
+"""The SQLite writer thread (`store/writer.py`) behind `Store.transact` and `save_response`:
+what a caller of the store can notice. Writes queued together share a commit, a failing one is
+rolled back alone, a write lands even when its caller is gone, what was written is read back
+at once through the async engine, and the writer never races the Store's other writes for
+SQLite's file lock."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from sqlalchemy import event
+
+from toolwire.store.database import Store
+from toolwire.store.tables import conversations
+
+
+async def _open(tmp_path: Path) -> Store:
+    return await Store.open(f"sqlite:///{tmp_path / 'toolwire.db'}")
+
+
+def _insert(conversation_id: str) -> Any:
+    def job(connection: sa.Connection) -> str:
+        connection.execute(
+            conversations.insert().values(id=conversation_id, created_at=1, metadata={})
+        )
+        return conversation_id
+
+    return job
+
+
+async def _stored_ids(store: Store) -> set[str]:
+    async with store.engine.connect() as connection:
+        rows = await connection.execute(sa.select(conversations.c.id))
+        return {row.id for row in rows}
+
+
+def _count_commits(store: Store) -> list[int]:
+    writer = store._writer
+    assert writer is not None, "a SQLite file gets the writer thread"
+    commits: list[int] = []
+    event.listen(writer._engine, "commit", lambda _connection: commits.append(1))
+    return commits
+
+
+async def test_writes_queued_together_share_one_commit_and_all_land(tmp_path: Path) -> None:
+    store = await _open(tmp_path)
+    try:
+        commits = _count_commits(store)
+        ids = [f"conv_{n}" for n in range(40)]
+        results = await asyncio.gather(*(store.transact(_insert(i)) for i in ids))
+        assert results == ids  # each caller gets its own job's result
+        assert await _stored_ids(store) == set(ids)  # read back at once, on the async engine
+        assert 1 <= len(commits) < len(ids) // 4, commits  # grouped, not one commit each
+    finally:
+        await store.close()
+
+
+async def test_a_failing_write_is_rolled_back_alone(tmp_path: Path) -> None:
+    store = await _open(tmp_path)
+    try:
+        await store.transact(_insert("conv_taken"))
+
+        def half_then_fail(connection: sa.Connection) -> None:
+            connection.execute(
+                conversations.insert().values(id="conv_half", created_at=1, metadata={})
+            )
+            _insert("conv_taken")(connection)  # the id is taken: IntegrityError
+
+        outcomes = await asyncio.gather(
+            store.transact(_insert("conv_a")),
+            store.transact(half_then_fail),
+            store.transact(_insert("conv_b")),
+            return_exceptions=True,
+        )
+        assert outcomes[0] == "conv_a" and outcomes[2] == "conv_b"
+        assert isinstance(outcomes[1], sa.exc.IntegrityError)
+        # its first insert went with it; its neighbours in the same commit did not
+        assert await _stored_ids(store) == {"conv_taken", "conv_a", "conv_b"}
+    finally:
+        await store.close()
+
+
+async def test_a_write_alone_that_fails_leaves_nothing_and_the_next_one_lands(
+    tmp_path: Path,
+) -> None:
+    store = await _open(tmp_path)
+    try:
+        await store.transact(_insert("conv_taken"))
+
+        def half_then_fail(connection: sa.Connection) -> None:
+            _insert("conv_half")(connection)
+            _insert("conv_taken")(connection)
+
+        with pytest.raises(sa.exc.IntegrityError):
+            await store.transact(half_then_fail)
+        assert await store.transact(_insert("conv_next")) == "conv_next"
+        assert await _stored_ids(store) == {"conv_taken", "conv_next"}
+    finally:
+        await store.close()
+
+
+async def test_a_write_lands_when_its_caller_is_cancelled(tmp_path: Path) -> None:
+    store = await _open(tmp_path)
+    try:
+        waiting = asyncio.create_task(store.transact(_insert("conv_kept")))
+        await asyncio.sleep(0)  # queued
+        waiting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+    finally:
+        await store.close()  # waits for what is queued
+    reopened = await _open(tmp_path)
+    try:
+        assert await _stored_ids(reopened) == {"conv_kept"}
+    finally:
+        await reopened.close()
+
+
+async def test_the_writer_and_the_async_writes_take_turns(tmp_path: Path) -> None:
+    """Both kinds of write at once, many of each: none fails with "database is locked" and
+    none waits out SQLite's busy timeout (the Store's write lock orders them)."""
+    store = await _open(tmp_path)
+    try:
+
+        async def through_async_engine(conversation_id: str) -> None:
+            async with store.write() as connection:
+                await connection.execute(
+                    conversations.insert().values(id=conversation_id, created_at=1, metadata={})
+                )
+
+        writes = [store.transact(_insert(f"conv_t{n}")) for n in range(30)]
+        writes += [through_async_engine(f"conv_a{n}") for n in range(30)]
+        async with asyncio.timeout(20):
+            await asyncio.gather(*writes)
+        assert len(await _stored_ids(store)) == 60
+    finally:
+        await store.close()
+
+
+async def test_an_in_memory_store_writes_on_its_own_engine() -> None:
+    """No file, no second connection to share it: `transact` runs on the async engine."""
+    store = await Store.open("sqlite+aiosqlite:///:memory:")
+    try:
+        assert store._writer is None
+        assert await store.transact(_insert("conv_m")) == "conv_m"
+        assert await _stored_ids(store) == {"conv_m"}
+    finally:
+        await store.close()
