@@ -83,7 +83,10 @@ async def _measure(writer: bool, count: int, at_once: int) -> tuple[float, float
 async def main(count: int) -> None:
     print(f"{count} final writes of a response (row + item index + timeline), one run")
     print()
-    print("| writes at once | async engine wall µs | CPU µs | writer thread wall µs | CPU µs |")
+    print(
+        "| writes at once | async engine wall µs | CPU µs "
+        "| the writer (inline, or its thread) wall µs | CPU µs |"
+    )
     print("|---:|---:|---:|---:|---:|")
     for at_once in (1, 16):
         before = await _measure(False, count, at_once)

@@ -7,6 +7,8 @@ SQLite's file lock."""
 from __future__ import annotations
 
 import asyncio
+import sqlite3
+import time
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +16,7 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy import event
 
+from toolwire.store import writer
 from toolwire.store.database import Store
 from toolwire.store.tables import conversations
 
@@ -47,14 +50,82 @@ def _count_commits(store: Store) -> list[int]:
 
 
 async def test_writes_queued_together_share_one_commit_and_all_land(tmp_path: Path) -> None:
+    """While another write of the process holds the write lock, the writes that arrive queue
+    on the thread and go in together once it is free."""
     store = await _open(tmp_path)
     try:
         commits = _count_commits(store)
         ids = [f"conv_{n}" for n in range(40)]
-        results = await asyncio.gather(*(store.transact(_insert(i)) for i in ids))
+        async with store.write():  # an async-engine write in progress
+            writes = asyncio.gather(*(store.transact(_insert(i)) for i in ids))
+            await asyncio.sleep(0.05)
+            assert not writes.done()
+        results = await writes
         assert results == ids  # each caller gets its own job's result
         assert await _stored_ids(store) == set(ids)  # read back at once, on the async engine
         assert 1 <= len(commits) < len(ids) // 4, commits  # grouped, not one commit each
+    finally:
+        await store.close()
+
+
+async def test_a_write_runs_inline_when_the_file_is_free(tmp_path: Path) -> None:
+    """Nothing else writing: the job has committed before `transact` first yields (no thread
+    hop), and the writer thread has not committed anything."""
+    store = await _open(tmp_path)
+    try:
+        commits = _count_commits(store)
+        for n in range(5):
+            assert await store.transact(_insert(f"conv_{n}")) == f"conv_{n}"
+        assert commits == []
+        assert len(await _stored_ids(store)) == 5
+    finally:
+        await store.close()
+
+
+async def test_a_write_waiting_on_another_process_leaves_the_loop_free(tmp_path: Path) -> None:
+    """Another process holds the file's write lock (as a second worker on the same file
+    would): the write waits for it on the thread, the event loop goes on, and the write lands
+    once the lock is let go."""
+    store = await _open(tmp_path)
+    other = sqlite3.connect(tmp_path / "toolwire.db", isolation_level=None)
+    try:
+        other.execute("BEGIN IMMEDIATE")
+        write = asyncio.create_task(store.transact(_insert("conv_waited")))
+        ticks = 0
+        started = time.perf_counter()
+        while time.perf_counter() - started < 0.3:
+            await asyncio.sleep(0.01)
+            ticks += 1
+        assert not write.done()
+        assert ticks >= 10  # the loop kept turning while the write waited
+        other.execute("COMMIT")
+        async with asyncio.timeout(10):
+            assert await write == "conv_waited"
+        assert await _stored_ids(store) == {"conv_waited"}
+    finally:
+        other.close()
+        await store.close()
+
+
+async def test_inline_writes_keep_the_wal_from_growing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The inline connection never checkpoints itself; the thread does, so the WAL is reused
+    instead of growing with every write."""
+    monkeypatch.setattr(writer, "CHECKPOINT_EVERY", 20)
+    store = await _open(tmp_path)
+    wal = tmp_path / "toolwire.db-wal"
+    try:
+        for n in range(40):
+            await store.transact(_insert(f"conv_a{n}"))
+        await asyncio.sleep(0.2)  # the checkpoint, on the thread
+        after_40 = wal.stat().st_size
+        for n in range(200):
+            await store.transact(_insert(f"conv_b{n}"))
+            if n % 20 == 19:
+                await asyncio.sleep(0.05)
+        assert wal.stat().st_size <= after_40 * 2, (wal.stat().st_size, after_40)
+        assert len(await _stored_ids(store)) == 240
     finally:
         await store.close()
 
@@ -106,11 +177,12 @@ async def test_a_write_alone_that_fails_leaves_nothing_and_the_next_one_lands(
 async def test_a_write_lands_when_its_caller_is_cancelled(tmp_path: Path) -> None:
     store = await _open(tmp_path)
     try:
-        waiting = asyncio.create_task(store.transact(_insert("conv_kept")))
-        await asyncio.sleep(0)  # queued
-        waiting.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await waiting
+        async with store.write():  # the write queues behind this one
+            waiting = asyncio.create_task(store.transact(_insert("conv_kept")))
+            await asyncio.sleep(0)  # queued
+            waiting.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await waiting
     finally:
         await store.close()  # waits for what is queued
     reopened = await _open(tmp_path)

@@ -105,7 +105,7 @@ class Store:
             if sqlite_file is not None and self._write_lock is not None
             else None
         )
-        self.runs = RunStore(engine, self.write)
+        self.runs = RunStore(engine, self.write, self.transact)
         self.quotas = QuotaStore(engine, self.write)  # per-key limits and budgets
 
     @contextlib.asynccontextmanager

@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import os
 import socket
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from typing import Literal, cast
+from typing import Literal, Protocol, TypeVar, cast
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
@@ -30,6 +30,15 @@ from toolwire.store.tables import replicas, responses, runs
 from toolwire.wire.items import ErrorObject
 
 Write = Callable[[], AbstractAsyncContextManager[AsyncConnection]]
+T = TypeVar("T")
+
+
+class Transact(Protocol):
+    """`Store.transact`: a function of a synchronous connection, run in a write transaction."""
+
+    def __call__(self, job: Callable[[sa.Connection], T], /) -> Awaitable[T]: ...
+
+
 TERMINAL = frozenset({"completed", "incomplete", "failed", "cancelled"})
 
 
@@ -137,9 +146,12 @@ def apply_change(
 
 
 class RunStore:
-    def __init__(self, engine: AsyncEngine, write: Write) -> None:
+    def __init__(self, engine: AsyncEngine, write: Write, transact: Transact) -> None:
+        """`transact`: the Store's fast write (`Store.transact`) for the writes every replica
+        makes several times a second even when idle (the queue poll, the heartbeat)."""
         self.engine = engine
         self.write = write
+        self.transact = transact
 
     # -- replicas -------------------------------------------------------------------------
 
@@ -153,16 +165,19 @@ class RunStore:
 
     async def heartbeat(self, replica_id: str, host: str, pid: int, now: float) -> None:
         """Renew the lease; a replica another one took for dead (a long pause) comes back."""
-        async with self.write() as connection:
-            updated = await connection.execute(
+
+        def beat(connection: sa.Connection) -> None:
+            updated = connection.execute(
                 replicas.update().where(replicas.c.id == replica_id).values(heartbeat_at=now)
             )
             if updated.rowcount == 0:
-                await connection.execute(
+                connection.execute(
                     replicas.insert().values(
                         id=replica_id, host=host, pid=pid, started_at=now, heartbeat_at=now
                     )
                 )
+
+        await self.transact(beat)
 
     async def retire(self, replica_id: str) -> None:
         async with self.write() as connection:
@@ -325,7 +340,8 @@ class RunStore:
         """Up to `limit` queued jobs (oldest first), or the one named, now running here."""
         if limit <= 0:
             return []
-        async with self.write() as connection:
+
+        def take(connection: sa.Connection) -> list[Job]:
             query = sa.select(
                 runs.c.response_id, runs.c.request, runs.c.attempts, runs.c.cancel_requested
             ).where(runs.c.state == "queued")
@@ -334,10 +350,9 @@ class RunStore:
             query = query.order_by(runs.c.created_at).limit(limit)
             if connection.dialect.name == "postgresql":
                 query = query.with_for_update(skip_locked=True)
-            rows = (await connection.execute(query)).all()
             jobs = []
-            for row in rows:
-                updated = await connection.execute(
+            for row in connection.execute(query).all():
+                updated = connection.execute(
                     runs.update()
                     .where(runs.c.response_id == row.response_id, runs.c.state == "queued")
                     .values(state="running", replica_id=replica_id, updated_at=now)
@@ -351,7 +366,9 @@ class RunStore:
                             row.cancel_requested,
                         )
                     )
-        return jobs
+            return jobs
+
+        return await self.transact(take)
 
     async def request_cancel(self, response_id: str) -> str | None:
         """Flag a run for cancelling: its state (`queued` / `running`), or None if it has no
