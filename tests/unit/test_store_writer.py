@@ -18,6 +18,8 @@ from sqlalchemy import event
 
 from toolwire.store import writer
 from toolwire.store.database import Store
+from toolwire.store.items import find_items
+from toolwire.store.runs import RunChange
 from toolwire.store.tables import conversations
 
 
@@ -101,7 +103,8 @@ async def test_a_write_waiting_on_another_process_leaves_the_loop_free(tmp_path:
         other.execute("COMMIT")
         async with asyncio.timeout(10):
             assert await write == "conv_waited"
-        assert await _stored_ids(store) == {"conv_waited"}
+        assert await store.transact(_insert("conv_after")) == "conv_after"  # inline again
+        assert await _stored_ids(store) == {"conv_waited", "conv_after"}
     finally:
         other.close()
         await store.close()
@@ -222,3 +225,85 @@ async def test_an_in_memory_store_writes_on_its_own_engine() -> None:
         assert await _stored_ids(store) == {"conv_m"}
     finally:
         await store.close()
+
+
+async def _write_a_response_and_read_it_back(store: Store, owner: str | None) -> dict[str, Any]:
+    """Start a response (row, lease), finish it (only while still running), and read
+    everything back through the store's own readers."""
+    body: dict[str, Any] = {
+        "id": "resp_1",
+        "object": "response",
+        "created_at": 1_800_000_000,
+        "status": "in_progress",
+        "output": [],
+        "unicode": "é ✓ \u2028",
+        "nothing": None,
+    }
+    items = [{"type": "message", "id": "msg_in", "role": "user", "content": "hi"}]
+    await store.save_response(
+        body,  # type: ignore[arg-type]
+        input_items=items,  # type: ignore[list-item]
+        conversation_id=None,
+        owner=owner,
+        run=RunChange("hold", "replica_a"),
+        fresh=True,
+    )
+    held = await store.runs.run_row("resp_1")
+    final = {**body, "status": "completed", "output": [{"type": "message", "id": "msg_out"}]}
+    landed = await store.save_response(
+        final,  # type: ignore[arg-type]
+        input_items=items,  # type: ignore[list-item]
+        conversation_id=None,
+        owner=owner,
+        run=RunChange("release"),
+        only_if_active=True,
+    )
+    again = await store.save_response(  # finished already: left alone
+        {**final, "status": "failed"},  # type: ignore[arg-type]
+        input_items=items,  # type: ignore[list-item]
+        conversation_id=None,
+        owner=owner,
+        only_if_active=True,
+    )
+    record = await store.get_response_record("resp_1", owner=owner)
+    found = await find_items(store.engine, {"msg_in", "msg_out"}, owner)
+    return {
+        "held": None
+        if held is None
+        else {key: value for key, value in held.items() if not key.endswith("_at")},
+        "landed": landed,
+        "again": again,
+        "record": record,
+        "released": await store.runs.run_row("resp_1"),
+        "found": sorted(found),
+    }
+
+
+@pytest.mark.parametrize("owner", [None, "key_team"])
+async def test_the_prepared_statements_store_what_sqlalchemy_stores(
+    tmp_path: Path, owner: str | None
+) -> None:
+    """The same writes through the file store (prepared statements on the driver) and an
+    in-memory store (SQLAlchemy's own execution) read back identically."""
+    on_file = await _open(tmp_path)
+    in_memory = await Store.open("sqlite+aiosqlite:///:memory:")
+    try:
+        fast = await _write_a_response_and_read_it_back(on_file, owner)
+        plain = await _write_a_response_and_read_it_back(in_memory, owner)
+    finally:
+        await on_file.close()
+        await in_memory.close()
+    assert fast == plain
+    assert fast["held"] == {
+        "response_id": "resp_1",
+        "kind": "foreground",
+        "state": "running",
+        "replica_id": "replica_a",
+        "request": None,
+        "attempts": 0,
+        "cancel_requested": False,
+    }
+    assert fast["landed"] is True and fast["again"] is False and fast["released"] is None
+    assert fast["record"]["body"]["status"] == "completed"
+    assert fast["record"]["body"]["unicode"] == "é ✓ \u2028"
+    assert fast["found"] == ["msg_in", "msg_out"]

@@ -34,6 +34,7 @@ from toolwire.store.items import index_items, unindex_response
 from toolwire.store.keys import KeyStore
 from toolwire.store.migrate import ensure_schema
 from toolwire.store.owner import INHERIT, Owner, OwnerArg, owned_by, owner_key, resolve
+from toolwire.store.prepared import Prepared
 from toolwire.store.quotas import QuotaStore
 from toolwire.store.records import ConversationRecord, ResponseRecord
 from toolwire.store.runs import RunChange, RunStore, apply_change
@@ -207,19 +208,13 @@ class Store:
 
         def save(connection: sa.Connection) -> bool:
             if fresh:
-                # a constant statement with parameters: compiled once, not once per call
-                connection.execute(_INSERT_RESPONSE, values)
+                _INSERT_RESPONSE.run(connection, values)
             else:
-                query = responses.update().where(
-                    responses.c.id == body["id"], owned_by(responses.c.owner, who)
-                )
-                if only_if_active:
-                    query = query.where(responses.c.status.in_(("queued", "in_progress")))
-                updated = connection.execute(query.values(**values))
-                if updated.rowcount == 0:
+                update = _UPDATE_RESPONSE[who is None, only_if_active]
+                if update.run(connection, {**values, "where_id": body["id"], "owner_": who}) == 0:
                     if only_if_active:
                         return False
-                    connection.execute(responses.insert().values(**values))
+                    _INSERT_RESPONSE.run(connection, values)
             index_items(connection, body, input_items, who)
             if run is not None:
                 apply_change(connection, body["id"], run, now, fresh=fresh)
@@ -496,7 +491,25 @@ def _conversation(conversation_id: str, owner: Owner) -> sa.ColumnElement[bool]:
     return sa.and_(conversations.c.id == conversation_id, owned_by(conversations.c.owner, owner))
 
 
-_INSERT_RESPONSE = responses.insert()
+# The response row's writes, compiled once (`store/prepared.py`): an insert, and an update
+# for each shape of its WHERE (with or without an owner, only while still running or not).
+_INSERT_RESPONSE = Prepared(responses.insert())
+_ACTIVE = sa.text("responses.status IN ('queued', 'in_progress')")
+
+
+def _update_response(anonymous: bool, only_if_active: bool) -> Prepared:
+    owner = (
+        responses.c.owner.is_(None) if anonymous else responses.c.owner == sa.bindparam("owner_")
+    )
+    query = responses.update().where(responses.c.id == sa.bindparam("where_id"), owner)
+    return Prepared(query.where(_ACTIVE) if only_if_active else query)
+
+
+_UPDATE_RESPONSE = {
+    (anonymous, active): _update_response(anonymous, active)
+    for anonymous in (True, False)
+    for active in (True, False)
+}
 
 
 async def _owns(connection: AsyncConnection, conversation_id: str, owner: Owner) -> bool:

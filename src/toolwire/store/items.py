@@ -19,6 +19,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from toolwire.store.owner import Owner, owned_by, owner_key
+from toolwire.store.prepared import Prepared
 from toolwire.store.tables import (
     ITEM_INDEX_ID_LENGTH,
     conversation_items,
@@ -55,8 +56,8 @@ def _upsert(insert: Any) -> Any:
     )
 
 
-#: (SQLite's, PostgreSQL's), indexed by "is it PostgreSQL".
-_UPSERTS = (_upsert(sqlite.insert), _upsert(postgresql.insert))
+_SQLITE_UPSERT = Prepared(_upsert(sqlite.insert))
+_POSTGRESQL_UPSERT = _upsert(postgresql.insert)
 
 
 def index_items(
@@ -72,10 +73,13 @@ def index_items(
     if not ids:
         return
     key = owner_key(owner)
-    connection.execute(
-        _UPSERTS[connection.dialect.name == "postgresql"],
-        [{"owner": key, "item_id": item_id, "response_id": body["id"]} for item_id in sorted(ids)],
-    )
+    rows = [
+        {"owner": key, "item_id": item_id, "response_id": body["id"]} for item_id in sorted(ids)
+    ]
+    if connection.dialect.name == "postgresql":
+        connection.execute(_POSTGRESQL_UPSERT, rows)
+    else:
+        _SQLITE_UPSERT.run_many(connection, rows)
 
 
 async def unindex_response(connection: AsyncConnection, response_id: str) -> None:

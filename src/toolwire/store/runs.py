@@ -25,6 +25,7 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from toolwire.store.notify import notify, notify_in
+from toolwire.store.prepared import Prepared
 from toolwire.store.records import QueuedRequest, RunRecord
 from toolwire.store.tables import replicas, responses, runs
 from toolwire.wire.items import ErrorObject
@@ -90,6 +91,11 @@ class Orphan:
     cancel_requested: bool
 
 
+# A foreground response's run row, taken and given back with its writes (`store/prepared.py`).
+_HOLD = Prepared(runs.insert())
+_RELEASE = Prepared(runs.delete().where(runs.c.response_id == sa.bindparam("where_id")))
+
+
 def apply_change(
     connection: sa.Connection,
     response_id: str,
@@ -100,7 +106,7 @@ def apply_change(
 ) -> None:
     """`fresh`: the response is new in this transaction, so it has no run row to update."""
     if change.action == "release":
-        connection.execute(runs.delete().where(runs.c.response_id == response_id))
+        _RELEASE.run(connection, {"where_id": response_id})
         return
     if change.action == "enqueue":
         # With `replica_id`, the job is queued already claimed by that replica (the one that
@@ -130,18 +136,19 @@ def apply_change(
             .values(state="running", replica_id=change.replica_id, updated_at=now)
         )
     if updated is None or updated.rowcount == 0:
-        connection.execute(
-            runs.insert().values(
-                response_id=response_id,
-                kind=change.kind,
-                state="running",
-                replica_id=change.replica_id,
-                request=change.request,
-                attempts=0,
-                cancel_requested=False,
-                created_at=now,
-                updated_at=now,
-            )
+        _HOLD.run(
+            connection,
+            {
+                "response_id": response_id,
+                "kind": change.kind,
+                "state": "running",
+                "replica_id": change.replica_id,
+                "request": change.request,
+                "attempts": 0,
+                "cancel_requested": False,
+                "created_at": now,
+                "updated_at": now,
+            },
         )
 
 

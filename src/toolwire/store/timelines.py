@@ -13,6 +13,7 @@ from typing import Any, cast
 
 import sqlalchemy as sa
 
+from toolwire.store.prepared import Prepared
 from toolwire.store.records import ResponseStatus, ResponseSummary
 from toolwire.store.tables import approvals, conversations, metadata, responses
 from toolwire.wire.items import ResponseObject
@@ -27,7 +28,7 @@ run_timelines = sa.Table(
 )
 
 
-_INSERT = run_timelines.insert()
+_INSERT = Prepared(run_timelines.insert())  # compiled once: `store/prepared.py`
 
 
 def _owned(table: sa.Table, query: Any, owner: str | None) -> Any:
@@ -60,7 +61,7 @@ class TimelineStore:
         `fresh`: no timeline was stored for this response yet (one insert)."""
         values = {"response_id": response_id, "created_at": created_at, "entries": entries}
         if fresh:
-            connection.execute(_INSERT, values)
+            _INSERT.run(connection, values)
             return
         updated = connection.execute(
             run_timelines.update()

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sqlite3
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -102,7 +103,10 @@ def _engine(url: str, *, inline: bool) -> sa.Engine:
 
     @event.listens_for(engine, "begin")
     def _begin(connection: sa.Connection) -> None:
-        connection.exec_driver_sql("BEGIN IMMEDIATE")
+        # straight to the driver: SQLAlchemy's execution would cost more than the BEGIN
+        driver = connection.connection.driver_connection
+        assert driver is not None
+        driver.execute("BEGIN IMMEDIATE")
 
     return engine
 
@@ -112,8 +116,10 @@ class _Busy:
 
 
 def _locked(exc: BaseException) -> bool:
-    """SQLite's "the file is being written by someone else" (SQLITE_BUSY / SQLITE_LOCKED)."""
-    return isinstance(exc, sa.exc.OperationalError) and "locked" in str(exc.orig)
+    """SQLite's "the file is being written by someone else" (SQLITE_BUSY / SQLITE_LOCKED), as
+    SQLAlchemy wraps it or as the driver raises it (the BEGIN goes to the driver)."""
+    original = exc.orig if isinstance(exc, sa.exc.OperationalError) else exc
+    return isinstance(original, sqlite3.OperationalError) and "locked" in str(original)
 
 
 @dataclass
@@ -180,7 +186,7 @@ class SqliteWriter:
         try:
             with connection.begin():
                 result = job(connection)
-        except sa.exc.OperationalError as exc:
+        except (sa.exc.OperationalError, sqlite3.OperationalError) as exc:
             if not _locked(exc):
                 raise
             return _Busy()
