@@ -95,7 +95,7 @@ class Store:
 
     def __init__(self, engine: AsyncEngine, sqlite_file: Path | None = None) -> None:
         """`sqlite_file`: the database's file, when it is one: the hot-path writes
-        (`transact`) then go to a writer thread of their own (`store/writer.py`)."""
+        (`transact`) then go through the store's writer (`store/writer.py`)."""
         self.engine = engine
         self.keys = KeyStore(engine)
         # SQLite has one writer: this process's writes take turns here rather than at the file
@@ -121,8 +121,9 @@ class Store:
 
     async def transact(self, job: Job[T]) -> T:
         """`job` (a function of a synchronous connection) in a write transaction: on a SQLite
-        file, one hop to the writer thread, committed with the writes queued beside it; on
-        PostgreSQL or an in-memory SQLite, on the async engine (`run_sync`)."""
+        file, at once on the event loop when the file is free, else on the writer thread with
+        the writes queued beside it (`store/writer.py`); on PostgreSQL or an in-memory SQLite,
+        on the async engine (`run_sync`)."""
         if self._writer is not None:
             return await self._writer.run(job)
         async with self.write() as connection:
