@@ -47,17 +47,21 @@ log = logging.getLogger("toolwire.store")
 T = TypeVar("T")
 Job = Callable[[sa.Connection], T]
 
-#: SQLite's settings on every connection of the store (the async engine's too).
+#: SQLite's settings on every connection of the store (the async engine's too), after its
+#: busy timeout.
 PRAGMAS = (
     "PRAGMA journal_mode=WAL",
     "PRAGMA synchronous=NORMAL",
     "PRAGMA foreign_keys=ON",
-    "PRAGMA busy_timeout=30000",
 )
+BUSY_TIMEOUT_MS = 30_000
 
 
-def apply_pragmas(dbapi_connection: Any) -> None:
+def apply_pragmas(dbapi_connection: Any, *, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> None:
+    """The busy timeout first: with 0 (the inline connection) even setting up the journal never
+    waits for another process."""
     cursor = dbapi_connection.cursor()
+    cursor.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
     for pragma in PRAGMAS:
         cursor.execute(pragma)
     cursor.close()
@@ -96,9 +100,9 @@ def _engine(url: str, *, inline: bool) -> sa.Engine:
         # The driver's own transaction handling off (it cannot nest savepoints): the
         # `begin` hook below starts each transaction, taking the write lock at once.
         dbapi_connection.isolation_level = None
-        apply_pragmas(dbapi_connection)
-        if inline:  # never wait, never checkpoint on the event loop's thread
-            dbapi_connection.execute("PRAGMA busy_timeout=0")
+        # inline: never wait, never checkpoint on the event loop's thread
+        apply_pragmas(dbapi_connection, busy_timeout_ms=0 if inline else BUSY_TIMEOUT_MS)
+        if inline:
             dbapi_connection.execute("PRAGMA wal_autocheckpoint=0")
 
     @event.listens_for(engine, "begin")
@@ -180,10 +184,10 @@ class SqliteWriter:
     def _run_inline(self, job: Job[T]) -> T | _Busy:
         """`job`'s result once it committed here; `_Busy` when another process holds the
         file: the thread takes it. Its own exceptions are raised."""
-        connection = self._inline
-        if connection is None:
-            connection = self._inline = self._inline_engine.connect()
         try:
+            connection = self._inline
+            if connection is None:
+                connection = self._inline = self._inline_engine.connect()
             with connection.begin():
                 result = job(connection)
         except (sa.exc.OperationalError, sqlite3.OperationalError) as exc:
