@@ -251,6 +251,9 @@ class ResponseBuilder:
             self._compacted(event)
         elif isinstance(event, RunStarted):
             initial = self.body("in_progress")
+            # A snapshot: the events are encoded when the door sends them, and by then the run
+            # may have added items (an MCP listing starts right away) to the live output list.
+            initial["output"] = list(initial["output"])
             self.event("response.created", response=initial)
             self.event("response.in_progress", response=initial)
         elif isinstance(event, LoopFinished):
