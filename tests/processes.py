@@ -20,14 +20,22 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def output_so_far(process: subprocess.Popen[bytes]) -> str:
+    """What a `toolwire_process` child has written so far, read from the start of its log
+    without moving the file offset it shares with the child: a seek would make the child's
+    next write land at the start, over its first lines (a log line written between the seek
+    and the read cut a start-up warning out of a test's view)."""
+    if process.stdout is None:
+        return ""
+    fd = process.stdout.fileno()
+    return os.pread(fd, os.fstat(fd).st_size, 0).decode(errors="replace")
+
+
 def wait_until_up(url: str, process: subprocess.Popen[bytes], timeout: float = 30) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            out = ""
-            if process.stdout:
-                process.stdout.seek(0)  # the child's writes moved the shared offset
-                out = process.stdout.read().decode()
+            out = output_so_far(process)
             raise RuntimeError(f"process exited with {process.returncode}: {out}")
         try:
             if httpx.get(url, timeout=1).status_code < 500:

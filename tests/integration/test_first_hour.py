@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.processes import free_port, toolwire_process
+from tests.processes import free_port, output_so_far, toolwire_process
 from toolwire.errors import UpstreamHTTPError
 from toolwire.testing import Body, ScriptedUpstream
 from toolwire.transcript import UserMessage
@@ -38,8 +38,7 @@ def toolwire(*args: str, cwd: Path | None = None, **env: str) -> subprocess.Comp
 
 def output_of(process: subprocess.Popen[bytes]) -> str:
     assert process.stdout is not None
-    process.stdout.seek(0)
-    return process.stdout.read().decode()
+    return output_so_far(process)
 
 
 def short(text: str) -> None:

@@ -19,7 +19,7 @@ import pytest
 import websockets
 
 from tests.integration.test_clients import OFFLINE, codex_binary
-from tests.processes import free_port, toolwire_process
+from tests.processes import free_port, output_so_far, toolwire_process
 from toolwire.store.database import Store
 from toolwire.testing import Reply, ScriptedUpstream
 
@@ -399,9 +399,7 @@ def test_codex_cli_over_websocket_mode(tmp_path: Path) -> None:
                 timeout=60,
                 stdin=subprocess.DEVNULL,
             )
-            assert process.stdout is not None
-            process.stdout.seek(0)
-            log = process.stdout.read().decode()
+            log = output_so_far(process)
         chat = [request.body for request in upstream.chat_requests]
     assert result.returncode == 0, result.stderr[-3000:]
     assert "done over the socket" in result.stdout
