@@ -48,8 +48,10 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / TICK
 
 
-def wait_up(port: int, proc: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + 60
+def wait_up(port: int, proc: subprocess.Popen[bytes], timeout: float = 60) -> None:
+    """Until something listens on `port` (also `growth.py`'s); the process exiting first ends
+    the benchmark."""
+    deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise SystemExit(f"server on {port} exited: {proc.returncode}")

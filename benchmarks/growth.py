@@ -27,7 +27,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -39,29 +38,13 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+from ab import free_port, wait_up  # noqa: E402
 from loadgen import RawClient  # noqa: E402
 
 PYTHON = HERE.parent / ".venv" / "bin" / "python"
 HISTORY = [0, 50, 100, 200, 400]
 TOOLS = [2, 10, 25, 50, 100]
 PARALLEL = [1, 8, 16, 32, 64]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def wait_up(port: int, proc: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise SystemExit(f"a process on port {port} exited: {proc.returncode}")
-        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.5):
-            return
-        time.sleep(0.1)
-    raise SystemExit(f"nothing listens on {port}")
 
 
 def tool(k: int) -> dict[str, Any]:
@@ -172,7 +155,7 @@ def main() -> None:
                 stdout=subprocess.DEVNULL,
             )
         )
-        wait_up(mock, procs[-1])
+        wait_up(mock, procs[-1], timeout=90)
         port = free_port()
         env = {
             **os.environ,
@@ -198,7 +181,7 @@ def main() -> None:
                 stderr=subprocess.DEVNULL,
             )
         )
-        wait_up(port, procs[-1])
+        wait_up(port, procs[-1], timeout=90)
         urls = {"direct": f"http://127.0.0.1:{mock}", "toolwire": f"http://127.0.0.1:{port}"}
         series = {
             "history": (HISTORY, lambda n: (2, n, "mock-tool", 1)),
