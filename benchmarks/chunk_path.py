@@ -76,7 +76,7 @@ async def responses(body: bytes, rounds: int) -> float:
     from toolwire.loop.driver import LoopDriver
     from toolwire.loop.state import LoopRequest, LoopSettings
     from toolwire.observe.setup import Observability
-    from toolwire.server.responses_sink import ResponseBuilder
+    from toolwire.server.responses.sink import ResponseBuilder
     from toolwire.transcript import ToolSpec, UserMessage
     from toolwire.upstream.chat_completions import ChatCompletionsUpstream
     from toolwire.wire.sse import encode_event
@@ -112,7 +112,7 @@ def _header(spec: Any) -> Any:
     tree)."""
     import dataclasses
 
-    from toolwire.server import responses_sink
+    from toolwire.server.responses import sink as responses_sink
 
     cls = responses_sink.ResponseHeader
     values: dict[str, Any] = {}
@@ -132,7 +132,7 @@ async def chat(body: bytes, rounds: int) -> float:
     from toolwire.loop.driver import LoopDriver
     from toolwire.loop.state import LoopSettings
     from toolwire.observe.setup import Observability
-    from toolwire.server.chat_proxy import ChatProxy
+    from toolwire.server.chat.proxy import ChatProxy
     from toolwire.upstream.chat_completions import ChatCompletionsUpstream
 
     adapter = ChatCompletionsUpstream("http://mock/v1", transport=transport(body))

@@ -66,7 +66,7 @@ def patch_drain() -> None:
 
 def patch_sink() -> None:
     from toolwire.loop.events import LoopFinished, OutputTextDelta, ReasoningTextDelta
-    from toolwire.server.chat_proxy import ChatProxy
+    from toolwire.server.chat.proxy import ChatProxy
 
     wanted = (OutputTextDelta, ReasoningTextDelta, LoopFinished)
 
@@ -142,7 +142,7 @@ def landed(name: str) -> bool:
 
         return 'endswith("}")' in inspect.getsource(StreamAssembler._restarts)
     if name == "sink":
-        from toolwire.server.chat_proxy import ChatProxy
+        from toolwire.server.chat.proxy import ChatProxy
 
         return "queue.put_nowait)" not in inspect.getsource(ChatProxy.stream)
     return False

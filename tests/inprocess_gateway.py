@@ -25,7 +25,7 @@ from toolwire.demo_tools import ALL as DEMO_TOOLS
 from toolwire.loop.state import LoopSettings
 from toolwire.server.app import create_app
 from toolwire.server.messages.translate import MessagesSettings
-from toolwire.server.responses_service import ResponsesService
+from toolwire.server.responses.service import ResponsesService
 from toolwire.store.database import Store
 from toolwire.testing import ScriptedUpstream
 from toolwire.testing.asgi import StreamingASGITransport

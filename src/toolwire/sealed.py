@@ -1,7 +1,8 @@
 """Sealing: JSON encrypted and authenticated with Fernet (AES-CBC + HMAC, from `cryptography`,
 not hand-rolled) under a 32-byte secret. One mechanism for every use, each under its own key:
 
-- Job requests (`server/durable.py`, `BackgroundQueue`). A queued job must keep its whole request so
+- Job requests (`server/responses/durable.py`, `BackgroundQueue`). A queued job must keep its whole
+request so
   that any replica can run it, and that request may carry secrets (an MCP server's
   `authorization` or headers). The row keeps it sealed under a key every replica on the
   database shares (`Store.secret`) and is deleted when the job ends. A database dump, a log of
@@ -9,7 +10,8 @@ not hand-rolled) under a 32-byte secret. One mechanism for every use, each under
   well can still open it, so the database itself stays a secret store (docs/security.md).
 - Compaction items (`loop/compaction.py`): the summary a client hands back, which it must
   neither read nor alter.
-- MCP credentials of a response awaiting approval (`server/approval_tools.py`), so that an
+- MCP credentials of a response awaiting approval (`server/responses/prepare/approval_tools.py`), so
+that an
   approval from `/ui`, which only holds the redacted echo, runs with the real ones.
 """
 

@@ -4,10 +4,10 @@ operations toolwire serves, with the components they reference.
     python tests/fuzz/filter_openai_document.py openapi.json COMMIT > tests/data/openai-openapi-toolwire.json
 
 With `--tool-schema`, instead: OpenAI's `Tool` schema and what it references, the JSON Schema
-toolwire checks tool definitions carried by items against (`server/validation/tool_schema.py`):
+toolwire checks tool definitions carried by items against (`server/responses/prepare/validation/tool_schema.py`):
 
     python tests/fuzz/filter_openai_document.py --tool-schema openapi.json COMMIT \
-        > src/toolwire/server/validation/data/openai_tool_schema.json
+        > src/toolwire/server/responses/prepare/validation/data/openai_tool_schema.json
 """
 
 from __future__ import annotations

@@ -125,7 +125,7 @@ def test_own_document(server: str, tmp_path: Path) -> None:
     # The target: no 5xx, no undocumented status, no answer that breaks the document. Accepting
     # a value the document would not (ST201: a lax coercion somewhere deep in an item) is
     # "liberal in", reported by the run but not a failure here; the top-level request fields
-    # are strict (server/requests.py) as OpenAI's are.
+    # are strict (server/responses/prepare/request.py) as OpenAI's are.
     lenient = {"ST201"}
     assert not set(failures) - lenient, result["output"]
     # Errors are schemathesis' own (hypothesis 6.170 can crash describing a strategy in the

@@ -15,8 +15,8 @@ import sqlalchemy as sa
 from tests.inprocess_gateway import AppGateway, app_gateway, sse_events
 from toolwire import tool
 from toolwire.loop.state import LoopSettings
-from toolwire.server.durable import DurabilitySettings
-from toolwire.server.responses_service import ResponsesService
+from toolwire.server.responses.durable import DurabilitySettings
+from toolwire.server.responses.service import ResponsesService
 from toolwire.store.database import Store
 from toolwire.store.runs import RunChange
 from toolwire.store.tables import runs

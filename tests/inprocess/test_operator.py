@@ -15,8 +15,8 @@ import httpx
 
 from toolwire.observe.setup import Observability
 from toolwire.server.app import create_app
-from toolwire.server.responses_service import ResponsesService
-from toolwire.server.security import Security
+from toolwire.server.gate.security import Security
+from toolwire.server.responses.service import ResponsesService
 from toolwire.store.database import Store
 from toolwire.testing import Chunks, Reply, ScriptedUpstream
 from toolwire.testing.asgi import StreamingASGITransport

@@ -1,4 +1,4 @@
-"""Per-key rate limits and token budgets (`store/quotas.py`, `server/quotas.py`), through the
+"""Per-key rate limits and token budgets (`store/quotas.py`, `server/gate/quotas.py`), through the
 app in process, on SQLite and on PostgreSQL, with two replicas sharing one database."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import pytest
 
 from tests.minutes import start_in_a_fresh_minute_if_needed_async
 from toolwire.server.app import create_app
-from toolwire.server.responses_service import ResponsesService
+from toolwire.server.responses.service import ResponsesService
 from toolwire.store.database import Store
 from toolwire.testing import Reply, ScriptedUpstream
 from toolwire.testing.asgi import StreamingASGITransport

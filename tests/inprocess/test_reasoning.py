@@ -13,7 +13,7 @@ import pytest
 from tests.inprocess_gateway import AppGateway, Gate, app_gateway, chat_chunks, sse_events
 from tests.openai_schemas import violations
 from tests.thinking_upstream import ThinkingUpstream
-from toolwire.server.responses_sink import ResponseBuilder
+from toolwire.server.responses.sink import ResponseBuilder
 from toolwire.store.runs import host_key
 from toolwire.testing import Body, Chunks, Reply, ScriptedUpstream
 

@@ -11,7 +11,7 @@ import json
 from typing import Any
 
 from tests.inprocess_gateway import Gate, app_gateway
-from toolwire.server.responses_socket import QUEUED
+from toolwire.server.responses.socket import QUEUED
 from toolwire.testing import Reply, ScriptedUpstream
 
 SENT = 10

@@ -434,7 +434,7 @@ def test_approving_from_ui_continues_with_the_stored_credentials(
     asked = [i for i in asking.output if i.type == "mcp_approval_request"]
     assert len(asked) == 1
     root = mg.base_url.removesuffix("/").removesuffix("/v1")
-    # what the page does (server/ui/static): read the stored response, continue with its tools
+    # what the page does (server/operator/ui/static): read the stored response, continue with its tools
     stored = httpx.get(f"{root}/ui/api/responses/{asking.id}").json()["response"]
     assert stored["tools"][0]["authorization"] == "<redacted>"
     mg.upstream.add(Reply(text="Deleted."))

@@ -18,7 +18,7 @@ from toolwire.loop.compaction import (
     context_window,
     expand_compactions,
 )
-from toolwire.server.validation.compactions import open_compaction
+from toolwire.server.responses.prepare.validation.compactions import open_compaction
 from toolwire.upstream.chat_completions import _http_error
 
 LLAMA_CPP = {

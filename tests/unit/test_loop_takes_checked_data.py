@@ -1,5 +1,5 @@
 """`loop/` receives only checked data (issue 24): the 400s a request can earn are raised by the
-server's preparation layer (`server/validation/`), so nothing in `loop/` raises an HTTP-shaped
+server's preparation layer (`server/responses/prepare/validation/`), so nothing in `loop/` raises an HTTP-shaped
 error or names a request field (`param=`) for one."""
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ import httpx2
 import pytest
 
 from toolwire.config import McpServerConfig
-from toolwire.server.mcp_tools import request_use
+from toolwire.server.responses.prepare.mcp_tools import request_use
 from toolwire.tools.mcp import address
 from toolwire.tools.mcp.connection import McpConnectionError
 from toolwire.tools.mcp.pool import McpPool, McpServerSpec

@@ -8,7 +8,7 @@ import pytest
 from mcp import types
 
 from toolwire.errors import InvalidRequestError
-from toolwire.server.mcp_tools import redacted, request_use
+from toolwire.server.responses.prepare.mcp_tools import redacted, request_use
 from toolwire.tools.mcp.results import render_content
 from toolwire.tools.mcp.toolset import approval_rule
 

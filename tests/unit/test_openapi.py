@@ -8,9 +8,9 @@ import httpx
 
 from toolwire.observe.setup import Observability
 from toolwire.server.app import create_app
-from toolwire.server.openapi import API, served_operations
-from toolwire.server.requests import CreateResponse
-from toolwire.server.responses_service import ResponsesService
+from toolwire.server.http.openapi import API, served_operations
+from toolwire.server.responses.prepare.request import CreateResponse
+from toolwire.server.responses.service import ResponsesService
 from toolwire.store.database import Store
 from toolwire.testing import ScriptedUpstream
 

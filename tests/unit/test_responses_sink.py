@@ -18,7 +18,7 @@ from toolwire.loop.events import (
     PlannedCall,
     RunStarted,
 )
-from toolwire.server.responses_sink import ResponseBuilder, ResponseHeader
+from toolwire.server.responses.sink import ResponseBuilder, ResponseHeader
 from toolwire.transcript import AssistantMessage, ToolCall
 from toolwire.upstream.events import Usage
 
@@ -139,7 +139,7 @@ def test_delta_frames_from_templates_are_the_events_encoded() -> None:
 def test_chat_delta_frames_are_the_chunks_encoded() -> None:
     import orjson
 
-    from toolwire.server.chat_proxy import DeltaFrames
+    from toolwire.server.chat.proxy import DeltaFrames
     from toolwire.wire.sse import encode_event
 
     base = {"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 7, "model": 'm"1'}

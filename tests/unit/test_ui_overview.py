@@ -1,10 +1,10 @@
-"""The `/ui` overview's arithmetic (`server/ui/overview.py`) on hand-made timelines."""
+"""The `/ui` overview's arithmetic (`server/operator/ui/overview.py`) on hand-made timelines."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from toolwire.server.ui.overview import bucket_width, overview, percentile
+from toolwire.server.operator.ui.overview import bucket_width, overview, percentile
 
 
 def run(created_at: int, *entries: dict[str, Any], status: str = "completed") -> dict[str, Any]:

@@ -5,10 +5,10 @@ Only requests this gateway issued are honoured. Each `mcp_approval_request` id c
 over the key that owns the run, the server label, the tool name and the exact arguments, made
 with a secret the clients never see: a request the client wrote itself (into a conversation, or
 inline in its input), or one whose arguments it altered, or one issued to another key, fails the
-check and runs nothing (a 400, raised by `server/validation/approvals.py`). The same check makes
-inline history work (`store: false`, no `previous_response_id`: the request travels in the
-input). Replays are stopped by the driver,
-which claims each decision once (through an `ApprovalLedger`) before it runs or denies anything.
+check and runs nothing (a 400, raised by `server/responses/prepare/validation/approvals.py`). The
+same check makes inline history work (`store: false`, no `previous_response_id`: the request travels
+in the input). Replays are stopped by the driver, which claims each decision once (through an
+`ApprovalLedger`) before it runs or denies anything.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Chat-completions messages (what agents send to `/v1/chat/completions`) -> the transcript.
 
 The proxy surface hands the whole conversation in every request; this turns it into the loop's
-transcript. The messages arrive checked (`server/validation/chat.py` answers every 400). Tool
+transcript. The messages arrive checked (`server/chat/validation.py` answers every 400). Tool
 results and assistant arguments pass through untouched: the calling agent owns them.
 """
 
@@ -36,7 +36,7 @@ def _text(content: Any) -> str:
 
 
 def chat_to_transcript(messages: list[dict[str, Any]]) -> Transcript:
-    """Checked messages (`server/validation/chat.py`) -> the transcript."""
+    """Checked messages (`server/chat/validation.py`) -> the transcript."""
     transcript: Transcript = []
     for index, message in enumerate(messages):
         role = message.get("role")

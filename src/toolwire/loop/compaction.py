@@ -77,7 +77,7 @@ SPLIT_DEPTH = 4
 class CompactionError(ValueError):
     """A compaction item toolwire cannot use: altered, foreign, or made for another key.
     `position`: where it is in the request's input (None: in the history). The server answers
-    it as a 400 (`server/validation/compactions.py`)."""
+    it as a 400 (`server/responses/prepare/validation/compactions.py`)."""
 
     def __init__(self, message: str, position: int | None = None) -> None:
         super().__init__(message)

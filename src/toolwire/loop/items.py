@@ -1,7 +1,7 @@
 """Responses API items <-> the loop's transcript.
 
-Items arrive here checked (`server/validation/items.py` answers every 400 they can earn): this
-module only says what becomes of each type and lowers them.
+Items arrive here checked (`server/responses/prepare/validation/items.py` answers every 400 they can
+earn): this module only says what becomes of each type and lowers them.
 
 History (`previous_response_id`, conversations) is stored as items, the shape clients see; the
 loop turns them back into a transcript here, so every surface continues a conversation the same
@@ -100,8 +100,8 @@ _DROPPED = {
 }
 
 _CONSUMED = {
-    # decisions, not history: `server/validation/approvals.py` matches them to the requests
-    # they answer
+    # decisions, not history: `server/responses/prepare/validation/approvals.py` matches them to the
+    # requests they answer
     "mcp_approval_response",
 }
 LOWERED = frozenset(

@@ -113,7 +113,8 @@ def quiet_uvicorn_websocket_lines() -> None:
 
 class RequestObserver:
     """What is observed of each HTTP request: its id (kept or made), the request metrics, the
-    log line and the incoming trace context. Used by `server/gate.py`'s one middleware, and by
+    log line and the incoming trace context. Used by `server/gate/middleware.py`'s one middleware,
+    and by
     `ObserveMiddleware` where it runs alone."""
 
     def __init__(self, *, log_format: LogFormat = "text", tracing: bool = False) -> None:
@@ -277,7 +278,7 @@ def _text_value(value: Any) -> str:
 
 class ObserveMiddleware:
     """`RequestObserver` as a middleware of its own (the served app folds it into
-    `server/gate.py`'s one middleware instead)."""
+    `server/gate/middleware.py`'s one middleware instead)."""
 
     def __init__(
         self,

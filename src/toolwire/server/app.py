@@ -14,24 +14,24 @@ from starlette.routing import Route, WebSocketRoute
 
 from toolwire.errors import NotFoundError, ToolwireError
 from toolwire.observe.setup import Observability
-from toolwire.server.auth import owner_of
-from toolwire.server.chat_proxy import ChatProxy
-from toolwire.server.compaction import CompactionService
-from toolwire.server.conversations import ConversationsService
-from toolwire.server.errors import toolwire_error_handler, unexpected_error_handler
-from toolwire.server.fallback import http_error_handler
-from toolwire.server.http import ORJSONResponse, paginate, started, until_disconnected
-from toolwire.server.limits import read_limited_json
+from toolwire.server.chat.proxy import ChatProxy
+from toolwire.server.gate.auth import owner_of
+from toolwire.server.gate.limits import read_limited_json
+from toolwire.server.gate.quotas import QuotaUpstream, admit
+from toolwire.server.gate.security import Security, middleware
+from toolwire.server.http.errors import toolwire_error_handler, unexpected_error_handler
+from toolwire.server.http.fallback import http_error_handler
+from toolwire.server.http.helpers import ORJSONResponse, paginate, started, until_disconnected
+from toolwire.server.http.openapi import API, served_operations
 from toolwire.server.messages.routes import MessagesDoor
 from toolwire.server.messages.translate import MessagesSettings
-from toolwire.server.observability import observability_routes, request_observer
-from toolwire.server.openapi import API, served_operations
-from toolwire.server.operations import register_builtin
-from toolwire.server.quotas import QuotaUpstream, admit
-from toolwire.server.request_tools import NOT_OFFERED_HEADER
-from toolwire.server.responses_service import ResponsesService
-from toolwire.server.responses_socket import ResponsesSocket
-from toolwire.server.security import Security, middleware
+from toolwire.server.operator.observability import observability_routes, request_observer
+from toolwire.server.responses.compaction import CompactionService
+from toolwire.server.responses.conversations import ConversationsService
+from toolwire.server.responses.operations import register_builtin
+from toolwire.server.responses.prepare.tools import NOT_OFFERED_HEADER
+from toolwire.server.responses.service import ResponsesService
+from toolwire.server.responses.socket import ResponsesSocket
 from toolwire.store.database import Store
 from toolwire.upstream.base import Upstream
 
@@ -46,7 +46,7 @@ def create_app(
     messages: MessagesSettings | None = None,
     observability: Observability | None = None,
 ) -> Starlette:
-    """The app, behind the security middleware (`server/security.py`): with the default
+    """The app, behind the security middleware (`server/gate/security.py`): with the default
     `Security()`, keys are checked whenever the store holds one, Origin and Host are checked
     as for a loopback server, and the default limits apply. `observability`: `/metrics`,
     `/ui` and the request middleware (the run observers go to `ResponsesService(observe=)`)."""
@@ -56,7 +56,7 @@ def create_app(
     async def read_json(request: Request) -> Any:
         return await read_limited_json(request, limits)
 
-    # every model call of every door reserves from its key's limits (server/quotas.py)
+    # every model call of every door reserves from its key's limits (server/gate/quotas.py)
     responses.driver.upstream = QuotaUpstream(responses.driver.upstream, store.quotas)
     conversations = ConversationsService(store, responses.compaction)
     proxy = ChatProxy(responses.driver, responses.loop_settings, responses.default_model)

@@ -15,12 +15,12 @@ from toolwire.errors import ConfigError
 from toolwire.loop.state import LoopSettings
 from toolwire.observe.setup import Observability
 from toolwire.server.app import create_app
-from toolwire.server.durable import DurabilitySettings
-from toolwire.server.limits import Limits
-from toolwire.server.mcp_tools import configured_server
+from toolwire.server.gate.limits import Limits
+from toolwire.server.gate.security import startup_security
 from toolwire.server.messages.translate import MessagesSettings
-from toolwire.server.responses_service import ResponsesService
-from toolwire.server.security import startup_security
+from toolwire.server.responses.durable import DurabilitySettings
+from toolwire.server.responses.prepare.mcp_tools import configured_server
+from toolwire.server.responses.service import ResponsesService
 from toolwire.server.startup import check_port, check_upstream, shown_database, summary_lines
 from toolwire.server.workers import reuse_port_socket, run_workers
 from toolwire.store.database import Store, default_database_url

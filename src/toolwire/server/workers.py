@@ -2,10 +2,10 @@
 
 Why processes: one Python process serves on one core; a gateway on a many-core machine needs
 several. Each worker is a whole server (its own event loop, upstream pool, database pool) and a
-replica for the durability leases (server/durable.py), exactly as separate `toolwire serve`
-processes on the same database would be. They share the port with `SO_REUSEPORT` (the kernel
-spreads new connections over the workers) and their metrics with `prometheus_client`'s
-multiprocess mode (`PROMETHEUS_MULTIPROC_DIR`): `/metrics` on any worker sums all of them.
+replica for the durability leases (server/responses/durable.py), exactly as separate `toolwire
+serve` processes on the same database would be. They share the port with `SO_REUSEPORT` (the kernel
+spreads new connections over the workers) and their metrics with `prometheus_client`'s multiprocess
+mode (`PROMETHEUS_MULTIPROC_DIR`): `/metrics` on any worker sums all of them.
 
 This parent process only prepares the database (migrations, shared secrets: once, not raced by
 N workers), starts the workers (spawned: fresh interpreters that read the metrics directory at

@@ -159,7 +159,7 @@ class KeyStore:
 
     async def ever_used(self) -> bool:
         """Whether this database has ever had a key (revoked ones count): such a server keeps
-        asking for one, even with every key revoked (see server/auth.py)."""
+        asking for one, even with every key revoked (see server/gate/auth.py)."""
         async with self.engine.connect() as connection:
             row = (await connection.execute(sa.select(api_keys.c.id).limit(1))).first()
         return row is not None

@@ -162,5 +162,5 @@ sealed_tools = sa.Table(
     sa.Column("sealed", sa.Text, nullable=False),
 )
 """Schema 5: the credentialed MCP tools of a response that asked for approval, sealed
-(`server/approval_tools.py`), so that approving from `/ui` continues with the real
+(`server/responses/prepare/approval_tools.py`), so that approving from `/ui` continues with the real
 credentials, not the redacted echo, for the same owner only."""

@@ -8,9 +8,9 @@ after it, code holds these types.
 
 `Item` is open (`total=False`): one shape for every item kind, naming every field the kinds
 toolwire reads or writes, by name and type; `type` says which kind it is, and which fields it
-carries is OpenAI's rule for that kind (checked at the door, `server/validation/items.py`).
-Values typed `object` are JSON toolwire passes through without reading (tool definitions, a
-computer call's action, annotations).
+carries is OpenAI's rule for that kind (checked at the door,
+`server/responses/prepare/validation/items.py`). Values typed `object` are JSON toolwire passes
+through without reading (tool definitions, a computer call's action, annotations).
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ import logging
 from starlette.responses import Response
 
 from toolwire.errors import ToolwireError, UpstreamError
-from toolwire.server.http import ORJSONResponse
+from toolwire.server.http.helpers import ORJSONResponse
 from toolwire.wire import anthropic
 
 log = logging.getLogger("toolwire.server")

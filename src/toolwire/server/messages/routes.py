@@ -26,8 +26,9 @@ from toolwire.loop.driver import LoopDriver
 from toolwire.loop.events import LoopEvent, LoopFinished
 from toolwire.loop.pump import pump_batches
 from toolwire.loop.state import LoopRequest, LoopSettings
-from toolwire.server.auth import owner_of
-from toolwire.server.http import ORJSONResponse, started, until_disconnected
+from toolwire.server.gate.auth import owner_of
+from toolwire.server.gate.quotas import admit_tokens
+from toolwire.server.http.helpers import ORJSONResponse, started, until_disconnected
 from toolwire.server.messages.errors import error_frame, error_response, unexpected_response
 from toolwire.server.messages.schemas import register as register_operations
 from toolwire.server.messages.sink import (
@@ -43,7 +44,6 @@ from toolwire.server.messages.translate import (
     ThinkingSeal,
     translate,
 )
-from toolwire.server.quotas import admit_tokens
 from toolwire.store.database import Store
 from toolwire.tools.base import Tool
 from toolwire.upstream.base import TurnRequest, Upstream
@@ -173,7 +173,7 @@ class MessagesDoor:
         call = await self._translate(request)
         prompt = await self._prompt_tokens(call.request)
         await self._fit(call, prompt)
-        # the key's limits (server/quotas.py): 429 before anything runs; the model calls
+        # the key's limits (server/gate/quotas.py): 429 before anything runs; the model calls
         # themselves reserve and settle through QuotaUpstream like every other door's
         await admit_tokens(self.store, owner_of(request), prompt, call.request.sampling)
         writer = BlockWriter(

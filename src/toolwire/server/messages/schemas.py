@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from toolwire.server.openapi import API, ApiSpec, Operation
+from toolwire.server.http.openapi import API, ApiSpec, Operation
 
 
 class ContentBlockParam(BaseModel):

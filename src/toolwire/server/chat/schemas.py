@@ -1,0 +1,78 @@
+"""The body of `POST /v1/chat/completions`, validated at the edge.
+
+Liberal in: parameters toolwire does not handle itself are kept and passed to the upstream
+(`extra="allow"`), so only the ones it reads are typed here. The messages' own shape is checked
+where they become a transcript (`loop/chat_history.py`), with the same `param` paths.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from toolwire.errors import InvalidRequestError
+from toolwire.server.responses.prepare.request import validation_error
+
+
+class StreamOptions(BaseModel):
+    model_config = ConfigDict(extra="allow", strict=True)
+    include_usage: bool | None = None
+    include_obfuscation: bool | None = None
+
+
+class ChatMessage(BaseModel):
+    """One message; its content and tool calls are checked where it becomes a transcript."""
+
+    model_config = ConfigDict(extra="allow", strict=True)
+    role: str
+    content: str | list[dict[str, Any]] | None = None
+
+
+class ChatCompletionRequest(BaseModel):
+    model_config = ConfigDict(extra="allow", strict=True, title="CreateChatCompletionRequest")
+
+    model: str | None = Field(
+        default=None, description="Optional when the server has a default model."
+    )
+    messages: list[ChatMessage] = Field(min_length=1)
+    tools: list[dict[str, Any]] | None = None
+    functions: list[dict[str, Any]] | None = None
+    tool_choice: str | dict[str, Any] | None = None
+    function_call: str | dict[str, Any] | None = None
+    parallel_tool_calls: bool | None = None
+    stream: bool | None = None
+    stream_options: StreamOptions | None = None
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    top_p: float | None = Field(default=None, ge=0, le=1)
+    max_tokens: int | None = Field(default=None, ge=1)
+    max_completion_tokens: int | None = Field(default=None, ge=1)
+    response_format: dict[str, Any] | None = None
+    n: int | None = Field(default=None, ge=1, le=1, description="Only 1 is supported.")
+
+
+#: Fields whose errors keep the wording the chat door had before it validated through a model.
+_LEGACY = {
+    "n": "only n=1 is supported",
+    "max_tokens": "max_tokens must be a positive integer",
+    "max_completion_tokens": "max_tokens must be a positive integer",
+    "temperature": "temperature must be a number between 0 and 2",
+    "top_p": "top_p must be a number between 0 and 1",
+    "messages": "messages must be a non-empty list",
+}
+
+
+def check_chat_body(body: Any) -> dict[str, Any]:
+    """The body, unchanged, once it fits `ChatCompletionRequest`; else a 400 naming the field."""
+    if not isinstance(body, dict):
+        raise InvalidRequestError("the request body must be a JSON object")
+    try:
+        ChatCompletionRequest.model_validate(body)
+    except ValidationError as exc:
+        error = validation_error(exc)
+        legacy = _LEGACY.get(error.param or "")
+        if legacy is not None:
+            param = "max_tokens" if error.param == "max_completion_tokens" else error.param
+            raise InvalidRequestError(legacy, param=param, code="invalid_value") from None
+        raise error from None
+    return body

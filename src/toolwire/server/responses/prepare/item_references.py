@@ -1,0 +1,82 @@
+"""`item_reference` resolution against everything the request's key stored.
+
+A reference is looked up first in the history the request continues (a previous response's
+or a conversation's items), then among every item the same key stored in responses and
+conversations (`store/items.py`), as OpenAI resolves any stored item. Only an id that does
+not exist for this key answers 404; another key's id looks exactly like one that never
+existed.
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+from toolwire.errors import NotFoundError
+from toolwire.server.responses.prepare.validation.items import resolve_references
+from toolwire.store.database import Store
+from toolwire.store.items import find_items
+from toolwire.store.owner import owner_key
+from toolwire.store.tables import conversation_items
+from toolwire.wire import responses as wire
+from toolwire.wire.items import Item
+
+
+def _referenced(items: list[Item]) -> set[str]:
+    return {
+        item["id"]
+        for item in items
+        if item.get("type") == "item_reference" and isinstance(item.get("id"), str)
+    }
+
+
+async def resolve_stored_references(
+    store: Store,
+    items: list[Item],
+    history: list[Item],
+    owner: str | None,
+    param: str = "input",
+) -> list[Item]:
+    """`items` with each `item_reference` replaced by the item it names."""
+    wanted = _referenced(items) - {item.get("id") for item in history}
+    found = await find_items(store.engine, wanted, owner) if wanted else {}
+    return resolve_references(items, [*found.values(), *history], param)
+
+
+async def conversation_additions(
+    store: Store, items: list[Item], held: set[str], owner: str | None
+) -> list[Item]:
+    """Items to add to a conversation: a reference to an item the conversation already holds
+    adds nothing; one to another item this key stored adds a copy of it (under a new id when
+    the original id is taken, since conversation item ids are unique); any other is a 404
+    naming it. A conversation item is never of type `item_reference` (OpenAI's
+    `ConversationItem`)."""
+    found = await find_items(store.engine, _referenced(items) - held, owner)
+    kept = []
+    for position, item in enumerate(items):
+        if item["type"] != "item_reference":
+            kept.append(item)
+        elif item["id"] in held:
+            continue
+        elif item["id"] in found:
+            copy = found[item["id"]].copy()
+            if await _taken(store, copy["id"], owner):
+                prefix = str(copy["id"]).split("_", 1)[0] or "item"
+                copy["id"] = wire.new_id(prefix)
+            kept.append(copy)
+            held.add(item["id"])
+        else:
+            raise NotFoundError(
+                f"Item with id '{item['id']}' not found.", param=f"items[{position}]"
+            )
+    return kept
+
+
+async def _taken(store: Store, item_id: str, owner: str | None) -> bool:
+    """Whether one of the owner's conversation items already has the id."""
+    async with store.engine.connect() as connection:
+        row = await connection.execute(
+            sa.select(conversation_items.c.id).where(
+                conversation_items.c.owner == owner_key(owner), conversation_items.c.id == item_id
+            )
+        )
+        return row.first() is not None

@@ -1,0 +1,345 @@
+"""Preparing a `/v1/responses` request: a body becomes a `Prepared` (one `LoopRequest`, plus
+what the response object echoes and what its record keeps) in one pass: the body is validated
+(`server/responses/prepare/request.py`), history is loaded (`previous_response_id`, `conversation`,
+or a response the caller holds), items are checked (`server/responses/prepare/validation/`) and
+lowered to a transcript (`loop/items.py`), tools and `tool_choice` are resolved
+(`server/responses/prepare/tools.py`), approvals matched
+(`server/responses/prepare/validation/approvals.py`). Every 400 a request can earn is raised here,
+before anything runs or is stored.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from functools import partial
+from typing import Any, cast
+
+from toolwire.config import McpServerConfig, WebSearchConfig
+from toolwire.errors import MISSING_MODEL, InvalidRequestError, NotFoundError
+from toolwire.loop.approvals import ApprovalDecisions, ApprovalSigner
+from toolwire.loop.compaction import CompactionCodec, ContextPolicy
+from toolwire.loop.items import items_to_transcript
+from toolwire.loop.state import LoopRequest, LoopSettings, RunServices
+from toolwire.server.responses.prepare.approval_tools import restore as restore_tools
+from toolwire.server.responses.prepare.item_ids import check_storable, check_unique
+from toolwire.server.responses.prepare.item_references import resolve_stored_references
+from toolwire.server.responses.prepare.mcp_tools import McpServerUse
+from toolwire.server.responses.prepare.request import CreateResponse, parse_create
+from toolwire.server.responses.prepare.tools import RequestTools, request_tools
+from toolwire.server.responses.prepare.tools import tool_choice as choose_tool
+from toolwire.server.responses.prepare.validation.approvals import approval_decisions
+from toolwire.server.responses.prepare.validation.compactions import expand_compactions
+from toolwire.server.responses.prepare.validation.items import (
+    check_outputs_answer_calls,
+    normalize_input,
+)
+from toolwire.server.responses.sink import ResponseHeader
+from toolwire.store.database import Store
+from toolwire.tools.base import Tool
+from toolwire.tools.mcp.pool import McpPool
+from toolwire.tools.mcp.toolset import McpToolset
+from toolwire.upstream.base import Sampling
+from toolwire.wire import responses as wire
+from toolwire.wire.items import Item, McpListedTool, ResponseObject
+
+
+@dataclass(slots=True)
+class Prepared:
+    request: CreateResponse
+    header: ResponseHeader
+    input_items: list[Item]
+    history_items: list[Item]
+    loop_request: LoopRequest
+    client_tools: set[str] = field(default_factory=set)
+    owner: str | None = None
+    """The API key that owns the response (None when the server runs without keys)."""
+    not_offered: list[str] = field(default_factory=list)
+    """Requested tool types the model was not offered (`x-toolwire-tools-not-offered`)."""
+    history_inline: bool = False
+    """The history came from the caller's memory (`LocalResponse`), not the store: a stored
+    response keeps a full copy, as its previous response may be stored nowhere."""
+    services: RunServices = field(default_factory=RunServices)
+    """What the run uses beside its request: the approval ledger and signer, the seal."""
+    resumed: list[Item] = field(default_factory=list)
+    """Output an earlier attempt of this response stored; the run goes on after it."""
+
+    @property
+    def response_id(self) -> str:
+        return self.header.response_id
+
+
+@dataclass(slots=True, frozen=True)
+class Resumption:
+    """A queued job, prepared under the id and time it was queued with; `output`: what an
+    earlier process running it stored, its open items closed (`response_record.resumable`)."""
+
+    response_id: str
+    created_at: int
+    output: list[Item] = field(default_factory=list)
+
+
+@dataclass(slots=True, frozen=True)
+class LocalResponse:
+    """A finished response its caller holds in memory (WebSocket mode keeps the socket's last
+    one): `previous_response_id` naming it continues from `history` without the store, so a
+    `store: false` response can be continued on the socket that made it."""
+
+    response_id: str
+    history: list[Item]
+    """Every item the model had seen when it ended: what a continuation starts from."""
+
+    @classmethod
+    def of(cls, prepared: Prepared, final: ResponseObject) -> LocalResponse:
+        items = prepared.history_items + prepared.input_items + list(final["output"] or [])
+        return cls(final["id"], items)
+
+
+class Preparer:
+    """Turns request bodies into `Prepared` runs, with this server's tools and settings."""
+
+    def __init__(
+        self,
+        *,
+        store: Store,
+        signer: ApprovalSigner,
+        compaction: CompactionCodec,
+        default_model: str | None,
+        server_tools: list[Tool],
+        loop_settings: LoopSettings,
+        mcp_servers: list[McpServerConfig] | None,
+        mcp_pool: McpPool,
+        mcp_call_timeout: float,
+        web_search: WebSearchConfig | None,
+    ) -> None:
+        self.store = store
+        self.signer = signer
+        self.compaction = compaction
+        self.default_model = default_model
+        self.server_tools = server_tools
+        self.loop_settings = loop_settings
+        self.mcp_configs = {config.label: config for config in mcp_servers or []}
+        self.mcp_pool = mcp_pool
+        self.mcp_call_timeout = mcp_call_timeout
+        self.web_search = web_search
+
+    async def prepare(
+        self,
+        body: Any,
+        *,
+        owner: str | None = None,
+        local: LocalResponse | None = None,
+        resume: Resumption | None = None,
+    ) -> Prepared:
+        """`local`: a response the caller holds (WebSocket mode), found by
+        `previous_response_id` before the store is asked. `resume`: a queued job, prepared
+        under its own id, going on after what an earlier attempt stored."""
+        request = parse_create(body)
+        model = request.model or self.default_model
+        if not model:
+            raise InvalidRequestError(MISSING_MODEL, param="model")
+        history: list[Item] = []
+        conversation_id = request.conversation_id
+        inline = local is not None and request.previous_response_id == local.response_id
+        if local is not None and inline:
+            history = list(local.history)
+        elif request.previous_response_id:
+            record = await self.store.get_response_record(request.previous_response_id, owner=owner)
+            if record is None:
+                raise InvalidRequestError(  # 400, as OpenAI answers (not 404)
+                    f"Previous response with id '{request.previous_response_id}' not found.",
+                    param="previous_response_id",
+                    code="previous_response_not_found",
+                )
+            history = list(record["history"] or [])
+        elif conversation_id is not None:
+            if await self.store.get_conversation(conversation_id, owner=owner) is None:
+                raise NotFoundError(
+                    f"Conversation with id '{conversation_id}' not found.", param="conversation"
+                )
+            history = await self.store.list_items(conversation_id, owner=owner)
+        input_items = normalize_input(request.input)
+        check_unique(input_items, "input")
+        if conversation_id is not None:
+            await check_storable(self.store, input_items, "input", owner)
+        input_items = await resolve_stored_references(self.store, input_items, history, owner)
+        check_outputs_answer_calls(history, input_items)
+        if request.previous_response_id and request.tools:
+            # the /ui page sends the echoed (redacted) tools back: the owner's originals
+            request.tools = await restore_tools(
+                self.store, request.previous_response_id, request.tools, owner
+            )
+        tools = self._request_tools(request.tools)
+        tool_choice = self._tool_choice(request, tools)
+        kept = resume.output if resume is not None else []
+        approvals = approval_decisions(history, input_items, self.signer, owner)
+        if kept:  # the earlier attempt claimed and ran them
+            approvals = ApprovalDecisions()
+        header = ResponseHeader(
+            resume.response_id if resume is not None else wire.new_id("resp"),
+            resume.created_at if resume is not None else wire.now(),
+            model,
+            _echo(request, tools.echo),
+            client_tools=tools.client,
+            web_search=tools.web_search,
+            include=frozenset(request.include or ()),
+            reasoning_summary=bool((request.reasoning or {}).get("summary")),
+        )
+        transcript = items_to_transcript(
+            expand_compactions(history, input_items + kept, self.compaction, owner),
+            frozenset(approvals.decisions),
+            tools.client,
+        )
+        loop_request = LoopRequest(
+            model=model,
+            input=transcript,
+            resume_calls=approvals.calls,
+            approvals=dict(approvals.decisions),
+            context=self._context_policy(request, input_items, owner),
+            run_id=header.response_id,
+            instructions=request.instructions,
+            tools=self.server_tools,
+            toolsets=self._toolsets(tools.mcp_uses, history + kept),
+            client_tools=tools.specs,
+            caller_tools=tools.client,
+            tool_choice=tool_choice,
+            parallel_tool_calls=request.parallel_tool_calls,
+            sampling=Sampling(
+                temperature=request.temperature,
+                top_p=request.top_p,
+                max_output_tokens=request.max_output_tokens,
+                response_format=_response_format(request),
+                extra_body=request.sampling_extras() or None,
+            ),
+            settings=replace(self.loop_settings, max_tool_calls=request.max_tool_calls),
+        )
+        return Prepared(
+            request=request,
+            header=header,
+            input_items=input_items,
+            history_items=history,
+            loop_request=loop_request,
+            client_tools={spec.name for spec in tools.specs},
+            owner=owner,
+            not_offered=tools.not_offered,
+            history_inline=inline,
+            services=RunServices(
+                ledger=self.store,
+                approval_ids=partial(self.signer.issue, owner),
+                seal=partial(self.compaction.seal, owner=owner),
+            ),
+            resumed=kept,
+        )
+
+    def _context_policy(
+        self, request: CreateResponse, input_items: list[Item], owner: str | None
+    ) -> ContextPolicy | None:
+        """`context_management` for the loop, or a `compaction_trigger` ending the input (only
+        there, as OpenAI requires); compaction items are sealed for this key."""
+        triggers = [i for i, item in enumerate(input_items) if item["type"] == "compaction_trigger"]
+        if triggers and triggers[0] != len(input_items) - 1:
+            raise InvalidRequestError(
+                "A compaction_trigger item must be the final input item.",
+                param=f"input[{triggers[0]}]",
+                code="invalid_value",
+            )
+        entries = request.context_management or []
+        if not entries and not triggers:
+            return None
+        thresholds = [e.compact_threshold for e in entries if e.compact_threshold is not None]
+        return ContextPolicy(
+            compact_threshold=min(thresholds) if thresholds else None,
+            compact_now=bool(triggers),
+        )
+
+    def _toolsets(self, uses: list[McpServerUse], history: list[Item]) -> list[McpToolset]:
+        """One toolset per MCP server; a server this history already listed is not listed
+        again (its `mcp_list_tools` item is reused, as OpenAI does)."""
+        known = {
+            item.get("server_label"): item
+            for item in history
+            if item.get("type") == "mcp_list_tools" and not item.get("error")
+        }
+        toolsets = []
+        for use in uses:
+            listed = known.get(use.spec.label)
+            toolsets.append(
+                McpToolset(
+                    use.spec,
+                    self.mcp_pool,
+                    use.rule,
+                    use.allowed,
+                    # an `mcp_list_tools` item: its tools are listings (checked at the door)
+                    listing=list(cast(list[McpListedTool], listed.get("tools", [])))
+                    if listed is not None
+                    else None,
+                    call_timeout=self.mcp_call_timeout,
+                )
+            )
+        return toolsets
+
+    def _request_tools(self, tools: list[dict[str, Any]]) -> RequestTools:
+        taken = {tool.name for tool in self.server_tools}
+        return request_tools(tools, self.mcp_configs, self.web_search, taken)
+
+    def _tool_choice(self, request: CreateResponse, tools: RequestTools) -> str | dict[str, Any]:
+        return choose_tool(request.tool_choice, tools, {t.name for t in self.server_tools})
+
+
+def request_body(prepared: Prepared) -> dict[str, Any]:
+    """The request as JSON, for callers that did not keep the body they prepared."""
+    return prepared.request.model_dump(by_alias=True, exclude_unset=True, mode="json")
+
+
+def _echo(request: CreateResponse, tools: list[dict[str, Any]]) -> dict[str, Any]:
+    """The request's settings as the response object echoes them, secrets redacted. Fields
+    that only steer this request (input, stream, include, client_metadata, pass-through
+    sampling extras but the penalties) are not echoed, as OpenAI does not echo them."""
+    echo = request.model_dump(
+        exclude={
+            "input",
+            "stream",
+            "stream_options",
+            "include",
+            "client_metadata",
+            "context_management",
+            "top_k",
+            "min_p",
+            "typical_p",
+            "repetition_penalty",
+            "seed",
+            "stop",
+            "logit_bias",
+            "min_tokens",
+        },
+        by_alias=True,
+    )
+    conversation_id = request.conversation_id
+    echo["temperature"] = 1.0 if request.temperature is None else request.temperature
+    echo["top_p"] = 1.0 if request.top_p is None else request.top_p
+    echo["presence_penalty"] = request.presence_penalty or 0.0
+    echo["frequency_penalty"] = request.frequency_penalty or 0.0
+    echo["conversation"] = {"id": conversation_id} if conversation_id else None
+    echo["text"] = (
+        request.text.model_dump(by_alias=True, exclude_none=True)
+        if request.text
+        else {"format": {"type": "text"}, "verbosity": "medium"}
+    )
+    echo["text"].setdefault("verbosity", "medium")
+    echo["top_logprobs"] = request.top_logprobs or 0
+    echo["tools"] = tools
+    echo["truncation"] = request.truncation or "disabled"
+    return echo
+
+
+def _response_format(request: CreateResponse) -> dict[str, Any] | None:
+    if request.text is None:
+        return None
+    fmt = request.text.format
+    if fmt.type == "json_schema":
+        schema: dict[str, Any] = {"name": fmt.name or "response", "schema": fmt.schema_ or {}}
+        if fmt.strict is not None:
+            schema["strict"] = fmt.strict
+        return {"type": "json_schema", "json_schema": schema}
+    if fmt.type == "json_object":
+        return {"type": "json_object"}
+    return None

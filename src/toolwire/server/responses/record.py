@@ -1,0 +1,289 @@
+"""The response recorder: the one writer of stored responses. It keeps a run's record from
+its checkpoints (the response when it starts, with its lease; each step of a background run;
+the final write, with a conversation's new items and the run's `/ui` timeline in the same
+transaction), queues background jobs, finalizes them, and sets a resumed run up after the
+output an earlier process stored.
+
+The driver awaits the final write before it announces the outcome: a write that fails (after
+retries) raises `StoreError`, and the driver ends the run `STORE_ERROR`. Nothing here changes an
+outcome; a shutdown (`CancelCause.SHUTDOWN`) only decides what is written: a background job goes
+back to the queue with what it has done.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from functools import partial
+from typing import Any, TypeVar
+
+import orjson
+import sqlalchemy as sa
+
+from toolwire.errors import StoreError
+from toolwire.loop.compaction import CompactionCodec
+from toolwire.loop.driver import Checkpoint
+from toolwire.loop.events import CancelCause, LoopEvent, LoopFinished, RunStarted, StepReached
+from toolwire.observe.timeline import Timeline
+from toolwire.server.responses.prepare.approval_tools import asks_approval
+from toolwire.server.responses.prepare.approval_tools import keep as keep_tools
+from toolwire.server.responses.prepare.item_ids import is_duplicate_key, taken_item
+from toolwire.server.responses.prepare.preparer import Prepared
+from toolwire.server.responses.sink import ResponseBuilder
+from toolwire.store.database import Store
+from toolwire.store.runs import RunChange
+from toolwire.store.timelines import TimelineStore
+from toolwire.wire import responses as wire
+from toolwire.wire.items import ErrorObject, Item, ResponseObject
+
+log = logging.getLogger("toolwire.server")
+T = TypeVar("T")
+
+FINALIZED_ELSEWHERE = (
+    "the response could not be stored: another replica finalized it first (it took this one "
+    "for dead, or the response was cancelled there)"
+)
+
+
+class ResponseRecorder:
+    def __init__(
+        self, store: Store, replica_id: str, timelines: TimelineStore, compaction: CompactionCodec
+    ) -> None:
+        self.store = store
+        self.replica_id = replica_id
+        self.timelines = timelines
+        self.compaction = compaction
+
+    def checkpoint(
+        self,
+        prepared: Prepared,
+        builder: ResponseBuilder,
+        *,
+        streamed: bool = False,
+        timeline: Timeline | None = None,
+    ) -> Checkpoint:
+        """Stores the response when the run starts (retrievable while it runs, with its lease),
+        at each step of a background run (so another replica can resume it), and when it
+        finishes, whatever ended it; a conversation gets the finished turn's items. The driver
+        awaits the final write before it announces the outcome, so the terminal stream event
+        follows it; a final write that fails raises `StoreError`, which the driver makes the
+        outcome."""
+        background = prepared.request.background
+        kind: Any = "background" if background else "foreground"
+        hold = RunChange("hold", self.replica_id, kind)
+        # A non-streaming foreground response is stored once, when it ends: nobody can know
+        # its id before the answer carries it (no stream, no job), so an `in_progress` row and
+        # a lease would guard nothing, and a crash before the end loses nothing a client saw.
+        # Streams and background jobs are stored when they start (their id is out at once).
+        stored_at_start = streamed or background
+        store = prepared.request.store
+        started: list[bool] = []  # the start's write is done (a cancel may cut it short)
+
+        async def record(event: LoopEvent) -> None:
+            if isinstance(event, RunStarted):
+                if store and stored_at_start:
+                    await self._write(
+                        lambda: self.persist(
+                            prepared, builder.body("in_progress"), run=hold, fresh=not background
+                        )
+                    )
+                started.append(True)
+            elif isinstance(event, StepReached):
+                if background:
+                    await self._write(lambda: self.persist(prepared, builder.body("in_progress")))
+            elif isinstance(event, LoopFinished):
+                final = builder.settle(event)
+                saved = None
+                if timeline is not None and store:  # observe/: for /ui, same transaction
+                    timeline(event)
+                    saved = partial(self._save_timeline, prepared, timeline, not background)
+                await self._finished(
+                    prepared,
+                    final,
+                    event,
+                    stored=stored_at_start,
+                    start_written=bool(started),
+                    also=saved,
+                )
+
+        return record
+
+    def _save_timeline(
+        self, prepared: Prepared, timeline: Timeline, fresh: bool, connection: sa.Connection
+    ) -> None:
+        """In the response's final transaction (one commit). A lost timeline must lose no
+        answer: the entries are checked to serialize first (the one way they could fail), and
+        one that does not is left out."""
+        entries = timeline.entries
+        try:
+            orjson.dumps(entries)
+        except TypeError:
+            log.warning("the timeline of %s was not stored", prepared.response_id, exc_info=True)
+            return
+        self.timelines.save_in(
+            connection, prepared.response_id, prepared.header.created_at, entries, fresh=fresh
+        )
+
+    async def _write(self, write: Callable[[], Awaitable[T]]) -> T:
+        try:
+            return await retrying(write)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            raise StoreError(f"the response could not be stored: {exc}") from exc
+
+    async def _finished(
+        self,
+        prepared: Prepared,
+        final: ResponseObject,
+        event: LoopFinished,
+        *,
+        stored: bool = True,
+        start_written: bool = True,
+        also: Callable[[sa.Connection], None] | None = None,
+    ) -> None:
+        """`stored`: the response was stored when it started (it holds a lease to release);
+        else this is its first and only write. `start_written`: that first write finished; a
+        run cancelled during it (a client gone right after `response.created`) may have no
+        row yet, so its outcome is written whether or not a row is there. A write that fails
+        raises `StoreError`: the lease stays behind, and the sweep finalizes the stored
+        response once the database is back."""
+        response_id = prepared.response_id
+        if prepared.request.background and event.cause is CancelCause.SHUTDOWN:
+            # Shutting down: the job goes back to the queue with what it has done so far.
+            partial = final.copy()
+            partial["status"] = "in_progress"
+            partial["completed_at"] = None
+            partial["error"] = None
+            with contextlib.suppress(Exception):
+                await self.persist(prepared, partial)
+                await self.store.runs.release(response_id, self.replica_id, time.time())
+            return
+        landed = await self._write(
+            lambda: self.persist(
+                prepared,
+                final,
+                run=RunChange("release") if stored else None,
+                finished=stored and start_written,
+                fresh=not stored,
+                also=also,
+            )
+        )
+        if not landed:
+            # Another replica finalized the response first (it took this one for dead, or it
+            # was cancelled there): what is stored stands, and the client must not be told
+            # an outcome other than the stored one.
+            raise StoreError(FINALIZED_ELSEWHERE)
+
+    async def persist(
+        self,
+        prepared: Prepared,
+        body: ResponseObject,
+        *,
+        run: RunChange | None = None,
+        finished: bool = False,
+        fresh: bool = False,
+        also: Callable[[sa.Connection], None] | None = None,
+    ) -> bool:
+        """`fresh`: the response's first write (an insert); `also`: more writes in the same
+        transaction. False: the response was finalized meanwhile and was left alone."""
+        output = body["output"]
+        conversation_id = prepared.request.conversation_id
+        in_conversation = conversation_id is not None and not prepared.request.previous_response_id
+        if prepared.request.store:
+            stored = await self.store.save_response(
+                body,
+                input_items=prepared.input_items,
+                history=(
+                    prepared.history_items + prepared.input_items + list(output)
+                    if prepared.history_inline
+                    else None
+                ),
+                conversation_id=conversation_id,
+                conversation_items=len(prepared.history_items) if in_conversation else None,
+                owner=prepared.owner,
+                run=run,
+                only_if_active=finished,
+                fresh=fresh,
+                also=also,
+            )
+            if not stored:
+                return False  # finalized meanwhile (cancelled, or taken for lost): that stands
+            if body["status"] == "completed" and asks_approval(output):
+                await keep_tools(self.store, body["id"], prepared.request.tools, prepared.owner)
+        if conversation_id is not None and body["status"] not in ("queued", "in_progress"):
+            try:
+                await self.store.add_items(
+                    conversation_id, prepared.input_items + output, wire.now(), owner=prepared.owner
+                )
+            except Exception as exc:
+                if not is_duplicate_key(exc):
+                    raise
+                # A concurrent request stored one of these ids first (the check in `prepare`
+                # lost the race): the response is not left saying it completed.
+                error = taken_item("input")
+                if prepared.request.store:
+                    failed = body.copy()
+                    failed["status"] = "failed"
+                    # error.code on a response object is one of OpenAI's ResponseErrorCode
+                    failed["error"] = {"code": "server_error", "message": error.message}
+                    await self.store.save_response(
+                        failed,
+                        input_items=prepared.input_items,
+                        conversation_id=conversation_id,
+                        owner=prepared.owner,
+                    )
+                raise error from None
+        return True
+
+    async def queue(self, prepared: Prepared, queued: ResponseObject, claim: RunChange) -> None:
+        """A background response's first write: the response `queued`, its job in the queue."""
+        await self._write(lambda: self.persist(prepared, queued, run=claim))
+
+    async def finalize(
+        self, response_id: str, status: str, error: ErrorObject | None = None, **run: Any
+    ) -> None:
+        """A job that ends without running (cancelled while queued, or unpreparable)."""
+        await self.store.runs.finalize(response_id, status, error, wire.now(), **run)
+
+
+INTERRUPTED = (
+    "interrupted: the gateway process running this call stopped; the call may or may not have "
+    "run, and it is not run again"
+)
+
+
+def resumable(output: list[Item]) -> list[Item]:
+    """The stored `output` of an earlier attempt, ready for a run to go on after it: items
+    left in progress are closed (a server call that had started is reported to the model as
+    interrupted, never run again). Preparation (`Resumption`) lowers it with the history."""
+    kept: list[Item] = []
+    for original in output:
+        item = original.copy()
+        if item.get("status") == "in_progress":
+            if item.get("type") == "mcp_call":
+                item["status"] = "failed"
+                item["error"] = INTERRUPTED
+            else:
+                item["status"] = "incomplete"
+        kept.append(item)
+    return kept
+
+
+async def retrying(
+    write: Callable[[], Awaitable[T]], *, attempts: int = 3, backoff: float = 0.2
+) -> T:
+    """A write retried a few times with backoff (a database restarting, a lock timeout)."""
+    for attempt in range(attempts):
+        try:
+            return await write()
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            if attempt == attempts - 1:
+                raise
+            await asyncio.sleep(backoff * 3**attempt)
+    raise AssertionError("unreachable: attempts must be at least 1")

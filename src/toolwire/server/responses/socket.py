@@ -1,0 +1,266 @@
+"""WebSocket mode of `/v1/responses`: one socket, many responses, one after another.
+
+A thin door onto the same service and driver as HTTP. The client sends `response.create`
+messages (the body of `POST /v1/responses` plus `"type": "response.create"`; `stream` is
+implied, `background` is not offered); each runs through `ResponsesService.events`, and its
+stream events go back as JSON text messages, exactly as the SSE door sends them, up to the
+terminal `response.completed` / `.incomplete` / `.failed`. Messages that arrive while a response
+runs wait their turn: a socket runs one response at a time, in order. A `stream_id` (OpenAI's
+lanes) is echoed on its request's events, but lanes are not run in parallel here.
+
+The socket remembers its last finished response in memory (`LocalResponse`): continuing from it
+with `previous_response_id` needs no store, so `store: false` chains work on the socket that
+made them (and nowhere else). A request that fails (or a response that fails) forgets it, as
+OpenAI evicts it, so a client cannot continue from state it did not see succeed.
+
+A request refused before its response starts (bad body, unknown `previous_response_id`, …) is
+one `error` message in the WebSocket envelope, `{"type": "error", "status", "error": {type,
+code, message, param}}`, and the socket stays open. A run that fails after
+`response.created` ends with `response.failed` (its `error` inside), as the one terminal
+message of that turn.
+
+A socket stays open at most `max_socket_seconds` (default 60 minutes, as OpenAI's); then it
+sends `websocket_connection_limit_reached` and closes, and the client opens a new one.
+
+Authentication, the Origin / Host checks and the size limit apply to the upgrade request and
+each message in the ASGI middleware (`server/gate/auth.py`, `server/gate/guards.py`,
+`server/gate/limits.py`); the key is checked again before each `response.create` runs (a revoked key
+gets one `invalid_api_key` error and the socket closes, 1008); the JSON depth and item counts here,
+per message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from typing import Any
+
+import orjson
+from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
+
+from toolwire.errors import InvalidRequestError, ToolwireError
+from toolwire.server.gate.auth import owner_of
+from toolwire.server.gate.limits import Limits, parse_limited_json
+from toolwire.server.gate.quotas import admit
+from toolwire.server.responses.service import LocalResponse, Prepared, ResponsesService
+from toolwire.wire.items import ResponseObject, SocketError, StreamEvent
+
+log = logging.getLogger("toolwire.server")
+
+CREATE = "response.create"
+_FINISHED = frozenset({"response.completed", "response.incomplete"})
+#: Messages read ahead while a response runs; past this the socket is not read until the
+#: current response ends (the client's sends back up, as on any full socket). With the one
+#: being read, a socket holds at most QUEUED + 2 messages (each under the body limit).
+QUEUED = 2
+
+
+class ResponsesSocket:
+    """The WebSocket door of `/v1/responses`: `.endpoint` is the `WebSocketRoute` endpoint."""
+
+    def __init__(self, service: ResponsesService, limits: Limits) -> None:
+        self.service = service
+        self.limits = limits
+        self.open = 0
+
+    async def endpoint(self, websocket: WebSocket) -> None:
+        if self.open >= self.limits.max_sockets:
+            # Refused before it is accepted: the client sees a failed handshake (HTTP 403 from
+            # uvicorn), and memory stays bounded however many sockets are opened.
+            await websocket.close(code=1013, reason="too many WebSockets open; try again")
+            return
+        self.open += 1
+        try:
+            await self._serve(websocket)
+        finally:
+            self.open -= 1
+
+    async def _serve(self, websocket: WebSocket) -> None:
+        await websocket.accept()
+        session = _Session(self, websocket)
+        inbox: asyncio.Queue[str | bytes] = asyncio.Queue(QUEUED)
+        worker = asyncio.create_task(session.work(inbox))
+        reader = asyncio.create_task(_read(websocket, inbox))
+        try:
+            # Either the client leaves (the reader ends), or sending to it failed (the worker
+            # ends): the other one stops; a response still running is cancelled, as when an
+            # SSE client disconnects.
+            await asyncio.wait({worker, reader}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (worker, reader):
+                task.cancel()
+            await asyncio.gather(worker, reader, return_exceptions=True)
+            if websocket.application_state is WebSocketState.CONNECTED:
+                with contextlib.suppress(Exception):
+                    await websocket.close()
+
+
+async def _read(websocket: WebSocket, inbox: asyncio.Queue[str | bytes]) -> None:
+    """Client messages into `inbox`, until the client goes."""
+    while True:
+        message = await websocket.receive()
+        if message["type"] == "websocket.disconnect":
+            return
+        data = message.get("text")
+        if data is None:
+            data = message.get("bytes") or b""
+        await inbox.put(data)
+
+
+class _Session:
+    """One socket's state: its owner and its last finished response."""
+
+    def __init__(self, door: ResponsesSocket, websocket: WebSocket) -> None:
+        self.door = door
+        self.websocket = websocket
+        self.owner = owner_of(websocket)
+        self.last: LocalResponse | None = None
+        #: the `stream_id` of the request being answered, echoed on its events
+        self.lane: str | None = None
+
+    async def work(self, inbox: asyncio.Queue[str | bytes]) -> None:
+        """Answer the socket's messages in order, until the socket has been open
+        `max_socket_seconds`: then `websocket_connection_limit_reached` (a response running
+        at that moment finishes first), and the socket closes."""
+        deadline = time.monotonic() + self.door.limits.max_socket_seconds
+        with contextlib.suppress(WebSocketDisconnect):
+            while True:
+                try:
+                    async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
+                        raw = await inbox.get()
+                except TimeoutError:
+                    await self.send(_error_event(_LIMIT_REACHED))
+                    return
+                if time.monotonic() >= deadline:
+                    await self.send(_error_event(_LIMIT_REACHED))
+                    return
+                if not await self.key_still_valid():
+                    await self.send(_error_event(_KEY_REVOKED, status=401))
+                    await self.websocket.close(code=1008, reason="invalid_api_key")
+                    return
+                try:
+                    await self.turn(raw)
+                except ToolwireError as exc:
+                    self.last = None
+                    await self.send(_error_event(exc))
+                except (WebSocketDisconnect, asyncio.CancelledError):
+                    raise
+                except Exception as exc:
+                    log.exception("unhandled error in a WebSocket response")
+                    self.last = None
+                    await self.send(
+                        _error_event(
+                            ToolwireError(
+                                f"internal error: {type(exc).__name__}", code="internal_error"
+                            )
+                        )
+                    )
+                self.lane = None  # what follows (the time limit) belongs to no request
+
+    async def key_still_valid(self) -> bool:
+        """The key the socket was opened with is still accepted (`server/gate/auth.py`)."""
+        check = getattr(self.websocket.state, "key_check", None)
+        return check is None or bool(await check())
+
+    async def turn(self, raw: str | bytes) -> None:
+        """One `response.create`: prepared, run, streamed. A refusal raises (`work` sends it
+        as one `error` message)."""
+        self.last, local = None, self.last  # any failure from here on forgets it
+        self.lane = None
+        message = parse_limited_json(raw, self.door.limits)
+        if isinstance(message, dict):
+            lane = message.pop("stream_id", None)
+            if lane is not None and not isinstance(lane, str):
+                raise InvalidRequestError("stream_id must be a string.", param="stream_id")
+            self.lane = lane
+        body = _create_body(message)
+        prepared = await self.door.service.prepare(body, owner=self.owner, local=local)
+        await admit(self.door.service.store, self.owner, body, prepared.request.max_output_tokens)
+        await self.run(prepared)
+
+    async def run(self, prepared: Prepared) -> None:
+        final: ResponseObject | None = None
+        started = False
+        dropped = 0
+        async with contextlib.aclosing(self.door.service.events(prepared)) as events:
+            async for event in events:
+                kind = event["type"]
+                if kind == "response.created":
+                    started = True
+                elif kind == "error" and started:
+                    # `response.failed` follows with the error inside: one terminal message
+                    # per turn, and no gap in the sequence numbers.
+                    dropped += 1
+                    continue
+                if dropped:
+                    event = event.copy()
+                    event["sequence_number"] = event["sequence_number"] - dropped
+                if kind in _FINISHED:
+                    final = event["response"]
+                await self.send(event)
+        if final is not None:
+            self.last = LocalResponse.of(prepared, final)
+
+    async def send(self, event: StreamEvent | SocketError) -> None:
+        if self.lane is not None:
+            event = event.copy()
+            event["stream_id"] = self.lane
+        await self.websocket.send_text(orjson.dumps(event).decode())
+
+
+def _create_body(message: Any) -> dict[str, Any]:
+    """A `response.create` message → the body `ResponsesService.prepare` takes."""
+    if not isinstance(message, dict):
+        raise InvalidRequestError("A WebSocket message must be a JSON object.", code="invalid_json")
+    kind = message.pop("type", None)
+    if kind != CREATE:
+        shown = "no type" if kind is None else f"type {kind!r}"
+        raise InvalidRequestError(
+            f"Unsupported client event ({shown}): this socket accepts '{CREATE}' messages.",
+            param="type",
+            code="unknown_event_type",
+        )
+    message.pop("stream", None)  # implied: every response on a socket streams
+    if message.get("background"):
+        raise InvalidRequestError(
+            "background is not supported in WebSocket mode; use POST /v1/responses for "
+            "background responses.",
+            param="background",
+            code="unsupported_parameter",
+        )
+    message.pop("background", None)
+    if message.pop("generate", True) is False:
+        raise InvalidRequestError(
+            "generate: false (a warm-up that runs no model) is not supported by toolwire; "
+            "send the request when it should run.",
+            param="generate",
+            code="unsupported_parameter",
+        )
+    return message
+
+
+def _error_event(exc: ToolwireError, *, status: int | None = None) -> SocketError:
+    """The WebSocket error envelope; its `code` is always a string. An unknown
+    `previous_response_id` is status 400 here, as OpenAI documents it (the HTTP door answers
+    the same)."""
+    body = exc.to_body()["error"]
+    assert isinstance(body, dict)
+    code = exc.code or exc.error_type
+    if status is None:
+        status = 400 if code == "previous_response_not_found" else exc.status
+    return {"type": "error", "status": status, "error": {**body, "code": code}}
+
+
+_LIMIT_REACHED = InvalidRequestError(
+    "Responses websocket connection limit reached; open a new WebSocket connection to "
+    "continue (a store: false response cannot be continued on it: start a new chain).",
+    code="websocket_connection_limit_reached",
+)
+_KEY_REVOKED = ToolwireError(
+    "The API key this WebSocket was opened with is no longer valid (revoked); the socket "
+    "closes. Open a new one with a valid key.",
+    code="invalid_api_key",
+    error_type="invalid_request_error",
+)
