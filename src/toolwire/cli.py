@@ -162,19 +162,28 @@ async def _run(
 @app.command()
 def serve(
     upstream: Annotated[
-        str | None,
+        list[str],
         typer.Option(
             metavar="URL",
             help="your model server's chat-completions base URL, e.g. "
             "http://127.0.0.1:8000/v1; leave it out to start the bundled local model "
-            "(SmolLM2-135M, needs `make run`'s set-up) [env TOOLWIRE_UPSTREAM]",
+            "(SmolLM2-135M, needs `make run`'s set-up); repeat it to route among several "
+            "servers (docs/fleet.md) [env TOOLWIRE_UPSTREAM]",
         ),
-    ] = None,
+    ] = [],  # noqa: B006
     model: Annotated[
         str | None,
         typer.Option(
             help="model used when a request names none (default: the bundled model's, or "
             "none) [env TOOLWIRE_MODEL]"
+        ),
+    ] = None,
+    routing_policy: Annotated[
+        str | None,
+        typer.Option(
+            metavar="POLICY",
+            help="with several upstreams: affinity (default), round_robin or "
+            "least_outstanding [env TOOLWIRE_ROUTING_POLICY]",
         ),
     ] = None,
     model_path: Annotated[
@@ -284,6 +293,7 @@ def serve(
     flags = {
         "upstream": upstream,
         "model": model,
+        "routing_policy": routing_policy,
         "model_path": model_path,
         "api_key_env": api_key_env,
         "db": db,

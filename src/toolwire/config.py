@@ -24,6 +24,12 @@ from pydantic import (
 )
 
 from toolwire.errors import ConfigError
+from toolwire.upstream.fleet.settings import (
+    FleetSettings,
+    HealthSettings,
+    Policy,
+    UpstreamEntry,
+)
 
 MiB = 1024 * 1024
 _LISTS = frozenset({"tools", "allowed_origins", "allowed_hosts"})
@@ -96,7 +102,40 @@ class ServerConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     upstream: str | None = Field(
-        default=None, description="chat-completions base URL; none: the managed local model"
+        default=None,
+        description="chat-completions base URL; none: the managed local model; given several "
+        "times (or comma-separated in the environment), a fleet (see upstreams)",
+    )
+    upstreams: list[UpstreamEntry] = Field(
+        default_factory=list,
+        description="a fleet of model servers (url, models, weight, api_key_env, vision, "
+        "reasoning_replay, context_window, resume): requests are routed among those serving "
+        "their model; see docs/fleet.md",
+    )
+    routing_policy: Policy = Field(
+        default=Policy.AFFINITY,
+        description="fleet: affinity (a session stays on the server holding its prefix, "
+        "balanced by load), round_robin or least_outstanding",
+    )
+    routing_load_bound: float = Field(
+        default=1.25,
+        ge=1.0,
+        description="fleet, affinity: a server takes a session's call while its calls in "
+        "flight stay within this many times its share of all calls in flight",
+    )
+    failover_attempts: int = Field(
+        default=3, ge=0, description="fleet: further servers a failed model call may try"
+    )
+    circuit_failures: int = Field(
+        default=3, ge=1, description="fleet: failures in a row that take a server out"
+    )
+    circuit_cooldown: float = Field(
+        default=10.0, gt=0, description="fleet: seconds before a server taken out is tried again"
+    )
+    upstream_probe_seconds: float = Field(
+        default=10.0,
+        ge=0,
+        description="fleet: seconds between probes (GET /models) of every server (0: none)",
     )
     model_path: str | None = Field(default=None, description="GGUF for the managed local model")
     local_n_ctx: int = Field(
@@ -223,6 +262,26 @@ class ServerConfig(BaseModel):
         default=3, gt=0, description="processes that may die running one background response"
     )
 
+    @model_validator(mode="before")
+    @classmethod
+    def _several_upstreams(cls, data: Any) -> Any:
+        """`upstream` given several times (a list, or comma-separated) is a fleet: its URLs
+        join `upstreams`; given once it stays the single upstream it always was."""
+        if not isinstance(data, dict):
+            return data
+        value = data.get("upstream")
+        if isinstance(value, str) and "," in value:
+            value = [part.strip() for part in value.split(",") if part.strip()]
+        if isinstance(value, list):
+            data = dict(data)
+            if len(value) <= 1:
+                data["upstream"] = value[0] if value else None
+            else:
+                data["upstream"] = None
+                extra = list(data.get("upstreams") or [])
+                data["upstreams"] = [{"url": url} for url in value] + extra
+        return data
+
     @model_validator(mode="after")
     def _upstream_is_a_url(self) -> ServerConfig:
         if self.upstream is not None:
@@ -233,6 +292,26 @@ class ServerConfig(BaseModel):
                     "server's chat-completions base URL, e.g. http://127.0.0.1:8000/v1"
                 )
         return self
+
+    def fleet(self) -> list[UpstreamEntry]:
+        """The model servers to route among (empty: a single upstream, or the local model):
+        `upstreams`, after `upstream` when both are given."""
+        if not self.upstreams:
+            return []
+        first = [UpstreamEntry(url=self.upstream)] if self.upstream else []
+        return first + list(self.upstreams)
+
+    def fleet_settings(self) -> FleetSettings:
+        return FleetSettings(
+            policy=self.routing_policy,
+            load_bound=self.routing_load_bound,
+            failover_attempts=self.failover_attempts,
+            health=HealthSettings(
+                failure_threshold=self.circuit_failures,
+                cooldown=self.circuit_cooldown,
+                probe_interval=self.upstream_probe_seconds,
+            ),
+        )
 
     @field_validator("anthropic_models", mode="before")
     @classmethod

@@ -101,6 +101,13 @@ class UpstreamError(ToolwireError):
         )
         self.upstream_status = upstream_status
         self.upstream_body = upstream_body
+        self.retry_after: float | None = None
+        """Seconds the upstream asked to wait (a 429's or 503's `Retry-After`), when it did."""
+        self.replica: str | None = None
+        """The model server that failed, when a router (`upstream/fleet/`) chose it."""
+        self.failover = False
+        """Set by a router: another model server may answer this turn, if nothing of it
+        reached the client (the loop then asks again, avoiding `replica`)."""
 
 
 class UpstreamHTTPError(UpstreamError):

@@ -92,10 +92,11 @@ from toolwire.transcript import (
     Transcript,
     UserMessage,
 )
-from toolwire.upstream.base import TurnRequest, Upstream
+from toolwire.upstream.base import RoutingHints, TurnRequest, Upstream
 from toolwire.upstream.events import (
     ModelEvent,
     ReasoningDelta,
+    Routed,
     TextDelta,
     ToolCallArgumentsDelta,
     ToolCallDone,
@@ -118,6 +119,9 @@ LEAK_CORRECTION = (
     "interface, with JSON arguments; otherwise answer in plain prose."
 )
 CANCELLED = "the client disconnected or the response was cancelled"
+MAX_FAILOVERS = 3
+"""Turns of one run asked again on another model server after one failed before anything of
+the turn was shown (a router marks such failures `failover`)."""
 
 
 async def _finish_despite_cancellation(finish: Coroutine[Any, Any, None]) -> None:
@@ -221,15 +225,19 @@ class LoopDriver:
         observed: Sink,
         first_turn: list[ModelEvent],
         error: BaseException | None = None,
+        *,
+        upstream: str | None = None,
     ) -> LoopState:
         """Take over a run whose first model turn a door's fast path already made
         (`loop/quick.py`), because it needs the driver (a call to repair, a leak, an error):
         the run replays `first_turn` (and then raises `error`, as the upstream did) instead of
         calling the upstream again, and goes on from there as any run would. `observed` is
         the sink the fast path already wrapped with the observers; the turn's
-        `ModelCallStarted` and upstream notes have been observed, so they are not again."""
+        `ModelCallStarted` and upstream notes have been observed, so they are not again
+        (`upstream`: the model server the turn was routed to, from its `Routed` note)."""
         run = _Run(self, request, observed, None, None, RunServices())
         run.replay = (first_turn, error)
+        run.state.upstream = upstream
         return await run.drive()
 
 
@@ -369,7 +377,16 @@ class _Run:
             parallel_tool_calls=req.parallel_tool_calls if specs else None,
             sampling=req.sampling,
             stream=self.settings.stream,
+            routing=self.routing(),
         )
+
+    def routing(self) -> RoutingHints:
+        """The door's hints, less the model servers this run's turns already failed on."""
+        hints = self.request.routing
+        avoid = self.state.avoid
+        if not avoid:
+            return hints
+        return RoutingHints(hints.upstream, hints.session, hints.avoid | frozenset(avoid))
 
     def tool_choice(self) -> str | dict[str, Any] | None:
         """A forced choice (`required`, a named function) applies until a tool has run; after
@@ -383,7 +400,7 @@ class _Run:
         """Where a call that just began streaming goes, if it may be shown live: a caller's
         function, or a server tool whose calls never wait for approval (one that might must
         first be judged on its final arguments)."""
-        if self.state.tools_exhausted:
+        if self.state.tools_exhausted or not self.settings.live_calls:
             return None
         tool = self.executor.tools.get(name)
         if tool is None:
@@ -487,9 +504,13 @@ class _Run:
                         finish_reason = event.finish_reason
                         stop_sequence = event.stop_sequence
                     elif isinstance(event, UpstreamNote):
+                        if isinstance(event, Routed):
+                            state.upstream = event.upstream
                         self.emit(event)  # repairs, retries, first token: for observers only
         except ToolwireError as exc:
             state.usage.add(usage)
+            if self.fails_over(exc, held, bool(reasoning), live):
+                return CallModel()
             if self.compacts_for(exc) and not (text or reasoning or calls or live):
                 state.compacted_for_overflow = True
                 state.iterations -= 1  # the refused call is made again, compacted
@@ -541,6 +562,23 @@ class _Run:
         if finish_reason == "content_filter":
             return Finish(RunOutcome(StopReason.CONTENT_FILTER, "the upstream filtered the answer"))
         return Finish(RunOutcome(StopReason.ANSWERED))
+
+    def fails_over(
+        self, error: ToolwireError, held: Holdback, reasoned: bool, live: set[int]
+    ) -> bool:
+        """A turn whose model server failed (marked `failover` by a router: another one may
+        answer) is made again elsewhere if the client was shown nothing of it: no text out
+        of the hold-back, no reasoning, no call streaming live."""
+        state = self.state
+        replica = getattr(error, "replica", None)
+        if not getattr(error, "failover", False) or replica is None:
+            return False
+        if held.released or reasoned or live or state.failovers >= MAX_FAILOVERS:
+            return False
+        state.failovers += 1
+        state.avoid.add(replica)
+        state.iterations -= 1  # the failed call is made again, not counted twice
+        return True
 
     # -- compaction (`context_management`) ------------------------------------------------
 
@@ -833,4 +871,5 @@ class _Run:
             list(state.pending_calls),
             cause,
             dict(self.approvals),
+            state.upstream,
         )

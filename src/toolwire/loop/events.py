@@ -12,7 +12,7 @@ from typing import Literal
 from toolwire.errors import RunStatus, StopReason, ToolwireError
 from toolwire.tools.executor import ToolResult
 from toolwire.transcript import AssistantMessage, ToolCall
-from toolwire.upstream.events import FirstToken, Repair, UpstreamRetry, Usage
+from toolwire.upstream.events import FirstToken, Repair, Routed, UpstreamRetry, Usage
 from toolwire.wire.items import McpListedTool
 
 
@@ -220,6 +220,9 @@ class LoopFinished:
     decisions: dict[str, bool] = field(default_factory=dict)
     """The approval decisions this run claimed and applied, by call id (a decision that was
     already used elsewhere is not among them)."""
+    upstream: str | None = None
+    """The model server that served the run's last model call, when a router chose it among
+    several (stored with the response: a continuation goes back there)."""
 
     @property
     def status(self) -> RunStatus:
@@ -247,6 +250,8 @@ LoopEvent = (
     | Repair
     | UpstreamRetry
     | FirstToken
+    | Routed
 )
-"""`Repair`, `UpstreamRetry` and `FirstToken` come from the upstream unchanged: observations for
-observers (metrics, traces, the timeline); sinks that speak a wire format ignore them."""
+"""`Repair`, `UpstreamRetry`, `FirstToken` and `Routed` come from the upstream unchanged:
+observations for observers (metrics, traces, the timeline); sinks that speak a wire format
+ignore them."""

@@ -46,6 +46,7 @@ from toolwire.upstream.base import TurnRequest
 from toolwire.upstream.events import (
     ModelEvent,
     ReasoningDelta,
+    Routed,
     TextDelta,
     ToolCallDone,
     TurnEnd,
@@ -92,6 +93,7 @@ async def run_single_turn(driver: LoopDriver, request: LoopRequest, sink: Sink) 
         parallel_tool_calls=request.parallel_tool_calls if tools else None,
         sampling=request.sampling,
         stream=False,
+        routing=request.routing,
     )
     state = LoopState(transcript=transcript, output_start=len(request.history))
     observed(ModelCallStarted(1, bool(tools)))
@@ -109,6 +111,8 @@ async def run_single_turn(driver: LoopDriver, request: LoopRequest, sink: Sink) 
             async for batch in turn_batches(driver.upstream, turn):
                 for event in batch:
                     if isinstance(event, UpstreamNote):
+                        if isinstance(event, Routed):
+                            state.upstream = event.upstream
                         observed(event)  # repairs, retries, first token: observed as they happen
                         continue
                     events.append(event)
@@ -125,7 +129,7 @@ async def run_single_turn(driver: LoopDriver, request: LoopRequest, sink: Sink) 
                         stop_sequence = event.stop_sequence
     except TimeoutError as exc:
         if not timer.expired():
-            return await driver.take_over(request, observed, events, exc)
+            return await driver.take_over(request, observed, events, exc, upstream=state.upstream)
         state.usage.add(usage)
         message = f"the response ran past its deadline of {deadline:g} s"
         return _finish(state, observed, StopReason.DEADLINE, message, [])
@@ -133,7 +137,7 @@ async def run_single_turn(driver: LoopDriver, request: LoopRequest, sink: Sink) 
         _finish(state, observed, StopReason.CANCELLED, CANCELLED, [], CancelCause.CLIENT)
         raise
     except Exception as exc:  # the driver decides what an upstream failure means
-        return await driver.take_over(request, observed, events, exc)
+        return await driver.take_over(request, observed, events, exc, upstream=state.upstream)
     full_text = "".join(text)
     full_reasoning = "".join(reasoning)
     names = {spec.name for spec in tools}
@@ -145,14 +149,18 @@ async def run_single_turn(driver: LoopDriver, request: LoopRequest, sink: Sink) 
         or caller_problem(request, call)
         for call in calls
     ):
-        return await driver.take_over(request, observed, events)  # to be re-asked
+        return await driver.take_over(
+            request, observed, events, upstream=state.upstream
+        )  # to be re-asked
     if not calls and finish_reason != "length" and request.settings.leak_mode != "off" and tools:
         if len(full_text) + len(full_reasoning) > OFF_LOOP_LEAK_CHECK_CHARS:
             leak = await asyncio.to_thread(find_leak, full_text, full_reasoning)  # off the loop
         else:
             leak = find_leak(full_text, full_reasoning)
         if leak is not None:
-            return await driver.take_over(request, observed, events)  # retried or salvaged
+            return await driver.take_over(
+                request, observed, events, upstream=state.upstream
+            )  # retried or salvaged
     state.usage.add(usage)
     if full_text:
         observed(OutputTextDelta(full_text))
@@ -180,5 +188,9 @@ def _finish(
     cause: CancelCause | None = None,
 ) -> LoopState:
     state.outcome = RunOutcome(reason, message)
-    observed(LoopFinished(reason, message, state.final_text, state.usage, None, calls, cause))
+    observed(
+        LoopFinished(
+            reason, message, state.final_text, state.usage, None, calls, cause, {}, state.upstream
+        )
+    )
     return state

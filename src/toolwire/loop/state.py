@@ -16,7 +16,7 @@ from toolwire.loop.tool_types import ClientTools
 from toolwire.tools.base import Tool
 from toolwire.tools.mcp.toolset import McpToolset
 from toolwire.transcript import ToolCall, ToolSpec, Transcript
-from toolwire.upstream.base import Sampling
+from toolwire.upstream.base import NO_HINTS, RoutingHints, Sampling
 from toolwire.upstream.events import Usage
 
 LeakMode = Literal["retry", "salvage", "off"]
@@ -38,6 +38,11 @@ class LoopSettings:
     deadline: float | None = None
     """Seconds the whole run may take (model calls, tools, approvals claimed); past it the run
     ends `incomplete` (`StopReason.DEADLINE`) with what it had. None: no deadline."""
+    live_calls: bool = True
+    """Whether a call the model is still writing is shown as it streams (`CallStreamStarted`,
+    argument deltas). False for a door that hands calls over whole (the chat door): the turn
+    is then held back until it ends, and a model server failing mid-call can be replaced
+    without the client seeing anything."""
 
 
 class ApprovalLedger(Protocol):
@@ -78,6 +83,9 @@ class LoopRequest:
     run_id: str = ""
     """The id the run is stored under (a response id): what an approval claim records."""
     settings: LoopSettings = field(default_factory=LoopSettings)
+    routing: RoutingHints = NO_HINTS
+    """Where the run's model calls would best go, for a router over several model servers
+    (`upstream/fleet/`): the continued turn's server, the client's session. Doors fill it."""
 
 
 @dataclass(slots=True, frozen=True)
@@ -147,6 +155,13 @@ class LoopState:
     second refusal in a row ends the run."""
     outcome: RunOutcome | None = None
     final_text: str = ""
+    upstream: str | None = None
+    """The model server the last model call went to, when a router chose it (`Routed`)."""
+    avoid: set[str] = field(default_factory=set)
+    """Model servers a turn failed on before anything of it was shown: asked again, the
+    turn goes elsewhere."""
+    failovers: int = 0
+    """Turns asked again on another model server in this run (bounded: `MAX_FAILOVERS`)."""
 
     @property
     def status(self) -> str:

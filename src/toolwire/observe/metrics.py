@@ -39,7 +39,7 @@ from toolwire.loop.events import (
     ToolExecutionFinished,
 )
 from toolwire.loop.state import LoopRequest
-from toolwire.upstream.events import FirstToken, Repair, UpstreamRetry
+from toolwire.upstream.events import FirstToken, Repair, Routed, UpstreamRetry
 
 _LATENCY = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 
@@ -79,6 +79,11 @@ UPSTREAM_TTFT = Histogram(
 UPSTREAM_RETRIES = Counter(
     "toolwire_upstream_retries", "Upstream requests asked again, by cause", ["upstream", "cause"]
 )
+UPSTREAM_ROUTED = Counter(
+    "toolwire_upstream_routed",
+    "Model calls a fleet's router sent to each upstream, by why it chose it",
+    ["upstream", "reason"],
+)
 TOKENS = Counter("toolwire_tokens", "Tokens the upstream reported", ["model", "direction"])
 TOOL_CALLS = Counter(
     "toolwire_tool_calls", "Tool calls the model made", ["tool", "source", "status"]
@@ -116,6 +121,9 @@ def render_metrics() -> tuple[bytes, str]:
 
         registry = CollectorRegistry()
         multiprocess.MultiProcessCollector(registry, path=directory)  # type: ignore[no-untyped-call]
+        from toolwire.observe.fleet import add_to
+
+        add_to(registry)  # a fleet's upstream state, as this worker sees it
         return generate_latest(registry), CONTENT_TYPE_LATEST
     return generate_latest(REGISTRY), CONTENT_TYPE_LATEST
 
@@ -172,6 +180,7 @@ class LabelCap:
 MODEL_LABEL = LabelCap()
 TOOL_LABEL = LabelCap()
 METHOD_LABEL = LabelCap(limit=16, max_chars=16)
+UPSTREAM_LABEL = LabelCap(limit=64)
 
 
 class RunMetrics:
@@ -239,6 +248,11 @@ class RunMetrics:
     def _retry(self, event: UpstreamRetry) -> None:
         UPSTREAM_RETRIES.labels(self._upstream, event.cause).inc()
 
+    def _routed(self, event: Routed) -> None:
+        """A fleet's router chose the call's upstream: the call is labelled with it."""
+        self._upstream = UPSTREAM_LABEL(event.upstream)
+        UPSTREAM_ROUTED.labels(self._upstream, event.reason).inc()
+
     def _leak(self, event: LeakDetected) -> None:
         LEAKS.labels(event.family, "detected").inc()
         LEAKS.labels(event.family, event.action).inc()
@@ -280,6 +294,7 @@ HANDLERS: dict[type, Any] = {
     ToolCallsReturned: RunMetrics._returned,
     Repair: RunMetrics._repair,
     UpstreamRetry: RunMetrics._retry,
+    Routed: RunMetrics._routed,
     LeakDetected: RunMetrics._leak,
     ContextCompacted: RunMetrics._compacted,
     ApprovalRequested: RunMetrics._approval,

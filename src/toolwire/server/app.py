@@ -34,6 +34,7 @@ from toolwire.server.responses.service import ResponsesService
 from toolwire.server.responses.socket import ResponsesSocket
 from toolwire.store.database import Store
 from toolwire.upstream.base import Upstream
+from toolwire.upstream.fleet.affinity import session_of
 
 
 def create_app(
@@ -73,7 +74,7 @@ def create_app(
 
     async def chat_completions(request: Request) -> Response:
         body = await read_json(request)
-        call = proxy.prepare(body)
+        call = proxy.prepare(body, session=session_of(request.headers))
         await admit(store, owner_of(request), body, call.request.sampling.max_output_tokens)
         if call.stream:
             # The status line waits for the upstream's first content: a failure before it is
@@ -87,7 +88,9 @@ def create_app(
 
     async def create_response(request: Request) -> Response:
         body = await read_json(request)
-        prepared = await responses.prepare(body, owner=owner_of(request))
+        prepared = await responses.prepare(
+            body, owner=owner_of(request), session=session_of(request.headers)
+        )
         await admit(store, prepared.owner, body, prepared.loop_request.sampling.max_output_tokens)
         headers = (
             {NOT_OFFERED_HEADER: ", ".join(prepared.not_offered)} if prepared.not_offered else {}

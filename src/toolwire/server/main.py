@@ -13,6 +13,7 @@ from starlette.applications import Starlette
 from toolwire.config import ServerConfig
 from toolwire.errors import ConfigError
 from toolwire.loop.state import LoopSettings
+from toolwire.observe.fleet import watch_fleet
 from toolwire.observe.setup import Observability
 from toolwire.server.app import create_app
 from toolwire.server.gate.limits import Limits
@@ -21,13 +22,23 @@ from toolwire.server.messages.translate import MessagesSettings
 from toolwire.server.responses.durable import DurabilitySettings
 from toolwire.server.responses.prepare.mcp_tools import configured_server
 from toolwire.server.responses.service import ResponsesService
-from toolwire.server.startup import check_port, check_upstream, shown_database, summary_lines
+from toolwire.server.startup import (
+    check_port,
+    check_upstream,
+    fleet_lines,
+    shown_database,
+    summary_lines,
+)
 from toolwire.server.workers import reuse_port_socket, run_workers
 from toolwire.store.database import Store, default_database_url
 from toolwire.tools.base import Tool
 from toolwire.tools.loading import load_tools
 from toolwire.tools.mcp.pool import McpPool
+from toolwire.upstream.base import Upstream
 from toolwire.upstream.chat_completions import ChatCompletionsConfig, ChatCompletionsUpstream
+from toolwire.upstream.fleet.build import build_router
+from toolwire.upstream.fleet.router import FleetRouter
+from toolwire.upstream.fleet.settings import UpstreamEntry
 from toolwire.upstream.local_llama import ManagedLlamaServer
 
 
@@ -88,7 +99,12 @@ async def build_app(config: ServerConfig) -> Starlette:
     default_model = config.model
     listed: list[str] = []
     upstream_line = f"{base_url}"
-    if base_url:
+    fleet = config.fleet()
+    router: FleetRouter | None = None
+    if fleet:  # several model servers: the router over them (upstream/fleet/)
+        router = await start_fleet(config, fleet)  # closed with `upstream.aclose` below
+        listed = router.served() or []
+    elif base_url:
         key = ChatCompletionsConfig(
             base_url=base_url, api_key_env=config.api_key_env
         ).resolved_api_key()
@@ -109,9 +125,9 @@ async def build_app(config: ServerConfig) -> Starlette:
         base_url = local.base_url
         default_model = default_model or local.model_name
         upstream_line = f"the bundled local model ({local.model_name}, at {base_url})"
-    upstream = ChatCompletionsUpstream(
+    upstream: Upstream = router or ChatCompletionsUpstream(
         ChatCompletionsConfig(
-            base_url=base_url,
+            base_url=base_url or "",
             api_key_env=config.api_key_env,
             headers=config.upstream_headers,
             connect_timeout=config.connect_timeout,
@@ -172,12 +188,15 @@ async def build_app(config: ServerConfig) -> Starlette:
             models=config.anthropic_models,
             ping_interval=config.anthropic_ping_interval,
             context_window=config.context_window
-            or (None if config.upstream else config.local_n_ctx),
+            or (None if config.upstream or fleet else config.local_n_ctx),
         ),
         observability=observability,
     )
+    if router is not None:
+        watch_fleet(router.status)  # observe/: per-upstream state in /metrics
     app.state.summary = summary_lines(
         upstream=upstream_line,
+        fleet=fleet_lines(router) if router is not None else None,
         model=default_model,
         listed=listed,
         database=shown_database(config.db or default_database_url()),
@@ -186,6 +205,35 @@ async def build_app(config: ServerConfig) -> Starlette:
         keys=len(await store.keys.active()),
     )
     return app
+
+
+async def start_fleet(config: ServerConfig, fleet: list[UpstreamEntry]) -> FleetRouter:
+    """The router over the configured model servers, their models listed once (a server
+    that does not answer yet is probed again in the background)."""
+    router = build_router(
+        fleet,
+        config.fleet_settings(),
+        api_key_env=config.api_key_env,
+        vision=config.upstream_vision,
+        reasoning_replay=config.upstream_reasoning_replay,
+        headers=config.upstream_headers,
+        connect_timeout=config.connect_timeout,
+        read_timeout=config.read_timeout,
+        max_event_bytes=config.max_upstream_event_bytes,
+        max_response_bytes=config.max_upstream_response_bytes,
+        idle_timeout=config.upstream_idle_timeout,
+        fallback_seconds=config.upstream_fallback_seconds,
+    )
+    await router.start()
+    for row in router.status():
+        if row.last_error is not None:
+            print(
+                f"toolwire serve: warning: the upstream {row.name} ({row.url}) does not answer "
+                f"now ({row.last_error}); serving anyway: calls go to the others until it does",
+                file=sys.stderr,
+                flush=True,
+            )
+    return router
 
 
 def run(config: ServerConfig, *, reuse_port: bool = False) -> None:

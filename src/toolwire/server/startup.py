@@ -13,6 +13,7 @@ import httpx
 
 from toolwire.errors import ConfigError
 from toolwire.upstream.chat_completions import base_url_hint, shown_url
+from toolwire.upstream.fleet.router import FleetRouter
 
 PROBE_SECONDS = 3.0
 """How long start-up waits for the upstream's `/models`: long enough for a busy server, short
@@ -117,6 +118,21 @@ def _listing(models: list[str]) -> str:
     return shown + (f" and {len(models) - 5} more" if len(models) > 5 else "")
 
 
+def fleet_lines(router: FleetRouter) -> list[str]:
+    """One line per model server of a fleet: where it is, what it serves, whether it
+    answered."""
+    lines = []
+    for row in router.status():
+        if row.models is None:
+            serves = "models unknown until it answers"
+        else:
+            serves = _listing(row.models) if row.models else "no models"
+        state = "up" if row.last_error is None else f"not answering: {row.last_error}"
+        weight = f", weight {row.weight:g}" if row.weight != 1 else ""
+        lines.append(f"{row.name} at {row.url}: {serves} ({state}{weight})")
+    return lines
+
+
 def summary_lines(
     *,
     upstream: str,
@@ -126,8 +142,10 @@ def summary_lines(
     host: str,
     port: int,
     keys: int,
+    fleet: list[str] | None = None,
 ) -> list[str]:
-    """The few lines `serve` prints once it is ready: what a user wants to know first."""
+    """The few lines `serve` prints once it is ready: what a user wants to know first.
+    `fleet`: one line per model server, when there are several (`fleet_lines`)."""
     shown_host = f"[{host}]" if ":" in host else host
     base = f"http://{shown_host}:{port}"
     if model:
@@ -142,9 +160,14 @@ def summary_lines(
         else "off (no keys: anyone who can reach the port may use it; "
         "`toolwire keys create NAME` turns them on)"
     )
+    if fleet is not None:
+        upstream_lines = [f"  upstreams: {len(fleet)}, routed by model"]
+        upstream_lines += [f"    - {line}" for line in fleet]
+    else:
+        upstream_lines = [f"  upstream: {upstream}"]
     return [
         f"toolwire serving on {base}/v1",
-        f"  upstream: {upstream}",
+        *upstream_lines,
         f"  model:    {model_line}",
         f"  database: {database}",
         f"  keys:     {key_line}",

@@ -39,6 +39,7 @@ from toolwire.store.quotas import QuotaStore
 from toolwire.store.records import ConversationRecord, ResponseRecord
 from toolwire.store.runs import RunChange, RunStore, apply_change
 from toolwire.store.tables import (
+    UPSTREAM_NAME_LENGTH,
     approvals,
     conversation_items,
     conversations,
@@ -181,6 +182,7 @@ class Store:
         only_if_active: bool = False,
         fresh: bool = False,
         also: Callable[[sa.Connection], None] | None = None,
+        upstream: str | None = None,
     ) -> bool:
         """Insert or replace a response (status changes rewrite the row). A row of another
         owner with the same id is never rewritten (the insert then fails on the id).
@@ -191,7 +193,8 @@ class Store:
         a conversation, counts the `conversation_items` before it; `history` (a full copy)
         is for callers that have no such link. `run` changes the response's run row (its
         lease, its job) in the same transaction. With `only_if_active`, a response that is
-        already finished (e.g. finalized by another replica) is left alone: False."""
+        already finished (e.g. finalized by another replica) is left alone: False.
+        `upstream`: the model server that served it, when a router chose one."""
         who = resolve(owner)
         values = {
             "id": body["id"],
@@ -204,6 +207,7 @@ class Store:
             "history": history,
             "conversation_items": conversation_items,
             "owner": who,
+            "upstream": upstream[:UPSTREAM_NAME_LENGTH] if upstream else None,
         }
         now = time.time()
 
@@ -344,12 +348,20 @@ class Store:
         created_at: int,
         *,
         owner: OwnerArg = INHERIT,
+        upstream: str | None = None,
     ) -> bool:
-        """Append items; False (nothing added) if the owner has no such conversation."""
+        """Append items; False (nothing added) if the owner has no such conversation.
+        `upstream`: the model server that served them (fleet), kept as the conversation's."""
         who = resolve(owner)
         async with self.write() as connection:
             if not await _owns(connection, conversation_id, who):
                 return False
+            if upstream:
+                await connection.execute(
+                    conversations.update()
+                    .where(conversations.c.id == conversation_id)
+                    .values(upstream=upstream[:UPSTREAM_NAME_LENGTH])
+                )
             if not items:
                 return True
             await connection.execute(

@@ -129,3 +129,27 @@ async def find_items(engine: AsyncEngine, ids: set[str], owner: Owner) -> dict[s
                     found[hit.item_id] = cast(Item, dict(item))
                     break
     return found
+
+
+async def upstream_of_items(engine: AsyncEngine, ids: set[str], owner: Owner) -> str | None:
+    """The model server that served the newest of the owner's responses holding one of
+    `ids` (an `item_reference` chain continues that response's session); None if none
+    says."""
+    if not ids:
+        return None
+    async with engine.connect() as connection:
+        row = (
+            await connection.execute(
+                sa.select(responses.c.upstream)
+                .join(item_index, item_index.c.response_id == responses.c.id)
+                .where(
+                    item_index.c.owner == owner_key(owner),
+                    item_index.c.item_id.in_(sorted(ids)),
+                    owned_by(responses.c.owner, owner),
+                    responses.c.upstream.is_not(None),
+                )
+                .order_by(responses.c.created_at.desc())
+                .limit(1)
+            )
+        ).first()
+    return None if row is None else str(row.upstream)

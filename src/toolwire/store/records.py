@@ -25,6 +25,8 @@ class ResponseRecord(TypedDict):
     history: list[Item] | None
     owner: str | None
     conversation_items: int | None
+    upstream: str | None
+    """The model server that served it (schema 6; None with a single upstream)."""
 
 
 class ConversationRecord(TypedDict):
@@ -35,6 +37,8 @@ class ConversationRecord(TypedDict):
     created_at: int
     metadata: dict[str, str]
     owner: str | None
+    upstream: str | None
+    """The model server that served its last response (schema 6; None with one upstream)."""
 
 
 class QueuedRequest(TypedDict, total=False):

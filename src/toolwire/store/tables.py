@@ -8,6 +8,8 @@ metadata = sa.MetaData()
 
 #: Longer item ids (only a plain response's input may carry them) are not indexed.
 ITEM_INDEX_ID_LENGTH = 200
+#: A model server's name as stored (longer ones are cut: they are only routing hints).
+UPSTREAM_NAME_LENGTH = 200
 
 responses = sa.Table(
     "responses",
@@ -29,6 +31,9 @@ responses = sa.Table(
     sa.Column("owner", sa.String(40), nullable=True, index=True),
     # how many of its conversation's items came before it (responses in a conversation)
     sa.Column("conversation_items", sa.Integer, nullable=True),
+    # schema 6: the model server that served it, when toolwire routes over several
+    # (upstream/fleet/): a continuation goes back there
+    sa.Column("upstream", sa.String(UPSTREAM_NAME_LENGTH), nullable=True),
     sa.Index("ix_responses_previous_response_id", "previous_response_id"),
 )
 
@@ -39,6 +44,8 @@ conversations = sa.Table(
     sa.Column("created_at", sa.Integer, nullable=False),
     sa.Column("metadata", sa.JSON, nullable=False),
     sa.Column("owner", sa.String(40), nullable=True, index=True),
+    # schema 6: the model server that served the conversation's last response (fleet)
+    sa.Column("upstream", sa.String(UPSTREAM_NAME_LENGTH), nullable=True),
 )
 
 conversation_items = sa.Table(

@@ -27,6 +27,25 @@ class Sampling:
     """Other parameters, passed on as the client sent them (arbitrary JSON)."""
 
 
+@dataclass(slots=True, frozen=True)
+class RoutingHints:
+    """What a door and the loop know about where a model call should go, for an upstream
+    that routes over several model servers (`upstream/fleet/`); a single upstream ignores it.
+
+    Doors fill `upstream` and `session`; the loop adds `avoid`. The prompt's opening (the
+    other affinity key) is read from the turn itself, so no door computes it."""
+
+    upstream: str | None = None
+    """The model server that served the turn this request continues (stored with it)."""
+    session: str | None = None
+    """A client's session id (a header such as `x-claude-code-session-id`)."""
+    avoid: frozenset[str] = frozenset()
+    """Model servers this turn already failed on: asked again, it goes elsewhere if it can."""
+
+
+NO_HINTS = RoutingHints()
+
+
 @dataclass(slots=True)
 class TurnRequest:
     """One model call: the transcript so far, the tools on offer, and sampling settings."""
@@ -39,6 +58,7 @@ class TurnRequest:
     parallel_tool_calls: bool | None = None
     sampling: Sampling = field(default_factory=Sampling)
     stream: bool = True
+    routing: RoutingHints = NO_HINTS
 
 
 class Upstream(Protocol):
@@ -53,3 +73,18 @@ class Upstream(Protocol):
         ...
 
     async def aclose(self) -> None: ...
+
+
+def routes_models(upstream: object) -> bool:
+    """Whether `upstream` routes each call among several model servers (a fleet's router):
+    then doors pass routing hints, and the store keeps which server served each turn."""
+    return bool(getattr(upstream, "routes", False))
+
+
+def ensure_served(upstream: object, model: str) -> None:
+    """Refuse, before anything runs, a model that an upstream knowing its models does not
+    serve (a fleet's router raises OpenAI's 404 `model_not_found`, naming those it serves).
+    A single upstream is asked as it is: it answers for itself."""
+    check = getattr(upstream, "check_model", None)
+    if check is not None:
+        check(model)

@@ -47,7 +47,7 @@ from toolwire.upstream.events import (
     UpstreamRetry,
 )
 from toolwire.upstream.lowering import chat_messages, chat_tool_choice, chat_tools
-from toolwire.upstream.retry import RETRYABLE_STATUSES, RetryPolicy
+from toolwire.upstream.retry import RETRYABLE_STATUSES, RetryPolicy, parse_retry_after
 from toolwire.upstream.scrub import Scrubber
 from toolwire.upstream.transport import Answer, sender
 from toolwire.wire.chat import ChatRequest
@@ -559,6 +559,7 @@ class ChatCompletionsUpstream:
                 finally:
                     await response.aclose()
                 error = _http_error(response, body or b"", url, self.config.base_url)
+                error.retry_after = parse_retry_after(response.headers.get("retry-after"))
                 # a prompt too long for the model stays too long, whatever the status said
                 retryable = (
                     response.status_code in RETRYABLE_STATUSES

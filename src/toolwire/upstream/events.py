@@ -96,7 +96,18 @@ class FirstToken:
     """The upstream's first content of this turn arrived (time to first token)."""
 
 
-UpstreamNote = Repair | UpstreamRetry | FirstToken
+@dataclass(slots=True)
+class Routed:
+    """A router picked the model server for this model call (`upstream/fleet/`): `upstream`
+    is its name, `reason` why (`continuation`, `session`, `prompt`, `load`, `round_robin`,
+    `least_outstanding`, `failover`, `resume`). The last one of a run is stored with the
+    response, so a continuation goes where its previous turn went."""
+
+    upstream: str
+    reason: str
+
+
+UpstreamNote = Repair | UpstreamRetry | FirstToken | Routed
 
 ModelEvent = (
     TextDelta
@@ -109,4 +120,5 @@ ModelEvent = (
     | Repair
     | UpstreamRetry
     | FirstToken
+    | Routed
 )

@@ -44,7 +44,7 @@ from toolwire.server.chat.schemas import check_chat_body
 from toolwire.server.chat.validation import check_chat_messages
 from toolwire.server.responses.sink import arguments_text
 from toolwire.transcript import ToolCall, ToolSpec
-from toolwire.upstream.base import Sampling
+from toolwire.upstream.base import NO_HINTS, RoutingHints, Sampling, ensure_served
 from toolwire.wire.chat import (
     ChatChunk,
     ChatCompletion,
@@ -94,11 +94,13 @@ class ChatProxy:
         self.settings = settings
         self.default_model = default_model
 
-    def prepare(self, body: Any) -> ProxyCall:
+    def prepare(self, body: Any, *, session: str | None = None) -> ProxyCall:
+        """`session`: the client's session id (a header), a routing hint for a fleet."""
         body = check_chat_body(body)  # the documented schema: server/chat/schemas.py
         model = body.get("model") or self.default_model
         if not isinstance(model, str) or not model:
             raise InvalidRequestError(MISSING_MODEL, param="model")
+        ensure_served(self.driver.upstream, model)
         if body.get("n") not in (None, 1):
             raise InvalidRequestError("only n=1 is supported", param="n")
         tools = _tools(body.get("tools"), body.get("functions"))
@@ -115,7 +117,9 @@ class ChatProxy:
                 )
         # Stream from the upstream only when the agent streams: a whole body is cheaper to
         # relay, and a streamed one is what lets text reach a streaming agent live.
-        settings = replace(self.settings, stream=bool(body.get("stream")))
+        # Calls reach the agent whole (see the module docstring): never shown while streaming,
+        # so a model server failing mid-call is replaced unseen (a fleet's failover).
+        settings = replace(self.settings, stream=bool(body.get("stream")), live_calls=False)
         tool_choice = body.get("tool_choice")
         if tool_choice is None and isinstance(body.get("function_call"), str | dict):
             legacy = body["function_call"]
@@ -137,6 +141,7 @@ class ChatProxy:
                 extra_body={k: v for k, v in body.items() if k not in _HANDLED} or None,
             ),
             settings=settings,
+            routing=RoutingHints(session=session) if session else NO_HINTS,
         )
         options = body.get("stream_options") or {}
         return ProxyCall(

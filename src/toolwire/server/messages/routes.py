@@ -46,7 +46,9 @@ from toolwire.server.messages.translate import (
 )
 from toolwire.store.database import Store
 from toolwire.tools.base import Tool
-from toolwire.upstream.base import TurnRequest, Upstream
+from toolwire.upstream.base import TurnRequest, Upstream, ensure_served, routes_models
+from toolwire.upstream.events import Routed
+from toolwire.upstream.fleet.affinity import session_of
 from toolwire.wire import anthropic
 
 Handler = Callable[[Request], Awaitable[Response]]
@@ -112,7 +114,7 @@ class MessagesDoor:
 
     async def _translate(self, request: Request, *, counting: bool = False) -> MessagesCall:
         body = await self.read_json(request)
-        return translate(
+        call = translate(
             body,
             settings=self.settings,
             default_model=self.default_model,
@@ -121,7 +123,11 @@ class MessagesDoor:
             server_tools=self.server_tools,
             loop_settings=self.loop_settings,
             counting=counting,
+            session=session_of(request.headers),
+            routes=routes_models(self.upstream),
         )
+        ensure_served(self.upstream, call.request.model)
+        return call
 
     async def _prompt_tokens(self, request: LoopRequest) -> int:
         tools = [tool.spec for tool in request.tools] + list(request.client_tools)
@@ -200,7 +206,9 @@ class MessagesDoor:
         finished: list[LoopFinished] = []
 
         def keep(event: LoopEvent) -> None:
-            if isinstance(event, RELAYED):
+            if isinstance(event, Routed):
+                writer.upstream = event.upstream
+            elif isinstance(event, RELAYED):
                 done = writer.write(event, frames)
                 frames.clear()
                 if done is not None:
@@ -229,6 +237,8 @@ class MessagesDoor:
             def relay(event: LoopEvent) -> None:
                 if isinstance(event, RELAYED):
                     emit(event)
+                elif isinstance(event, Routed):  # a fleet's choice, for thinking signatures
+                    writer.upstream = event.upstream
 
             await self.driver.run(call.request, relay)
 

@@ -88,6 +88,9 @@ class BlockWriter:
     """The request's `stop_sequences`: only one of them is reported as `stop_sequence`."""
     stop_sequence: str | None = None
     """Which of them ended the last model turn, as the upstream said (None: it did not)."""
+    upstream: str | None = None
+    """The model server of the turn being written (a fleet's `Routed`): sealed into thinking
+    signatures, so the block coming back says where its session's prefix is."""
     content: list[anthropic.ContentBlock] = field(default_factory=list)
     _open: str | None = None
     _thinking: list[str] = field(default_factory=list)
@@ -102,7 +105,7 @@ class BlockWriter:
     def _close(self, frames: list[bytes]) -> None:
         if self._open == "thinking":
             reasoning = "".join(self._thinking)
-            signature = self.seal.sign(reasoning, self.owner)
+            signature = self.seal.sign(reasoning, self.owner, self.upstream)
             block = self.content[-1]
             block["thinking"] = "" if self.omit_thinking else reasoning
             block["signature"] = signature

@@ -28,7 +28,7 @@ from toolwire.transcript import (
     Transcript,
     UserMessage,
 )
-from toolwire.upstream.base import Sampling
+from toolwire.upstream.base import NO_HINTS, RoutingHints, Sampling
 from toolwire.wire.chat import ChatPart
 
 BILLING_PREFIX = "x-anthropic-billing-header"
@@ -91,10 +91,21 @@ class ThinkingSeal:
     def _owner(owner: str | None) -> str:
         return hashlib.sha256((owner or "").encode()).hexdigest()[:32]
 
-    def sign(self, reasoning: str, owner: str | None) -> str:
-        return self._sealer.seal({"o": self._owner(owner), "r": reasoning})
+    def sign(self, reasoning: str, owner: str | None, upstream: str | None = None) -> str:
+        """`upstream`: the model server that wrote the reasoning (a fleet's), sealed with it:
+        the block coming back says where its session's prefix is."""
+        payload = {"o": self._owner(owner), "r": reasoning}
+        if upstream:
+            payload["u"] = upstream
+        return self._sealer.seal(payload)
 
     def open(self, signature: Any, owner: str | None) -> str | None:
+        opened = self.open_signed(signature, owner)
+        return opened[0] if opened is not None else None
+
+    def open_signed(self, signature: Any, owner: str | None) -> tuple[str, str | None] | None:
+        """(the reasoning, the model server that wrote it) of a block toolwire signed for
+        this key; None for any other."""
         if not isinstance(signature, str) or not signature:
             return None
         try:
@@ -104,7 +115,10 @@ class ThinkingSeal:
         if not isinstance(payload, dict) or payload.get("o") != self._owner(owner):
             return None
         reasoning = payload.get("r")
-        return reasoning if isinstance(reasoning, str) else None
+        if not isinstance(reasoning, str):
+            return None
+        upstream = payload.get("u")
+        return reasoning, upstream if isinstance(upstream, str) else None
 
 
 @dataclass(slots=True)
@@ -155,8 +169,12 @@ def translate(
     server_tools: list[Tool],
     loop_settings: LoopSettings,
     counting: bool = False,
+    session: str | None = None,
+    routes: bool = False,
 ) -> MessagesCall:
-    """`counting`: a `count_tokens` body (no `max_tokens`, nothing runs)."""
+    """`counting`: a `count_tokens` body (no `max_tokens`, nothing runs). `routes`: the
+    upstream routes over several model servers: the request carries routing hints (the
+    client's `session`, the server a signed thinking block came from)."""
     body = _obj(body, "body")
     requested = body.get("model")
     if not isinstance(requested, str) or not requested:
@@ -191,7 +209,8 @@ def translate(
         if body.get(name) is not None:
             _obj(body[name], name)  # accepted; see docs/anthropic.md
     system = _system(body.get("system"))
-    transcript = _messages(body.get("messages"), seal, owner)
+    served: list[str] = []  # the model servers of the signed thinking blocks, in order
+    transcript = _messages(body.get("messages"), seal, owner, served)
     specs = _tools(body.get("tools"))
     tool_choice, parallel = _tool_choice(body.get("tool_choice"), specs)
     model = settings.upstream_model(requested, default_model)
@@ -210,6 +229,7 @@ def translate(
         ),
         # Stream from the upstream only when the client streams (as the chat door does).
         settings=replace(loop_settings, stream=stream),
+        routing=RoutingHints(served[-1] if served else None, session) if routes else NO_HINTS,
     )
     return MessagesCall(request, requested, stream, show, omit, list(stops or []))
 
@@ -262,7 +282,7 @@ def _system(value: Any) -> Transcript:
     return [SystemMessage(text)] if text else []
 
 
-def _messages(value: Any, seal: ThinkingSeal, owner: str | None) -> Transcript:
+def _messages(value: Any, seal: ThinkingSeal, owner: str | None, served: list[str]) -> Transcript:
     if not isinstance(value, list) or not value:
         raise _invalid("messages: must be a non-empty list", "messages")
     transcript: Transcript = []
@@ -280,7 +300,7 @@ def _messages(value: Any, seal: ThinkingSeal, owner: str | None) -> Transcript:
         if role == "user":
             transcript.extend(_user(blocks, where, names))
         elif role == "assistant":
-            transcript.append(_assistant(blocks, where, names, seal, owner))
+            transcript.append(_assistant(blocks, where, names, seal, owner, served))
         elif role == "system":
             # Claude Code sends these mid-conversation; many chat templates accept a system
             # message only first, so the text joins the user turn it sits beside.
@@ -407,6 +427,7 @@ def _assistant(
     names: dict[str, str],
     seal: ThinkingSeal,
     owner: str | None,
+    served: list[str],
 ) -> AssistantMessage:
     texts: list[str] = []
     reasoning: list[str] = []
@@ -426,9 +447,11 @@ def _assistant(
             )
         elif kind == "thinking":
             _string(block.get("thinking"), f"{at}.thinking")
-            replayed = seal.open(block.get("signature"), owner)
-            if replayed:  # a block toolwire did not sign for this key is dropped
-                reasoning.append(replayed)
+            opened = seal.open_signed(block.get("signature"), owner)
+            if opened is not None and opened[0]:  # one toolwire did not sign is dropped
+                reasoning.append(opened[0])
+                if opened[1]:
+                    served.append(opened[1])
         elif kind == "redacted_thinking":
             _string(block.get("data"), f"{at}.data")  # never issued here: nothing to replay
         else:

@@ -95,6 +95,7 @@ class ResponseRecorder:
                 if background:
                     await self._write(lambda: self.persist(prepared, builder.body("in_progress")))
             elif isinstance(event, LoopFinished):
+                prepared.served_by = event.upstream
                 final = builder.settle(event)
                 saved = None
                 if timeline is not None and store:  # observe/: for /ui, same transaction
@@ -209,6 +210,7 @@ class ResponseRecorder:
                 only_if_active=finished,
                 fresh=fresh,
                 also=also,
+                upstream=prepared.served_by,
             )
             if not stored:
                 return False  # finalized meanwhile (cancelled, or taken for lost): that stands
@@ -217,7 +219,11 @@ class ResponseRecorder:
         if conversation_id is not None and body["status"] not in ("queued", "in_progress"):
             try:
                 await self.store.add_items(
-                    conversation_id, prepared.input_items + output, wire.now(), owner=prepared.owner
+                    conversation_id,
+                    prepared.input_items + output,
+                    wire.now(),
+                    owner=prepared.owner,
+                    upstream=prepared.served_by,
                 )
             except Exception as exc:
                 if not is_duplicate_key(exc):

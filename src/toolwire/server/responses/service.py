@@ -38,7 +38,7 @@ from toolwire.store.database import Store
 from toolwire.store.timelines import TimelineStore
 from toolwire.tools.base import Tool
 from toolwire.tools.mcp.pool import McpPool
-from toolwire.upstream.base import Upstream
+from toolwire.upstream.base import Upstream, ensure_served, routes_models
 from toolwire.wire.items import ResponseObject, StreamEvent
 from toolwire.wire.sse import FramedEvent, encode_event
 
@@ -87,6 +87,7 @@ class ResponsesService:
             mcp_pool=self.mcp_pool,
             mcp_call_timeout=mcp_call_timeout,
             web_search=web_search,
+            routes=routes_models(upstream),
         )
         self.replica = Replica(store, durability)
         self.recorder = ResponseRecorder(store, self.replica.id, self.timelines, self.compaction)
@@ -113,10 +114,16 @@ class ResponsesService:
         owner: str | None = None,
         local: LocalResponse | None = None,
         resume: Resumption | None = None,
+        session: str | None = None,
     ) -> Prepared:
         """`local`: a response the caller holds (WebSocket mode), found by
-        `previous_response_id` before the store is asked; `resume`: a queued job."""
-        return await self.preparer.prepare(body, owner=owner, local=local, resume=resume)
+        `previous_response_id` before the store is asked; `resume`: a queued job;
+        `session`: the client's session id, a routing hint (`upstream/fleet/affinity.py`)."""
+        prepared = await self.preparer.prepare(
+            body, owner=owner, local=local, resume=resume, session=session
+        )
+        ensure_served(self.driver.upstream, prepared.loop_request.model)
+        return prepared
 
     # -- the three ways to run ------------------------------------------------------------
 

@@ -45,6 +45,7 @@ from toolwire.server.gate.auth import owner_of
 from toolwire.server.gate.limits import Limits, parse_limited_json
 from toolwire.server.gate.quotas import admit
 from toolwire.server.responses.service import LocalResponse, Prepared, ResponsesService
+from toolwire.upstream.fleet.affinity import session_of
 from toolwire.wire.items import ResponseObject, SocketError, StreamEvent
 
 log = logging.getLogger("toolwire.server")
@@ -116,6 +117,7 @@ class _Session:
         self.door = door
         self.websocket = websocket
         self.owner = owner_of(websocket)
+        self.session = session_of(websocket.headers)  # a routing hint (upstream/fleet/)
         self.last: LocalResponse | None = None
         #: the `stream_id` of the request being answered, echoed on its events
         self.lane: str | None = None
@@ -176,7 +178,9 @@ class _Session:
                 raise InvalidRequestError("stream_id must be a string.", param="stream_id")
             self.lane = lane
         body = _create_body(message)
-        prepared = await self.door.service.prepare(body, owner=self.owner, local=local)
+        prepared = await self.door.service.prepare(
+            body, owner=self.owner, local=local, session=self.session
+        )
         await admit(self.door.service.store, self.owner, body, prepared.request.max_output_tokens)
         await self.run(prepared)
 

@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from toolwire.errors import NotFoundError
 from toolwire.server.responses.prepare.validation.items import resolve_references
 from toolwire.store.database import Store
-from toolwire.store.items import find_items
+from toolwire.store.items import find_items, upstream_of_items
 from toolwire.store.owner import owner_key
 from toolwire.store.tables import conversation_items
 from toolwire.wire import responses as wire
@@ -40,6 +40,13 @@ async def resolve_stored_references(
     wanted = _referenced(items) - {item.get("id") for item in history}
     found = await find_items(store.engine, wanted, owner) if wanted else {}
     return resolve_references(items, [*found.values(), *history], param)
+
+
+async def referenced_upstream(store: Store, items: list[Item], owner: str | None) -> str | None:
+    """The model server that served the newest stored response holding an item the input
+    references (a client replaying earlier turns as references continues that session)."""
+    wanted = _referenced(items)
+    return await upstream_of_items(store.engine, wanted, owner) if wanted else None
 
 
 async def conversation_additions(

@@ -22,7 +22,10 @@ from toolwire.loop.items import items_to_transcript
 from toolwire.loop.state import LoopRequest, LoopSettings, RunServices
 from toolwire.server.responses.prepare.approval_tools import restore as restore_tools
 from toolwire.server.responses.prepare.item_ids import check_storable, check_unique
-from toolwire.server.responses.prepare.item_references import resolve_stored_references
+from toolwire.server.responses.prepare.item_references import (
+    referenced_upstream,
+    resolve_stored_references,
+)
 from toolwire.server.responses.prepare.mcp_tools import McpServerUse
 from toolwire.server.responses.prepare.request import CreateResponse, parse_create
 from toolwire.server.responses.prepare.tools import RequestTools, request_tools
@@ -38,7 +41,7 @@ from toolwire.store.database import Store
 from toolwire.tools.base import Tool
 from toolwire.tools.mcp.pool import McpPool
 from toolwire.tools.mcp.toolset import McpToolset
-from toolwire.upstream.base import Sampling
+from toolwire.upstream.base import NO_HINTS, RoutingHints, Sampling
 from toolwire.wire import responses as wire
 from toolwire.wire.items import Item, McpListedTool, ResponseObject
 
@@ -62,6 +65,9 @@ class Prepared:
     """What the run uses beside its request: the approval ledger and signer, the seal."""
     resumed: list[Item] = field(default_factory=list)
     """Output an earlier attempt of this response stored; the run goes on after it."""
+    served_by: str | None = None
+    """The model server that served the run, once it finished (when a router chose one):
+    set by the recorder, kept by a WebSocket's `LocalResponse` for its continuation."""
 
     @property
     def response_id(self) -> str:
@@ -87,11 +93,13 @@ class LocalResponse:
     response_id: str
     history: list[Item]
     """Every item the model had seen when it ended: what a continuation starts from."""
+    upstream: str | None = None
+    """The model server that served it (a fleet's): where its continuation goes."""
 
     @classmethod
     def of(cls, prepared: Prepared, final: ResponseObject) -> LocalResponse:
         items = prepared.history_items + prepared.input_items + list(final["output"] or [])
-        return cls(final["id"], items)
+        return cls(final["id"], items, prepared.served_by)
 
 
 class Preparer:
@@ -110,7 +118,11 @@ class Preparer:
         mcp_pool: McpPool,
         mcp_call_timeout: float,
         web_search: WebSearchConfig | None,
+        routes: bool = False,
     ) -> None:
+        """`routes`: the upstream routes over several model servers: requests carry where
+        their continued turn was served (`LoopRequest.routing`)."""
+        self.routes = routes
         self.store = store
         self.signer = signer
         self.compaction = compaction
@@ -129,19 +141,23 @@ class Preparer:
         owner: str | None = None,
         local: LocalResponse | None = None,
         resume: Resumption | None = None,
+        session: str | None = None,
     ) -> Prepared:
         """`local`: a response the caller holds (WebSocket mode), found by
         `previous_response_id` before the store is asked. `resume`: a queued job, prepared
-        under its own id, going on after what an earlier attempt stored."""
+        under its own id, going on after what an earlier attempt stored. `session`: the
+        client's session id (a header), a routing hint."""
         request = parse_create(body)
         model = request.model or self.default_model
         if not model:
             raise InvalidRequestError(MISSING_MODEL, param="model")
         history: list[Item] = []
+        served_by: str | None = None  # the model server of the turn continued (fleet)
         conversation_id = request.conversation_id
         inline = local is not None and request.previous_response_id == local.response_id
         if local is not None and inline:
             history = list(local.history)
+            served_by = local.upstream
         elif request.previous_response_id:
             record = await self.store.get_response_record(request.previous_response_id, owner=owner)
             if record is None:
@@ -151,16 +167,21 @@ class Preparer:
                     code="previous_response_not_found",
                 )
             history = list(record["history"] or [])
+            served_by = record.get("upstream")
         elif conversation_id is not None:
-            if await self.store.get_conversation(conversation_id, owner=owner) is None:
+            conversation = await self.store.get_conversation(conversation_id, owner=owner)
+            if conversation is None:
                 raise NotFoundError(
                     f"Conversation with id '{conversation_id}' not found.", param="conversation"
                 )
             history = await self.store.list_items(conversation_id, owner=owner)
+            served_by = conversation.get("upstream")
         input_items = normalize_input(request.input)
         check_unique(input_items, "input")
         if conversation_id is not None:
             await check_storable(self.store, input_items, "input", owner)
+        if self.routes and served_by is None:  # an `item_reference` chain's session
+            served_by = await referenced_upstream(self.store, input_items, owner)
         input_items = await resolve_stored_references(self.store, input_items, history, owner)
         check_outputs_answer_calls(history, input_items)
         if request.previous_response_id and request.tools:
@@ -211,6 +232,7 @@ class Preparer:
                 extra_body=request.sampling_extras() or None,
             ),
             settings=replace(self.loop_settings, max_tool_calls=request.max_tool_calls),
+            routing=RoutingHints(served_by, session) if self.routes else NO_HINTS,
         )
         return Prepared(
             request=request,

@@ -1,0 +1,400 @@
+"""The router: an `Upstream` over a fleet of model servers. The loop asks it for a model turn
+as it asks any upstream; it picks a replica for the call (`policy.py`), streams the turn from
+it, and when the replica fails, fails over without the client seeing it:
+
+- **before anything of the turn came back**: the call is made again on another healthy
+  replica (with backoff, at most `failover_attempts` more times);
+- **after text came back, nothing else**: the call is made again as a continuation of that
+  text (`resume.py`) on a replica that can continue, and the text it adds follows seamlessly;
+- **after reasoning or a tool call came back**: the error goes to the loop marked `failover`;
+  the loop asks again (avoiding this replica) only if it had shown the client nothing of the
+  turn (it holds every tool-call turn of the chat door back), else the client gets the door's
+  error event.
+
+Each call's outcome feeds the replica's circuit breaker (`health.py`); a periodic probe
+(`GET /models`) feeds it too and refreshes what each replica serves. The address probed is
+the configured one: nothing a request carries ever reaches it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from toolwire.errors import (
+    NotFoundError,
+    UpstreamError,
+    UpstreamHTTPError,
+    UpstreamStreamError,
+    UpstreamTooLargeError,
+)
+from toolwire.upstream.base import TurnRequest, Upstream
+from toolwire.upstream.events import (
+    FirstToken,
+    ModelEvent,
+    ReasoningDelta,
+    Routed,
+    TextDelta,
+    ToolCallArgumentsDelta,
+    ToolCallDone,
+    ToolCallStarted,
+    UpstreamRetry,
+)
+from toolwire.upstream.fleet.affinity import opening_key, session_key
+from toolwire.upstream.fleet.health import CircuitState
+from toolwire.upstream.fleet.policy import Selector
+from toolwire.upstream.fleet.replica import Replica
+from toolwire.upstream.fleet.resume import can_resume, continuation
+from toolwire.upstream.fleet.settings import FleetSettings
+
+#: Longest wait for a replica to take calls again (a `Retry-After`, an open circuit's
+#: cool-down) before a call is failed instead.
+MAX_WAIT = 10.0
+_NOT_TEXT = (ReasoningDelta, ToolCallStarted, ToolCallArgumentsDelta, ToolCallDone)
+
+
+class FleetUnavailable(UpstreamError):
+    """No replica serving the model takes calls now (every circuit open, or busy)."""
+
+    status = 503
+
+    def __init__(self, message: str, wait: float | None) -> None:
+        super().__init__(message, code="upstream_unavailable")
+        self.wait = wait
+        """Seconds until one of them may take a call again (None: not soon)."""
+
+
+def model_not_served(model: str, served: Sequence[str]) -> NotFoundError:
+    listed = ", ".join(served[:20]) + (f" and {len(served) - 20} more" if len(served) > 20 else "")
+    return NotFoundError(
+        f"The model '{model}' does not exist or is not served here; the models served are: "
+        f"{listed or 'none (no upstream has listed its models yet)'}.",
+        param="model",
+        code="model_not_found",
+    )
+
+
+def replica_fault(error: UpstreamError) -> tuple[bool, bool]:
+    """(whether the failure counts against the replica's health, whether another replica may
+    answer the same call). A request the model server rightly refused (bad input, a prompt
+    too long for the model, an answer over toolwire's limits) would fare no better elsewhere."""
+    if isinstance(error, UpstreamTooLargeError) or error.code == "context_length_exceeded":
+        return False, False
+    if isinstance(error, UpstreamHTTPError):
+        status = error.upstream_status or 0
+        if status in (408, 429) or status >= 500 or status in (401, 403):
+            return True, True
+        if status == 404:  # this server does not have the model (any more): it is alive
+            return False, True
+        return False, False
+    return True, True  # refused, timed out, cut, stalled, garbage
+
+
+@dataclass(slots=True, frozen=True)
+class ReplicaStatus:
+    """One replica's state for `/metrics`, the start-up summary and `/ui`."""
+
+    name: str
+    url: str
+    state: str
+    outstanding: int
+    calls: int
+    failures: int
+    error_rate: float
+    ttft: float | None
+    models: list[str] | None
+    weight: float
+    last_error: str | None
+
+
+async def _batches(upstream: Upstream, request: TurnRequest) -> AsyncIterator[list[ModelEvent]]:
+    batches = getattr(upstream, "stream_turn_batches", None)
+    if batches is not None:
+        async for batch in batches(request):
+            yield batch
+        return
+    async for event in upstream.stream_turn(request):
+        yield [event]
+
+
+class FleetRouter:
+    """An `Upstream` over several model servers (see the module docstring)."""
+
+    name = "fleet"
+    routes = True  # `upstream/base.py` routes_models: doors pass routing hints
+
+    def __init__(
+        self,
+        replicas: Sequence[Replica],
+        settings: FleetSettings | None = None,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        names = [replica.name for replica in replicas]
+        if not replicas:
+            raise ValueError("a fleet needs at least one upstream")
+        if len(set(names)) != len(names):
+            raise ValueError(f"upstream names must be unique: {names}")
+        self.replicas = list(replicas)
+        self.settings = settings or FleetSettings()
+        self.selector = Selector(
+            self.settings.policy, self.settings.load_bound, self.settings.sessions_kept
+        )
+        self._clock = clock
+        self._prober: asyncio.Task[None] | None = None
+
+    # -- models -------------------------------------------------------------------------
+
+    def served(self) -> list[str] | None:
+        """Every model some replica serves; None while a replica's models are unknown."""
+        models: set[str] = set()
+        for replica in self.replicas:
+            known = replica.models()
+            if known is None:
+                return None
+            models |= known
+        return sorted(models)
+
+    def check_model(self, model: str) -> None:
+        """Raise OpenAI's 404 `model_not_found`, naming the models served, for a model no
+        replica serves (while every replica's models are known)."""
+        served = self.served()
+        if served is not None and model not in served:
+            raise model_not_served(model, served)
+
+    async def list_models(self) -> list[dict[str, object]]:
+        """The union of the replicas' `/models` entries (the first replica's entry of a
+        model shared by several)."""
+        seen: dict[str, dict[str, object]] = {}
+        for replica in self.replicas:
+            for entry in replica.entries():
+                seen.setdefault(str(entry["id"]), entry)
+        return list(seen.values())
+
+    async def count_tokens(self, model: str, text: str) -> int | None:
+        """With the tokenizer of a replica serving the model (they serve the same model)."""
+        now = self._clock()
+        for replica in self.replicas:
+            counter = getattr(replica.adapter, "count_tokens", None)
+            if counter is not None and replica.serves(model) and replica.health.admits(now):
+                result: int | None = await counter(model, text)
+                return result
+        return None
+
+    # -- lifecycle ----------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """List every replica's models once, then keep probing them in the background."""
+        await self.probe()
+        if self.settings.health.probe_interval > 0 and self._prober is None:
+            self._prober = asyncio.get_running_loop().create_task(self._probe_forever())
+
+    async def probe(self) -> None:
+        await asyncio.gather(*(self._probe_one(replica) for replica in self.replicas))
+
+    async def _probe_forever(self) -> None:
+        while True:
+            await asyncio.sleep(self.settings.health.probe_interval)
+            await self.probe()
+
+    async def _probe_one(self, replica: Replica) -> None:
+        """`GET /models` at the replica's configured address: health and its model list."""
+        try:
+            async with asyncio.timeout(self.settings.health.probe_timeout):
+                listed = await replica.adapter.list_models()
+        except TimeoutError:
+            replica.health.probe_failed(self._clock(), "the probe (GET /models) timed out")
+            return
+        except UpstreamError as exc:
+            replica.health.probe_failed(self._clock(), exc.message)
+            return
+        replica.listed = [dict(entry) for entry in listed]
+        replica.health.probe_answered(self._clock())
+
+    async def aclose(self) -> None:
+        if self._prober is not None:
+            self._prober.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._prober
+            self._prober = None
+        for replica in self.replicas:
+            await replica.adapter.aclose()
+
+    # -- routing ------------------------------------------------------------------------
+
+    def choose(
+        self, request: TurnRequest, avoid: frozenset[str] = frozenset(), resuming: bool = False
+    ) -> tuple[Replica, str]:
+        """The replica for this model call, and why (`Routed.reason`)."""
+        now = self._clock()
+        model = request.model
+        serving = [replica for replica in self.replicas if replica.serves(model)]
+        if not serving:
+            raise model_not_served(model, self.served() or [])
+        admitted = [replica for replica in serving if replica.health.admits(now)]
+        if resuming:
+            admitted = [replica for replica in admitted if can_resume(replica.resume)]
+        fresh = [replica for replica in admitted if replica.name not in avoid] or admitted
+        if not fresh:
+            raise self._unavailable(model, serving, now, resuming)
+        hints = request.routing
+        if hints.session is not None:
+            key: int | None = session_key(hints.session)
+        else:
+            key = opening_key(request.transcript)
+        return self.selector.pick(
+            fresh, key=key, continues=hints.upstream, keyed_by_session=hints.session is not None
+        )
+
+    def _unavailable(
+        self, model: str, serving: list[Replica], now: float, resuming: bool
+    ) -> FleetUnavailable:
+        if resuming and not any(can_resume(replica.resume) for replica in serving):
+            return FleetUnavailable(
+                "the answer was cut off mid-stream and no replica serving "
+                f"{model!r} can continue a cut answer (every one has `resume: off`)",
+                None,
+            )
+        waits = []
+        for replica in serving:
+            health = replica.health
+            ready = health.busy_until
+            if health.state is CircuitState.OPEN:
+                ready = max(ready, health.opened_at + health.settings.cooldown)
+            waits.append(max(0.0, ready - now))
+        wait = min(waits) if waits else None
+        states = ", ".join(f"{r.name} ({r.health.state.value})" for r in serving)
+        return FleetUnavailable(
+            f"no upstream serving {model!r} takes calls now: {states}", wait if wait else None
+        )
+
+    def _elsewhere(self, model: str, avoid: set[str]) -> bool:
+        """Whether a replica other than those in `avoid` could take the model's call now."""
+        now = self._clock()
+        return any(
+            replica.name not in avoid and replica.serves(model) and replica.health.admits(now)
+            for replica in self.replicas
+        )
+
+    async def stream_turn(self, request: TurnRequest) -> AsyncIterator[ModelEvent]:
+        async for batch in self.stream_turn_batches(request):
+            for event in batch:
+                yield event
+
+    async def stream_turn_batches(self, request: TurnRequest) -> AsyncIterator[list[ModelEvent]]:
+        """The turn from a chosen replica, failed over as the module docstring says."""
+        settings = self.settings
+        clock = self._clock
+        avoid = set(request.routing.avoid)
+        text: list[str] = []  # the turn's text that has gone out, for a continuation
+        beyond_text = False  # reasoning or a call went out: no continuation
+        attempt = 0
+        after: str | None = None  # why this call is another try
+        while True:
+            try:
+                replica, reason = self.choose(request, frozenset(avoid), resuming=bool(text))
+            except FleetUnavailable as exc:
+                if exc.wait is None or exc.wait > MAX_WAIT or attempt >= settings.failover_attempts:
+                    raise
+                yield [UpstreamRetry("upstream_unavailable", attempt + 1, exc.wait)]
+                await asyncio.sleep(exc.wait)
+                attempt += 1
+                continue
+            call = continuation(request, "".join(text), replica.resume) if text else request
+            health = replica.health
+            health.begin()
+            replica.outstanding += 1
+            started = clock()
+            first: float | None = None
+            judged = False
+            yield [Routed(replica.name, after or reason)]
+            try:
+                async for batch in _batches(replica.adapter, call):
+                    for event in batch:
+                        if isinstance(event, TextDelta):
+                            text.append(event.text)
+                        elif isinstance(event, FirstToken):
+                            if first is None:
+                                first = clock() - started
+                        elif isinstance(event, _NOT_TEXT):
+                            beyond_text = True
+                    yield batch
+                health.succeeded(clock(), first)
+                judged = True
+                return
+            except UpstreamError as exc:
+                counts, elsewhere = replica_fault(exc)
+                if counts:
+                    health.failed(clock(), exc.message, exc.retry_after)
+                    judged = True
+                exc.replica = replica.name
+                avoid.add(replica.name)
+                exhausted = attempt >= settings.failover_attempts
+                if not elsewhere or exhausted or beyond_text:
+                    exc.failover = (
+                        elsewhere and not exhausted and self._elsewhere(request.model, avoid)
+                    )
+                    raise
+                if text and not any(
+                    can_resume(r.resume) and r.serves(request.model) for r in self.replicas
+                ):
+                    cut = UpstreamStreamError(
+                        f"{exc.message}; the answer was cut off after its text began to "
+                        "stream, and no replica can continue it (`resume: off`)"
+                    )
+                    cut.replica = replica.name
+                    cut.failover = self._elsewhere(request.model, avoid)
+                    raise cut from exc
+                ceiling = min(settings.failover_max_backoff, settings.failover_backoff * 2**attempt)
+                delay = random.uniform(ceiling / 2, ceiling)
+                yield [UpstreamRetry("failover", attempt + 1, delay)]
+                await asyncio.sleep(delay)
+                attempt += 1
+                after = "resume" if text else "failover"
+            finally:
+                replica.outstanding -= 1
+                if not judged:
+                    health.released()
+
+    # -- status -------------------------------------------------------------------------
+
+    def status(self) -> list[ReplicaStatus]:
+        now = self._clock()
+        rows = []
+        for replica in self.replicas:
+            health = replica.health
+            health.admits(now)  # an open circuit past its cool-down shows as half-open
+            models = replica.models()
+            rows.append(
+                ReplicaStatus(
+                    name=replica.name,
+                    url=replica.url,
+                    state=health.state.value,
+                    outstanding=replica.outstanding,
+                    calls=health.calls,
+                    failures=health.failures,
+                    error_rate=health.error_rate(now),
+                    ttft=health.ttft,
+                    models=sorted(models) if models is not None else None,
+                    weight=replica.weight,
+                    last_error=health.last_error,
+                )
+            )
+        return rows
+
+
+def fleet_of(upstream: Any) -> FleetRouter | None:
+    """The router behind `upstream` (itself, or the one a wrapper such as the quota layer
+    holds in `.inner`); None when the gateway fronts a single upstream."""
+    seen = 0
+    while upstream is not None and seen < 8:
+        if isinstance(upstream, FleetRouter):
+            return upstream
+        upstream = getattr(upstream, "inner", None)
+        seen += 1
+    return None
