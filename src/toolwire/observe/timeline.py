@@ -26,7 +26,7 @@ from toolwire.loop.events import (
     ToolListingFinished,
 )
 from toolwire.loop.state import LoopRequest
-from toolwire.upstream.events import FirstToken, Repair, UpstreamRetry
+from toolwire.upstream.events import FirstToken, Repair, Routed, UpstreamRetry
 from toolwire.wire.timeline import TimelineEntry
 
 CLIP = 4000
@@ -106,6 +106,14 @@ class Timeline:
                     arguments=_clip(plan.call.raw_arguments),
                     error=_clip(plan.call.parse_error or "unknown tool"),
                 )
+
+    def _routed(self, event: Routed) -> None:
+        """A fleet's router chose the call's model server (the last choice stands: a
+        failover replaces it, `upstream_retry` entries say why)."""
+        call = self._call
+        if call is not None:
+            call["upstream"] = event.upstream
+            call["routed"] = event.reason
 
     def _repair(self, event: Repair) -> None:
         self._add("repair", kind=event.kind)
@@ -208,6 +216,7 @@ _HANDLERS: dict[type, Any] = {
     ModelTurnCompleted: Timeline._turn,
     Repair: Timeline._repair,
     UpstreamRetry: Timeline._retry,
+    Routed: Timeline._routed,
     LeakDetected: Timeline._leak,
     ToolExecutionStarted: Timeline._tool_started,
     ToolExecutionFinished: Timeline._tool_finished,

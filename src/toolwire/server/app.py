@@ -35,6 +35,7 @@ from toolwire.server.responses.socket import ResponsesSocket
 from toolwire.store.database import Store
 from toolwire.upstream.base import Upstream
 from toolwire.upstream.fleet.affinity import session_of
+from toolwire.upstream.fleet.router import fleet_of
 
 
 def create_app(
@@ -175,8 +176,14 @@ def create_app(
     ]
     observer = None
     if observability is not None:
+        router = fleet_of(upstream)  # several model servers: their state on /ui
         routes.extend(
-            observability_routes(responses.timelines, store, responses.driver.upstream.name)
+            observability_routes(
+                responses.timelines,
+                store,
+                responses.driver.upstream.name,
+                router.status if router is not None else None,
+            )
         )
         observer = request_observer(observability)  # outermost, in the one middleware
     layers = middleware(security, store, observer)

@@ -56,6 +56,10 @@ class TimelineEntry(TypedDict, total=False):
     reason: str
     status: str
     message: str | None
+    upstream: str
+    """On a `model_call`: the model server a fleet's router sent it to."""
+    routed: str
+    """On a `model_call`: why the router chose it (`Routed.reason`)."""
 
 
 class PendingApproval(TypedDict):

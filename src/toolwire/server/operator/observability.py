@@ -5,6 +5,8 @@ a driver afterwards."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
@@ -18,12 +20,17 @@ from toolwire.server.operator.ui.access import operator_only
 from toolwire.server.operator.ui.routes import ui_routes
 from toolwire.store.database import Store
 from toolwire.store.timelines import TimelineStore
+from toolwire.upstream.fleet.router import ReplicaStatus
 
 
 def observability_routes(
-    timelines: TimelineStore, store: Store, upstream_name: str
+    timelines: TimelineStore,
+    store: Store,
+    upstream_name: str,
+    fleet: Callable[[], Sequence[ReplicaStatus]] | None = None,
 ) -> list[BaseRoute]:
-    """`/metrics` (operator keys only when keys are in use) and `/ui`."""
+    """`/metrics` (operator keys only when keys are in use) and `/ui`; `fleet`: each model
+    server's state, when the gateway routes among several."""
 
     async def metrics(request: Request) -> Response:
         if not is_operator(request):  # it names every tenant's models and tools
@@ -31,7 +38,7 @@ def observability_routes(
         body, content_type = render_metrics()
         return Response(body, media_type=content_type)
 
-    ui = ui_routes(timelines, store, upstream_name)
+    ui = ui_routes(timelines, store, upstream_name, fleet)
     return [Route("/metrics", metrics, methods=["GET"]), *ui]
 
 

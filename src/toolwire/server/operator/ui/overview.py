@@ -138,7 +138,8 @@ class _Tally:
 
 def overview(runs: Iterable[UiRun], since: int, until: int, upstream: str) -> dict[str, Any]:
     """The totals, the per model and upstream table, and the time series of the range.
-    `upstream`: the name of the upstream this server calls (timelines do not name it)."""
+    `upstream`: the name of the upstream this server calls, for runs whose timeline names
+    none (a fleet's runs name the model server of their last model call)."""
     width = bucket_width(since, until)
     first = since // width * width
     total = _Tally()
@@ -147,7 +148,7 @@ def overview(runs: Iterable[UiRun], since: int, until: int, upstream: str) -> di
     for run in runs:
         total.add(run)
         model = str(run.get("model") or "?")
-        groups.setdefault((model, upstream), _Tally()).add(run)
+        groups.setdefault((model, _served_by(run) or upstream), _Tally()).add(run)
         start = run["created_at"] // width * width
         buckets.setdefault(start, _Tally()).add(run)
     series_at = list(range(first, until + 1, width))
@@ -182,3 +183,11 @@ def overview(runs: Iterable[UiRun], since: int, until: int, upstream: str) -> di
             },
         },
     }
+
+
+def _served_by(run: UiRun) -> str | None:
+    """The model server of the run's last model call, when a fleet's router named it."""
+    for entry in reversed(run["entries"]):
+        if entry.get("type") == "model_call" and entry.get("upstream"):
+            return str(entry["upstream"])
+    return None

@@ -8,6 +8,8 @@ everyone's). Approvals are answered through `POST /v1/responses`, as any client 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict
 from pathlib import Path
 
 from starlette.requests import Request
@@ -23,6 +25,7 @@ from toolwire.server.operator.ui.overview import overview
 from toolwire.store.database import Store
 from toolwire.store.timelines import TimelineStore
 from toolwire.store.ui_queries import ResponseFilter, UiQueries, one_response
+from toolwire.upstream.fleet.router import ReplicaStatus
 from toolwire.wire.timeline import PendingApproval
 
 STATIC = Path(__file__).parent / "static"
@@ -59,7 +62,13 @@ def _int(
     return number
 
 
-def ui_routes(timelines: TimelineStore, store: Store, upstream_name: str) -> list[BaseRoute]:
+def ui_routes(
+    timelines: TimelineStore,
+    store: Store,
+    upstream_name: str,
+    fleet: Callable[[], Sequence[ReplicaStatus]] | None = None,
+) -> list[BaseRoute]:
+    """`fleet`: the state of each model server, when the gateway routes among several."""
     queries = UiQueries(store.engine)
 
     async def page(request: Request) -> Response:
@@ -190,6 +199,14 @@ def ui_routes(timelines: TimelineStore, store: Store, upstream_name: str) -> lis
         runs = await queries.runs(visible(request), since, until)
         return ORJSONResponse(overview(runs, since, until, upstream_name))
 
+    async def upstreams(request: Request) -> Response:
+        """Each model server's circuit, load, error rate and latency (operators: it names
+        the infrastructure); an empty list for a gateway with one upstream."""
+        if not is_operator(request):
+            return operator_only()
+        rows = [asdict(row) for row in fleet()] if fleet is not None else []
+        return ORJSONResponse({"upstreams": rows})
+
     async def keys(request: Request) -> Response:
         if not is_operator(request):
             return operator_only()
@@ -231,6 +248,7 @@ def ui_routes(timelines: TimelineStore, store: Store, upstream_name: str) -> lis
         Route("/ui/api/overview", summary, methods=["GET"]),
         Route("/ui/api/models", models, methods=["GET"]),
         Route("/ui/api/keys", keys, methods=["GET"]),
+        Route("/ui/api/upstreams", upstreams, methods=["GET"]),
         Route("/ui/api/responses", list_responses, methods=["GET"]),
         Route("/ui/api/responses/{response_id}", one, methods=["GET"]),
         Route("/ui/api/approvals", pending_approvals, methods=["GET"]),

@@ -185,6 +185,30 @@ async function loadOverview() {
   const most = Math.max(1, ...kinds.map(([, n]) => n));
   $("repair-kinds").replaceChildren(...(kinds.length ? kinds.map(([kind, n]) => el("div", {}, el("span", { text: kind.replace(/_/g, " "), title: kind }), el("i", { style: `width:${Math.max(4, (100 * n) / most)}%` }), el("span", { class: "n", text: number(n) }))) : [el("p", { class: "muted", text: "No repairs in this range." })]));
   status(`${number(t.responses)} responses in range`);
+  await loadUpstreams();
+}
+
+// A fleet's model servers (operators only: it names the infrastructure; absent with one).
+async function loadUpstreams() {
+  let rows = [];
+  if (state.me && state.me.operator) {
+    try {
+      rows = (await api("/ui/api/upstreams")).upstreams;
+    } catch (error) {
+      rows = [];
+    }
+  }
+  $("fleet").hidden = !rows.length;
+  const body = $("upstreams").querySelector("tbody");
+  body.replaceChildren(...rows.map((row) => el("tr", {},
+    el("td", { text: row.name }), el("td", { text: row.url }),
+    el("td", { class: row.state === "closed" ? "" : "st-failed", text: row.state.replace("_", "-") }),
+    ...[row.outstanding, row.calls, row.failures].map((v) => el("td", { class: "n", text: number(v) })),
+    el("td", { class: "n", text: `${(100 * row.error_rate).toFixed(1)} %` }),
+    el("td", { class: "n", text: seconds(row.ttft) }),
+    el("td", { text: row.models === null ? "unknown" : row.models.join(", ") }),
+    el("td", { class: "muted", text: row.last_error || "" }),
+  )));
 }
 
 function drawCharts(series) {
@@ -304,6 +328,7 @@ function entryBody(entry, pending, responseId) {
       break;
     case "model_call": {
       parts.push(`call ${entry.iteration}: ${seconds(entry.duration)}, first token ${seconds(entry.ttft)}, tokens ${entry.input_tokens ?? "?"} in / ${entry.output_tokens ?? "?"} out, finish ${entry.finish_reason ?? "-"}`);
+      if (entry.upstream) parts.push(el("div", { class: "muted", text: `on ${entry.upstream} (${entry.routed})` }));
       if (entry.error) parts.push(el("div", { class: "st-failed", text: entry.error }));
       if (entry.text) parts.push(el("pre", { text: entry.text }));
       for (const call of entry.calls || []) parts.push(el("div", { text: `→ ${call.name} (${call.target}) ${call.call_id}` }));
