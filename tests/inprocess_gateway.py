@@ -30,7 +30,9 @@ from toolwire.store.database import Store
 from toolwire.testing import ScriptedUpstream
 from toolwire.testing.asgi import StreamingASGITransport
 from toolwire.tools.base import Tool
+from toolwire.upstream.base import Upstream
 from toolwire.upstream.chat_completions import ChatCompletionsUpstream
+from toolwire.upstream.fleet.router import FleetRouter
 
 BASE = "http://127.0.0.1"
 
@@ -64,12 +66,15 @@ async def app_gateway(
     settings: LoopSettings | None = None,
     upstream_transport: httpx.AsyncBaseTransport | None = None,
     messages: MessagesSettings | None = None,
+    fleet: FleetRouter | None = None,
     **adapter_options: Any,
 ) -> AsyncIterator[AppGateway]:
     """`db`: a SQLite file, or None for an in-memory database. `upstream_transport` replaces the transport to the scripted upstream (e.g. one that
     holds the upstream's answer until the test lets it go); `messages`: the Anthropic door's
     settings (model names, context window); `adapter_options` are
-    `ChatCompletionsConfig` fields (defaults as the integration gateway: one retry)."""
+    `ChatCompletionsConfig` fields (defaults as the integration gateway: one retry);
+    `fleet`: serve through this router over several model servers instead (`upstream` is then
+    only the test's handle)."""
     options: dict[str, Any] = {"max_retries": 1, "initial_backoff": 0.01, "max_backoff": 0.02}
     options.update(adapter_options)
     adapter = ChatCompletionsUpstream(
@@ -77,13 +82,14 @@ async def app_gateway(
     )
     # In-memory SQLite by default (one shared connection; a third of a file's set-up time).
     store = await Store.open(f"sqlite:///{db}" if db else "sqlite+aiosqlite:///:memory:")
+    served: Upstream = fleet or adapter
     service = ResponsesService(
-        upstream=adapter,
+        upstream=served,
         store=store,
         server_tools=list(tools),
         loop_settings=settings or LoopSettings(),
     )
-    app = create_app(upstream=adapter, store=store, responses=service, messages=messages)
+    app = create_app(upstream=served, store=store, responses=service, messages=messages)
     transport = StreamingASGITransport(app)
     http = httpx.AsyncClient(transport=transport, base_url=BASE)
     client = openai.AsyncOpenAI(
@@ -103,6 +109,8 @@ async def app_gateway(
         await http.aclose()
         await service.mcp_pool.close()
         await adapter.aclose()
+        if fleet is not None:
+            await fleet.aclose()
         await store.close()
 
 

@@ -20,6 +20,10 @@ registered chat handler and an ASGI wrapper), never by patching its code:
     generated under a grammar built from the schema;
   - streams everything, tool calls included, and ends every stream with a usage chunk counted
     with the model's own tokenizer (the server knows no `stream_options`).
+- **Assistant prefill**, as llama.cpp's own server does: a trailing assistant message (with
+  no tool calls) is not a finished turn but the start of the answer, which the model goes on
+  writing; vLLM's `continue_final_message` / `add_generation_prompt` flags ask the same and are
+  accepted (a fleet's router continues a cut answer this way: `upstream/fleet/resume.py`).
 - **A prompt too long for the context window is refused before anything streams** (400
   `context_length_exceeded`, in llama-cpp-python's own words), not cut off after the first chunk.
 - **OpenAI's `json_schema` response format** is accepted: the ASGI wrapper rewrites it to the
@@ -229,15 +233,27 @@ def toolwire_chatml(
     choice = tool_choice if functions else "none"
     if choice is None:
         choice = "auto"
+    prefill = _prefill(messages)
+    if prefill is not None:
+        messages = messages[:-1]
     allow_message = choice not in ("required",) and not isinstance(choice, dict)
     prompt = render_prompt(messages, functions if choice != "none" else None, allow_message)
-    _check_fits(llama, prompt)
     answer_grammar = _response_grammar(response_format, grammar)
     meta: ChunkMeta = {
         "id": f"chatcmpl-{uuid.uuid4().hex}",
         "created": int(time.time()),
         "model": model,
     }
+    if prefill is not None:
+        # The answer so far, left open: the prompt the text was being written under (in
+        # `auto` with tools, after the `message:` line the route grammar would have picked).
+        prompt += ("message:\n" if functions and choice == "auto" else "") + prefill
+        _check_fits(llama, prompt)
+        if stream:
+            return _streamed_text(turn, prompt, answer_grammar, max_tokens, meta, True)
+        text, finish = turn.complete(prompt, answer_grammar, max_tokens, first=True)
+        return _completion(meta, {"role": "assistant", "content": text}, finish, turn.usage)
+    _check_fits(llama, prompt)
 
     name: str | None = None
     first = True
@@ -268,6 +284,16 @@ def toolwire_chatml(
     text, finish = turn.complete(prompt, answer_grammar, max_tokens, first=first)
     message: ChatMessage = {"role": "assistant", "content": text}
     return _completion(meta, message, finish, turn.usage)
+
+
+def _prefill(messages: list[ChatMessage]) -> str | None:
+    """The text of a trailing assistant message without calls: the answer to go on with."""
+    if not messages:
+        return None
+    last = messages[-1]
+    if last.get("role") != "assistant" or last.get("tool_calls"):
+        return None
+    return _text(last.get("content"))
 
 
 def _check_fits(llama: Any, prompt: str) -> None:
@@ -437,6 +463,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--n-ctx", type=int, default=4096)
     parser.add_argument("--chat-format", default=HANDLER_NAME)
+    parser.add_argument(
+        "--cache",
+        action="store_true",
+        help="keep evaluated prompts in RAM and reuse the longest cached prefix",
+    )
     args = parser.parse_args(argv)
 
     registry: Any = chat_format.LlamaChatCompletionHandlerRegistry()  # type: ignore[no-untyped-call]
@@ -447,6 +478,7 @@ def main(argv: list[str] | None = None) -> None:
         model_alias=args.model_alias,
         n_ctx=args.n_ctx,
         chat_format=args.chat_format,
+        cache=args.cache,
         verbose=False,
     )
     app = create_app(server_settings=server, model_settings=[model])

@@ -1,0 +1,443 @@
+"""A fleet behind one gateway, in process: every door serves through the router over several
+scripted model servers. A call that fails before anything reached the client is answered by
+another replica; a turn cut after its text began continues on another replica from that text
+(the client sees one answer); a chat tool-call turn (held back) cut mid-call is made again
+elsewhere; a call streamed live and cut ends with the door's error event; where each turn was
+served is stored, so a continuation on another toolwire process goes back there; an unknown
+model is a 404 naming the models served, in each door's shape."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
+
+from tests.inprocess.test_messages import assemble, events_of
+from tests.inprocess_gateway import app_gateway, chat_chunks, sse_events
+from toolwire.testing import Body, Chunks, Reply, ScriptedUpstream
+from toolwire.upstream.chat_completions import ChatCompletionsUpstream
+from toolwire.upstream.fleet.health import Health
+from toolwire.upstream.fleet.replica import Replica
+from toolwire.upstream.fleet.router import FleetRouter
+from toolwire.upstream.fleet.settings import FleetSettings, HealthSettings, ResumeMode
+
+TEXT_SO_FAR = ["Hello, ", "wor"]
+REST = "ld!"
+WEATHER = {
+    "type": "function",
+    "function": {
+        "name": "lookup",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+    },
+}
+
+
+def text_chunk(text: str) -> dict[str, Any]:
+    return {"choices": [{"index": 0, "delta": {"content": text}, "finish_reason": None}]}
+
+
+def call_chunk(arguments: str, *, first: bool) -> dict[str, Any]:
+    call: dict[str, Any] = {"index": 0, "function": {"arguments": arguments}}
+    if first:
+        call.update(id="call_1", type="function")
+        call["function"]["name"] = "lookup"
+    return {"choices": [{"index": 0, "delta": {"tool_calls": [call]}, "finish_reason": None}]}
+
+
+CUT_TEXT = Chunks([text_chunk(piece) for piece in TEXT_SO_FAR], disconnect_after=2)
+CUT_CALL = Chunks([call_chunk("", first=True), call_chunk('{"ci', first=False)], disconnect_after=2)
+
+
+def continuing(body: Any) -> bool:
+    messages = body.get("messages") or []
+    return bool(messages) and messages[-1].get("role") == "assistant"
+
+
+def cut_then_continue(body: Any) -> Chunks | Reply:
+    """Whichever replica gets the first call cuts it after "Hello, wor"; the continuation
+    (a trailing assistant message) is answered with the rest."""
+    return Reply(text=REST) if continuing(body) else CUT_TEXT
+
+
+def refusing() -> httpx.AsyncBaseTransport:
+    def refuse(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError("connection refused", request=request)
+
+    return httpx.MockTransport(refuse)
+
+
+def replica(
+    name: str,
+    transport: httpx.AsyncBaseTransport,
+    *,
+    weight: float = 1.0,
+    resume: ResumeMode = "auto",
+    threshold: int = 3,
+) -> Replica:
+    adapter = ChatCompletionsUpstream(
+        "http://fleet.invalid/v1", transport=transport, max_retries=0, name=name
+    )
+    settings = HealthSettings(failure_threshold=threshold, probe_interval=0)
+    return Replica(name, adapter, weight=weight, resume=resume, health=Health(settings))
+
+
+def router(*replicas: Replica) -> FleetRouter:
+    return FleetRouter(replicas, FleetSettings(failover_backoff=0.001, failover_max_backoff=0.002))
+
+
+def pair(
+    default: Callable[[Any], Any], **options: Any
+) -> tuple[FleetRouter, list[ScriptedUpstream]]:
+    scripted = [ScriptedUpstream.in_process(models=["m"]) for _ in range(2)]
+    for upstream in scripted:
+        upstream.default = default
+    fleet = router(*(replica(f"r{i}", up.transport, **options) for i, up in enumerate(scripted)))
+    return fleet, scripted
+
+
+def continuation_of(scripted: list[ScriptedUpstream]) -> dict[str, Any]:
+    [request] = [r.body for up in scripted for r in up.chat_requests if continuing(r.body)]
+    return dict(request)
+
+
+def assert_continued(scripted: list[ScriptedUpstream]) -> None:
+    """The second call went to the other replica, asking it to go on from the text so far."""
+    body = continuation_of(scripted)
+    assert body["messages"][-1] == {"role": "assistant", "content": "".join(TEXT_SO_FAR)}
+    assert body["continue_final_message"] is True and body["add_generation_prompt"] is False
+    assert [len(up.chat_requests) for up in scripted] == [1, 1]
+
+
+# -- a turn cut after its text began: continued, on every door --------------------------------
+
+
+async def test_responses_sse_a_cut_answer_continues_on_another_replica() -> None:
+    fleet, scripted = pair(cut_then_continue)
+    async with app_gateway(scripted[0], fleet=fleet) as gw:
+        raw = await gw.http.post(
+            "/v1/responses", json={"model": "m", "input": "hi", "stream": True}
+        )
+        events = sse_events(raw.content)
+    assert events[-1]["type"] == "response.completed"
+    deltas = "".join(e["delta"] for e in events if e["type"] == "response.output_text.delta")
+    assert deltas == "Hello, world!"
+    assert events[-1]["response"]["output"][0]["content"][0]["text"] == "Hello, world!"
+    assert_continued(scripted)
+
+
+async def test_responses_json_a_cut_answer_continues_on_another_replica() -> None:
+    fleet, scripted = pair(cut_then_continue)
+    async with app_gateway(scripted[0], fleet=fleet) as gw:
+        response = await gw.client.responses.create(model="m", input="hi")
+    assert response.status == "completed" and response.output_text == "Hello, world!"
+    assert_continued(scripted)
+
+
+async def test_responses_websocket_a_cut_answer_continues_on_another_replica() -> None:
+    fleet, scripted = pair(cut_then_continue)
+    async with app_gateway(scripted[0], fleet=fleet) as gw:
+        events = await socket_turn(gw.app, {"type": "response.create", "model": "m", "input": "hi"})
+    assert events[-1]["type"] == "response.completed"
+    assert "".join(e["delta"] for e in events if e["type"].endswith("text.delta")) == (
+        "Hello, world!"
+    )
+    assert_continued(scripted)
+
+
+async def test_chat_stream_a_cut_answer_continues_on_another_replica() -> None:
+    fleet, scripted = pair(cut_then_continue)
+    async with app_gateway(scripted[0], fleet=fleet) as gw:
+        raw = await gw.http.post(
+            "/v1/chat/completions",
+            json={"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": True},
+        )
+    chunks, done = chat_chunks(raw.content)
+    assert raw.status_code == 200 and done
+    text = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks if c["choices"])
+    assert text == "Hello, world!"
+    assert chunks[-1]["choices"][0]["finish_reason"] == "stop"
+    assert_continued(scripted)
+
+
+async def test_messages_stream_a_cut_answer_continues_on_another_replica() -> None:
+    fleet, scripted = pair(cut_then_continue)
+    async with app_gateway(scripted[0], fleet=fleet) as gw:
+        raw = await gw.http.post(
+            "/v1/messages",
+            json={
+                "model": "m",
+                "max_tokens": 64,
+                "stream": True,
+                "messages": [{"role": "user", "content": "hi"}],
+            },
+        )
+    message = assemble(events_of(raw.content))
+    assert message["content"] == [{"type": "text", "text": "Hello, world!"}]
+    assert message["stop_reason"] == "end_turn"
+    assert_continued(scripted)
+
+
+async def test_a_cut_answer_where_no_replica_can_continue_ends_with_the_error_event() -> None:
+    fleet, scripted = pair(cut_then_continue, resume="off")
+    async with app_gateway(scripted[0], fleet=fleet) as gw:
+        raw = await gw.http.post(
+            "/v1/responses", json={"model": "m", "input": "hi", "stream": True}
+        )
+        events = sse_events(raw.content)
+        chat = await gw.http.post(
+            "/v1/chat/completions",
+            json={"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": True},
+        )
+    assert events[-1]["type"] == "response.failed"
+    assert "no replica can continue it" in events[-1]["response"]["error"]["message"]
+    chunks, done = chat_chunks(chat.content)
+    assert not done and "no replica can continue it" in chunks[-1]["error"]["message"]
+    assert not any(continuing(r.body) for up in scripted for r in up.chat_requests)
+
+
+# -- failures before anything reached the client ---------------------------------------------
+
+
+async def test_a_refused_or_failing_replica_is_never_seen_by_the_client() -> None:
+    live = ScriptedUpstream.in_process(models=["m"])
+    live.default = Reply(text="from the live one")
+    failing = ScriptedUpstream.in_process(models=["m"])
+    failing.default = Body({"error": {"message": "overloaded"}}, status=503)
+    dead = refusing()
+    fleet = router(
+        replica("dead", dead),
+        replica("failing", failing.transport),
+        replica("live", live.transport),
+    )
+    async with app_gateway(live, fleet=fleet) as gw:
+        for n in range(8):  # distinct sessions: each hashed onto a replica of its own
+            answer = await gw.client.chat.completions.create(
+                model="m", messages=[{"role": "user", "content": f"session {n}"}]
+            )
+            assert answer.choices[0].message.content == "from the live one"
+            response = await gw.client.responses.create(model="m", input=f"other {n}")
+            assert response.output_text == "from the live one"
+    health = {r.name: r.health for r in fleet.replicas}
+    assert health["dead"].failures >= 1 and health["failing"].failures >= 1
+    # past three failures in a row each was taken out: calls stopped going to it
+    assert health["dead"].failures <= 3 and len(failing.chat_requests) <= 3
+    assert health["live"].failures == 0 and health["live"].calls == 16
+
+
+async def test_a_chat_tool_call_cut_mid_call_is_made_again_unseen() -> None:
+    calls: list[int] = []
+
+    def first_cut(body: Any) -> Chunks | Reply:
+        calls.append(1)
+        return CUT_CALL if len(calls) == 1 else Reply(tool_calls=[("lookup", {"city": "Oslo"})])
+
+    fleet, scripted = pair(first_cut)
+    request = {
+        "model": "m",
+        "messages": [{"role": "user", "content": "weather?"}],
+        "tools": [WEATHER],
+    }
+    async with app_gateway(scripted[0], fleet=fleet) as gw:
+        raw = await gw.http.post("/v1/chat/completions", json={**request, "stream": True})
+    chunks, done = chat_chunks(raw.content)
+    assert raw.status_code == 200 and done
+    [call] = [
+        c["choices"][0]["delta"]["tool_calls"][0]
+        for c in chunks
+        if c["choices"] and c["choices"][0]["delta"].get("tool_calls")
+    ]
+    assert call["function"]["name"] == "lookup"
+    assert json.loads(call["function"]["arguments"]) == {"city": "Oslo"}
+    assert [len(up.chat_requests) for up in scripted] == [1, 1]  # the second on the other
+
+
+async def test_a_responses_call_streamed_live_and_cut_ends_with_the_error_event() -> None:
+    fleet, scripted = pair(lambda body: CUT_CALL)
+    tools = [
+        {"type": "function", "name": "lookup", "parameters": WEATHER["function"]["parameters"]}
+    ]
+    async with app_gateway(scripted[0], fleet=fleet) as gw:
+        raw = await gw.http.post(
+            "/v1/responses",
+            json={"model": "m", "input": "weather?", "tools": tools, "stream": True},
+        )
+    events = sse_events(raw.content)
+    assert any(e["type"] == "response.function_call_arguments.delta" for e in events)
+    assert events[-1]["type"] == "response.failed"
+    assert "broke mid-turn" in events[-1]["response"]["error"]["message"]
+    assert sum(len(up.chat_requests) for up in scripted) == 1  # shown: not made again
+
+
+# -- models ------------------------------------------------------------------------------------
+
+
+async def test_models_are_the_union_and_an_unknown_one_is_a_404_in_each_door_s_shape() -> None:
+    a = ScriptedUpstream.in_process(models=["qwen-coder", "small"])
+    b = ScriptedUpstream.in_process(models=["gpt-oss"])
+    fleet = router(replica("a", a.transport), replica("b", b.transport))
+    await fleet.probe()
+    async with app_gateway(a, fleet=fleet) as gw:
+        listed = (await gw.http.get("/v1/models")).json()["data"]
+        assert sorted(m["id"] for m in listed) == ["gpt-oss", "qwen-coder", "small"]
+        served = "gpt-oss, qwen-coder, small"
+        responses = await gw.http.post("/v1/responses", json={"model": "llama", "input": "hi"})
+        chat = await gw.http.post(
+            "/v1/chat/completions",
+            json={
+                "model": "llama",
+                "messages": [{"role": "user", "content": "hi"}],
+                "stream": True,
+            },
+        )
+        messages = await gw.http.post(
+            "/v1/messages",
+            json={
+                "model": "llama",
+                "max_tokens": 8,
+                "messages": [{"role": "user", "content": "hi"}],
+            },
+        )
+        b.default = Reply(text="from b")
+        routed = await gw.client.chat.completions.create(
+            model="gpt-oss", messages=[{"role": "user", "content": "hi"}]
+        )
+    for answer in (responses, chat):
+        assert answer.status_code == 404
+        error = answer.json()["error"]
+        assert error["code"] == "model_not_found" and served in error["message"]
+    assert messages.status_code == 404
+    assert messages.json()["error"]["type"] == "not_found_error"
+    assert served in messages.json()["error"]["message"]
+    assert routed.choices[0].message.content == "from b" and not a.chat_requests
+
+
+# -- where a turn was served is stored: a continuation goes back there -------------------------
+
+
+async def test_a_continuation_goes_to_the_replica_that_served_it_on_another_gateway(
+    tmp_path: Path,
+) -> None:
+    """Gateway 1: replica `b` (much heavier, so every new session hashes to it) refuses, so
+    `a` serves. Gateway 2 (a fresh router on the same database, `b` alive): the continuation
+    goes to `a`, where its prefix is, although a new session would go to `b`."""
+    db = tmp_path / "toolwire.db"
+    a = ScriptedUpstream.in_process(models=["m"])
+    b = ScriptedUpstream.in_process(models=["m"])
+    a.default = Reply(text="from a")
+    b.default = Reply(text="from b")
+    first = router(replica("a", a.transport), replica("b", refusing(), weight=1000))
+    async with app_gateway(a, db, fleet=first) as gw:
+        response = await gw.client.responses.create(model="m", input="start", store=True)
+        conversation = await gw.client.conversations.create()
+        await gw.client.responses.create(model="m", input="begin", conversation=conversation.id)
+    assert response.output_text == "from a"
+    second = router(replica("a", a.transport), replica("b", b.transport, weight=1000))
+    async with app_gateway(a, db, fleet=second) as gw:
+        fresh = await gw.client.responses.create(model="m", input="another session")
+        continued = await gw.client.responses.create(
+            model="m", input="go on", previous_response_id=response.id
+        )
+        in_conversation = await gw.client.responses.create(
+            model="m", input="and on", conversation=conversation.id
+        )
+        referenced = await gw.client.responses.create(
+            model="m", input=[{"type": "item_reference", "id": response.output[0].id}]
+        )
+    assert fresh.output_text == "from b"  # where a new session goes
+    assert continued.output_text == "from a"
+    assert in_conversation.output_text == "from a"
+    assert referenced.output_text == "from a"
+
+
+async def test_a_thinking_block_brings_its_session_back_to_the_replica_that_wrote_it(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "toolwire.db"
+    a = ScriptedUpstream.in_process(models=["m"])
+    b = ScriptedUpstream.in_process(models=["m"])
+    a.default = Reply(text="from a", reasoning="thinking on a")
+    b.default = Reply(text="from b")
+    ask = {"model": "m", "max_tokens": 64, "messages": [{"role": "user", "content": "hi"}]}
+    first = router(replica("a", a.transport), replica("b", refusing(), weight=1000))
+    async with app_gateway(a, db, fleet=first) as gw:
+        answer = (await gw.http.post("/v1/messages", json=ask)).json()
+    thinking = next(block for block in answer["content"] if block["type"] == "thinking")
+    history = [
+        *ask["messages"],
+        {"role": "assistant", "content": answer["content"]},
+        {"role": "user", "content": "and then?"},
+    ]
+    second = router(replica("a", a.transport), replica("b", b.transport, weight=1000))
+    async with app_gateway(a, db, fleet=second) as gw:
+        fresh = (await gw.http.post("/v1/messages", json=ask)).json()
+        continued = (await gw.http.post("/v1/messages", json={**ask, "messages": history})).json()
+    assert thinking["signature"]
+    assert text_of(fresh) == "from b"
+    assert text_of(continued) == "from a"
+
+
+def text_of(message: dict[str, Any]) -> str:
+    return "".join(block["text"] for block in message["content"] if block["type"] == "text")
+
+
+async def test_a_session_header_keeps_a_client_on_one_replica() -> None:
+    scripted = [ScriptedUpstream.in_process(models=["m"]) for _ in range(4)]
+    for upstream in scripted:
+        upstream.default = Reply(text="ok")
+    fleet = router(*(replica(f"r{i}", up.transport) for i, up in enumerate(scripted)))
+    async with app_gateway(scripted[0], fleet=fleet) as gw:
+        for n in range(12):  # a different opening each time: only the header ties them
+            await gw.client.chat.completions.create(
+                model="m",
+                messages=[{"role": "user", "content": f"prompt {n}"}],
+                extra_headers={"x-claude-code-session-id": "one-session"},
+            )
+    assert sorted(len(up.chat_requests) for up in scripted) == [0, 0, 0, 12]
+
+
+# -- a raw ASGI WebSocket turn -----------------------------------------------------------------
+
+
+async def socket_turn(app: Any, message: dict[str, Any]) -> list[dict[str, Any]]:
+    """One `response.create` over a WebSocket, driven as raw ASGI; the events it got."""
+    import asyncio
+
+    offered = [
+        {"type": "websocket.connect"},
+        {"type": "websocket.receive", "text": json.dumps(message)},
+    ]
+    events: list[dict[str, Any]] = []
+    finished = asyncio.Event()
+
+    async def receive() -> dict[str, Any]:
+        if offered:
+            return offered.pop(0)
+        await finished.wait()
+        return {"type": "websocket.disconnect", "code": 1000}
+
+    async def send(sent: dict[str, Any]) -> None:
+        if sent["type"] == "websocket.send":
+            event = orjson.loads(sent["text"])
+            events.append(event)
+            if event["type"] in ("response.completed", "response.failed", "error"):
+                finished.set()
+
+    scope = {
+        "type": "websocket",
+        "asgi": {"version": "3.0"},
+        "scheme": "ws",
+        "path": "/v1/responses",
+        "raw_path": b"/v1/responses",
+        "root_path": "",
+        "query_string": b"",
+        "headers": [(b"host", b"127.0.0.1")],
+        "client": ("127.0.0.1", 50000),
+        "server": ("127.0.0.1", 80),
+        "subprotocols": [],
+    }
+    await asyncio.wait_for(app(scope, receive, send), 10)
+    return events
