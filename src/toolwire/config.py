@@ -118,10 +118,10 @@ class ServerConfig(BaseModel):
         "balanced by load), round_robin or least_outstanding",
     )
     routing_load_bound: float = Field(
-        default=1.25,
+        default=2.0,
         ge=1.0,
-        description="fleet, affinity: a server takes a session's call while its calls in "
-        "flight stay within this many times its share of all calls in flight",
+        description="fleet, affinity: a session stays on its server while the server's calls "
+        "in flight stay within this many times its share of all calls in flight",
     )
     failover_attempts: int = Field(
         default=3, ge=0, description="fleet: further servers a failed model call may try"

@@ -11,9 +11,13 @@ appends to it) and balances sessions, not calls, by load:
 3. else its key (a client session header, else the prompt's opening) is hashed onto the
    candidates by rendezvous hashing: adding or removing a replica moves only the sessions
    that hash to it;
-4. the choice yields to load when the replica already has more than `load_bound` times its
-   weighted share of the calls in flight (consistent hashing with bounded loads): the next
-   replica in the key's rendezvous order that has room takes it, and the session stays there.
+4. the choice yields to load: a session stays on its replica while that replica has at most
+   `load_bound` times its weighted share of the calls in flight; a session placed anew (a
+   new one, or one whose replica is over that bound) goes to the first replica in its key's
+   rendezvous order that has no more than its share (consistent hashing with bounded loads),
+   and stays there. Moving a session costs its whole prefix, so a session with a home is
+   moved only past the looser bound; placing a new one costs nothing either way, so it
+   takes the tight one, which is what keeps the load even.
 
 `round_robin` and `least_outstanding` ignore sessions (what a router without the
 conversation can do).
@@ -25,27 +29,26 @@ import math
 from collections import OrderedDict
 from collections.abc import Sequence
 
+from toolwire.upstream.fleet.affinity import mix
 from toolwire.upstream.fleet.replica import Replica
 from toolwire.upstream.fleet.settings import Policy
 
 _MASK = (1 << 64) - 1
-_SCALE = 1.0 / 2.0**64
-
-
-def _mix(value: int) -> int:
-    """splitmix64's finalizer: a key and a replica's seed to a uniform 64-bit score."""
-    value = ((value ^ (value >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
-    value = ((value ^ (value >> 27)) * 0x94D049BB133111EB) & _MASK
-    return value ^ (value >> 31)
+_GOLDEN = 0x9E3779B97F4A7C15
+_SCALE = 1.0 / 2.0**53
 
 
 def rendezvous(key: int, replicas: Sequence[Replica]) -> list[Replica]:
-    """The replicas in the key's order of preference (highest random weight first; a
-    replica's weight scales its share: score = -weight / ln(u))."""
+    """The replicas in the key's order of preference: highest random weight first, a
+    replica's weight scaling its share (score = -weight / ln(u), u in (0, 1) from the key and
+    the replica's seed). The key is mixed once; each replica then costs one multiplication
+    (Fibonacci hashing of key xor seed), not a mix of its own: the choice takes microseconds
+    at every model call."""
+    mixed = mix(key)
     scored = []
     for replica in replicas:
-        unit = (_mix(key ^ replica.seed) + 0.5) * _SCALE
-        scored.append((-replica.weight / math.log(unit), replica))
+        bits = (((mixed ^ replica.seed) * _GOLDEN) & _MASK) >> 11
+        scored.append((-replica.weight / math.log((bits + 0.5) * _SCALE), replica))
     scored.sort(key=lambda pair: pair[0], reverse=True)
     return [replica for _, replica in scored]
 
@@ -55,7 +58,7 @@ class Selector:
 
     __slots__ = ("_next", "_sessions", "kept", "load_bound", "policy")
 
-    def __init__(self, policy: Policy, load_bound: float = 1.25, kept: int = 100_000) -> None:
+    def __init__(self, policy: Policy, load_bound: float = 2.0, kept: int = 100_000) -> None:
         self.policy = policy
         self.load_bound = load_bound
         self.kept = kept
@@ -92,11 +95,10 @@ class Selector:
         keyed_by_session: bool,
     ) -> tuple[Replica, str]:
         total = sum(replica.outstanding for replica in candidates)
-        weights = sum(replica.weight for replica in candidates)
-        room = self.load_bound * (total + 1) / weights
+        share = (total + 1) / sum(replica.weight for replica in candidates)
 
-        def fits(replica: Replica) -> bool:
-            return replica.outstanding + 1 <= math.ceil(room * replica.weight)
+        def fits(replica: Replica, bound: float) -> bool:
+            return replica.outstanding + 1 <= math.ceil(bound * share * replica.weight)
 
         preferred: Replica | None = None
         reason = "continuation"
@@ -107,18 +109,19 @@ class Selector:
             if last is not None:
                 preferred = next((r for r in candidates if r.name == last), None)
                 reason = "session"
-        if preferred is not None and fits(preferred):
-            chosen = preferred
+        if preferred is not None and fits(preferred, self.load_bound):
+            chosen = preferred  # its prefix is there: it stays, within the bound
         elif key is None:
             return self._least(candidates), "least_outstanding"
         else:
+            # placed anew (a new session, or one whose replica is over the bound): the first
+            # replica in the key's rendezvous order with no more than its share of calls
             order = rendezvous(key, candidates)
-            if preferred is None:
+            chosen = next((r for r in order if fits(r, 1.0)), None) or self._least(candidates)
+            if preferred is not None:
+                reason = "load"  # moved off its replica: its prefix is computed anew
+            else:
                 reason = "session" if keyed_by_session else "prompt"
-                preferred = order[0]
-            chosen = next((r for r in order if fits(r)), None) or self._least(candidates)
-            if chosen is not preferred:
-                reason = "load"
         if key is not None:
             self._remember(key, chosen)
         return chosen, reason

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from toolwire.upstream.base import Upstream
-from toolwire.upstream.fleet.affinity import key_of
+from toolwire.upstream.fleet.affinity import key_of, mix
 from toolwire.upstream.fleet.health import Health
 from toolwire.upstream.fleet.settings import HealthSettings, ResumeMode
 
@@ -27,23 +27,27 @@ class Replica:
     outstanding: int = 0
     """Model calls sent to it and not yet ended (by this process)."""
     listed: list[dict[str, Any]] | None = None
-    """Its `GET /models` entries, as last listed (None: never listed)."""
+    """Its `GET /models` entries, as last listed (None: never listed; set by `take_listing`)."""
     seed: int = 0
     """Its rendezvous-hashing identity, from its name: the same in every toolwire replica."""
+    _models: frozenset[str] | None = None
 
     def __post_init__(self) -> None:
-        self.seed = key_of(b"r\x00" + self.name.encode())
+        self.seed = mix(key_of(b"r\x00" + self.name.encode()))
+        self._models = self.configured
+
+    def take_listing(self, entries: list[dict[str, Any]]) -> None:
+        """What its `GET /models` answered (configured models, if any, still decide)."""
+        self.listed = entries
+        if self.configured is None:
+            self._models = frozenset(str(e["id"]) for e in entries if e.get("id"))
 
     def models(self) -> frozenset[str] | None:
         """The models it serves; None while unknown (never listed, none configured)."""
-        if self.configured is not None:
-            return self.configured
-        if self.listed is None:
-            return None
-        return frozenset(str(entry["id"]) for entry in self.listed if entry.get("id"))
+        return self._models
 
     def serves(self, model: str) -> bool:
-        models = self.models()
+        models = self._models
         return models is None or model in models
 
     def entries(self) -> list[dict[str, Any]]:

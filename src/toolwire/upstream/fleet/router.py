@@ -52,6 +52,9 @@ from toolwire.upstream.fleet.replica import Replica
 from toolwire.upstream.fleet.resume import can_resume, continuation
 from toolwire.upstream.fleet.settings import FleetSettings
 
+#: Models whose replicas are remembered (requests name models: a client could name many).
+MAX_MODELS_KEPT = 1024
+CLOSED = CircuitState.CLOSED
 #: Longest wait for a replica to take calls again (a `Retry-After`, an open circuit's
 #: cool-down) before a call is failed instead.
 MAX_WAIT = 10.0
@@ -147,6 +150,8 @@ class FleetRouter:
         )
         self._clock = clock
         self._prober: asyncio.Task[None] | None = None
+        self._serving: dict[str, list[Replica]] = {}
+        """The replicas serving each model asked for, until a listing changes."""
 
     # -- models -------------------------------------------------------------------------
 
@@ -213,7 +218,10 @@ class FleetRouter:
         except UpstreamError as exc:
             replica.health.probe_failed(self._clock(), exc.message)
             return
-        replica.listed = [dict(entry) for entry in listed]
+        before = replica.models()
+        replica.take_listing([dict(entry) for entry in listed])
+        if replica.models() != before:
+            self._serving = {}
         replica.health.probe_answered(self._clock())
 
     async def aclose(self) -> None:
@@ -233,10 +241,19 @@ class FleetRouter:
         """The replica for this model call, and why (`Routed.reason`)."""
         now = self._clock()
         model = request.model
-        serving = [replica for replica in self.replicas if replica.serves(model)]
+        serving = self._serving.get(model)
+        if serving is None:
+            serving = [replica for replica in self.replicas if replica.serves(model)]
+            if len(self._serving) < MAX_MODELS_KEPT:
+                self._serving[model] = serving
         if not serving:
             raise model_not_served(model, self.served() or [])
-        admitted = [replica for replica in serving if replica.health.admits(now)]
+        admitted = [
+            replica
+            for replica in serving
+            if (replica.health.state is CLOSED and now >= replica.health.busy_until)
+            or replica.health.admits(now)
+        ]
         if resuming:
             admitted = [replica for replica in admitted if can_resume(replica.resume)]
         fresh = [replica for replica in admitted if replica.name not in avoid] or admitted
@@ -312,7 +329,7 @@ class FleetRouter:
             started = clock()
             first: float | None = None
             judged = False
-            yield [Routed(replica.name, after or reason)]
+            note: list[ModelEvent] | None = [Routed(replica.name, after or reason)]
             try:
                 async for batch in _batches(replica.adapter, call):
                     for event in batch:
@@ -323,11 +340,17 @@ class FleetRouter:
                                 first = clock() - started
                         elif isinstance(event, _NOT_TEXT):
                             beyond_text = True
+                    if note is not None:  # the choice goes out with the call's first events
+                        batch, note = note + batch, None
                     yield batch
+                if note is not None:
+                    yield note
                 health.succeeded(clock(), first)
                 judged = True
                 return
             except UpstreamError as exc:
+                if note is not None:  # observers see which replica failed
+                    yield note
                 counts, elsewhere = replica_fault(exc)
                 if counts:
                     health.failed(clock(), exc.message, exc.retry_after)

@@ -92,10 +92,10 @@ class HealthSettings:
 @dataclass(slots=True, frozen=True)
 class FleetSettings:
     policy: Policy = Policy.AFFINITY
-    load_bound: float = 1.25
-    """Affinity yields to load past this: a replica takes a call while its outstanding calls
-    stay within `load_bound` times its weighted share of all outstanding calls (consistent
-    hashing with bounded loads)."""
+    load_bound: float = 2.0
+    """Affinity yields to load past this: a session stays on its replica while the replica's
+    calls in flight stay within `load_bound` times its weighted share of all calls in flight;
+    past it the session is placed anew, on a replica within its share (`policy.py`)."""
     failover_attempts: int = 3
     """Further replicas (or tries) a model call may take after its first fails."""
     failover_backoff: float = 0.05
