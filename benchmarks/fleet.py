@@ -680,7 +680,7 @@ def door_latency(procs: Procs, requests: int) -> dict[str, Any]:
         "warmup": 200,
         "requests": requests,
         "models": {},
-        "block": 20,
+        "block": 10,
     }
     try:
         measured = loadgen.sequential(spec)
@@ -702,7 +702,8 @@ def door_latency(procs: Procs, requests: int) -> dict[str, Any]:
 def llama_check(procs: Procs, sessions: int, turns: int) -> dict[str, Any]:
     """Two llama-cpp-python servers (the bundled SmolLM2, `--cache`: a RAM cache of prompt
     states) behind toolwire, affinity vs round-robin: time to first token per turn of
-    agent-shaped sessions, the sessions' turns interleaved."""
+    agent-shaped sessions (one per server), the sessions' turns interleaved; each server
+    answers one request first (loading the model is no turn's)."""
     import httpx
 
     from toolwire.upstream.local_llama import bundled_model_path
@@ -716,6 +717,12 @@ def llama_check(procs: Procs, sessions: int, turns: int) -> dict[str, Any]:
         servers.append((port, procs.start(f"llama-{n}", argv)))
     for port, proc in servers:
         wait_http(f"http://127.0.0.1:{port}/v1/models", proc, f"llama-{port}", 180)
+        warm = {
+            "model": "smollm2",
+            "messages": [{"role": "user", "content": "hi"}],
+            "max_tokens": 2,
+        }
+        httpx.post(f"http://127.0.0.1:{port}/v1/chat/completions", json=warm, timeout=300)
     results: dict[str, Any] = {}
     try:
         for policy in ("affinity", "round_robin"):
@@ -1037,7 +1044,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--skip-litellm", action="store_true")
     parser.add_argument("--skip-llama", action="store_true")
     parser.add_argument("--skip-latency", action="store_true")
-    parser.add_argument("--latency-requests", type=int, default=1000)
+    parser.add_argument("--latency-requests", type=int, default=3000)
     parser.add_argument("--only", help="comma-separated router kinds to run (debugging)")
     parser.add_argument("--plot", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -1108,7 +1115,7 @@ def main() -> None:
             results["door_latency"] = door_latency(procs, args.latency_requests)
         if not args.skip_llama:
             log("two llama-cpp-python servers: affinity vs round-robin")
-            results["llama"] = llama_check(procs, sessions=3, turns=6)
+            results["llama"] = llama_check(procs, sessions=2, turns=6)
     finally:
         procs.stop_all()
     results["targets"] = judge(results)

@@ -118,7 +118,7 @@ class ServerConfig(BaseModel):
         "balanced by load), round_robin or least_outstanding",
     )
     routing_load_bound: float = Field(
-        default=2.0,
+        default=3.0,
         ge=1.0,
         description="fleet, affinity: a session stays on its server while the server's calls "
         "in flight stay within this many times its share of all calls in flight",

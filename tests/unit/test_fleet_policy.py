@@ -14,7 +14,7 @@ from toolwire.transcript import AssistantMessage, SystemMessage, UserMessage
 from toolwire.upstream.base import Upstream
 from toolwire.upstream.fleet.affinity import opening_key, session_key, session_of
 from toolwire.upstream.fleet.health import CircuitState, Health
-from toolwire.upstream.fleet.policy import Selector, rendezvous
+from toolwire.upstream.fleet.policy import SESSION_SECONDS, Selector, rendezvous
 from toolwire.upstream.fleet.replica import Replica
 from toolwire.upstream.fleet.settings import HealthSettings, Policy
 
@@ -89,6 +89,18 @@ def test_within_the_bound_affinity_holds_even_when_another_is_idler() -> None:
         replica.outstanding = 2
     home.outstanding = 3  # 9 in flight: room for ceil(1.25 * 10 / 4) = 4
     assert selector.pick(fleet, key=5)[0] is home
+
+
+def test_a_quiet_fleet_still_spreads_new_sessions_and_forgets_idle_ones() -> None:
+    """One call at a time (nothing in flight to balance): new sessions still spread, by the
+    sessions each replica holds; sessions idle past `SESSION_SECONDS` stop counting."""
+    fleet = replicas(4)
+    selector = Selector(Policy.AFFINITY)
+    homes = Counter(selector.pick(fleet, key=key, now=0.0)[0].name for key in range(400))
+    assert sorted(homes.values()) == [100, 100, 100, 100]
+    later = SESSION_SECONDS + 1
+    assert selector.pick(fleet, key=5, now=later)[1] == "prompt"  # forgotten: placed anew
+    assert len(selector._sessions) == 1
 
 
 def test_round_robin_cycles_and_least_outstanding_takes_the_idlest() -> None:

@@ -41,7 +41,7 @@ from toolwire.loop.events import (
 )
 from toolwire.loop.state import LoopRequest
 from toolwire.trace_context import TRACE_HEADERS
-from toolwire.upstream.events import FirstToken, Repair, UpstreamRetry
+from toolwire.upstream.events import FirstToken, Repair, Routed, UpstreamRetry
 
 _CONTENT_LIMIT = 8192
 
@@ -193,6 +193,10 @@ class RunTracer:
         elif isinstance(event, FirstToken):
             if self._model_span is not None:
                 self._model_span.add_event("gen_ai.first_token")
+        elif isinstance(event, Routed):  # a fleet's router chose the model server
+            if self._model_span is not None:
+                self._model_span.set_attribute("toolwire.upstream", event.upstream)
+                self._model_span.set_attribute("toolwire.routed", event.reason)
         elif isinstance(event, LeakDetected):
             self._run_span.add_event(
                 "toolwire.leak",

@@ -227,8 +227,9 @@ def translate(
             max_output_tokens=max_tokens,
             extra_body=extra or None,
         ),
-        # Stream from the upstream only when the client streams (as the chat door does).
-        settings=replace(loop_settings, stream=stream),
+        # Stream from the upstream only when the client streams (as the chat door does); a
+        # whole answer shows no call before its end (a fleet can replace a failed turn unseen).
+        settings=replace(loop_settings, stream=stream, live_calls=stream),
         routing=RoutingHints(served[-1] if served else None, session) if routes else NO_HINTS,
     )
     return MessagesCall(request, requested, stream, show, omit, list(stops or []))

@@ -10,12 +10,15 @@ appends to it) and balances sessions, not calls, by load:
 2. else a session seen before goes where it went last (remembered here, per process);
 3. else its key (a client session header, else the prompt's opening) is hashed onto the
    candidates by rendezvous hashing: adding or removing a replica moves only the sessions
-   that hash to it;
+   that hash to it. (Sessions of one agent share its system prompt; placing them by it
+   instead would compute that prefix on fewer replicas, but would pile every new session of
+   a quiet fleet onto one replica: once per replica is cheap, a pile-up is not.)
 4. the choice yields to load: a session stays on its replica while that replica has at most
    `load_bound` times its weighted share of the calls in flight; a session placed anew (a
    new one, or one whose replica is over that bound) goes to the first replica in its key's
-   rendezvous order that has no more than its share (consistent hashing with bounded loads),
-   and stays there. Moving a session costs its whole prefix, so a session with a home is
+   rendezvous order that has no more than its share of the calls in flight and of the
+   sessions seen in the last ten minutes (consistent hashing with bounded loads), and stays
+   there. Moving a session costs its whole prefix, so a session with a home is
    moved only past the looser bound; placing a new one costs nothing either way, so it
    takes the tight one, which is what keeps the load even.
 
@@ -27,7 +30,7 @@ from __future__ import annotations
 
 import math
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from toolwire.upstream.fleet.affinity import mix
 from toolwire.upstream.fleet.replica import Replica
@@ -53,16 +56,25 @@ def rendezvous(key: int, replicas: Sequence[Replica]) -> list[Replica]:
     return [replica for _, replica in scored]
 
 
+SESSION_SECONDS = 600.0
+"""A session not seen for this long no longer counts on its replica (nor is remembered):
+by then the server's prefix cache has most likely let its prefix go too."""
+
+
 class Selector:
-    """The policy's state: the sessions it remembers and the round-robin position."""
+    """The policy's state: the sessions it remembers (each with its replica and when it was
+    last seen, least recently seen first), how many live on each replica, and the
+    round-robin position."""
 
-    __slots__ = ("_next", "_sessions", "kept", "load_bound", "policy")
+    __slots__ = ("_active", "_next", "_sessions", "kept", "load_bound", "policy")
 
-    def __init__(self, policy: Policy, load_bound: float = 2.0, kept: int = 100_000) -> None:
+    def __init__(self, policy: Policy, load_bound: float = 3.0, kept: int = 100_000) -> None:
         self.policy = policy
         self.load_bound = load_bound
         self.kept = kept
-        self._sessions: OrderedDict[int, str] = OrderedDict()
+        self._sessions: OrderedDict[int, tuple[str, float]] = OrderedDict()
+        self._active: dict[str, int] = {}
+        """Sessions seen in the last `SESSION_SECONDS`, by replica name."""
         self._next = 0
 
     def pick(
@@ -72,20 +84,23 @@ class Selector:
         key: int | None = None,
         continues: str | None = None,
         keyed_by_session: bool = False,
+        now: float = 0.0,
     ) -> tuple[Replica, str]:
         """(the replica, why). `key`: the session's key (None: nothing to recognise);
-        `continues`: the replica the continued turn was served by."""
+        `continues`: the replica the continued turn was served by; `now`: monotonic
+        seconds, for how long sessions count."""
+        self._expire(now)
         if len(candidates) == 1:
             chosen = candidates[0]
             if key is not None:
-                self._remember(key, chosen)
+                self._remember(key, chosen, now)
             return chosen, "only"
         if self.policy is Policy.ROUND_ROBIN:
             self._next = (self._next + 1) % len(candidates)
             return candidates[self._next], "round_robin"
         if self.policy is Policy.LEAST_OUTSTANDING:
             return self._least(candidates), "least_outstanding"
-        return self._affine(candidates, key, continues, keyed_by_session)
+        return self._affine(candidates, key, continues, keyed_by_session, now)
 
     def _affine(
         self,
@@ -93,12 +108,13 @@ class Selector:
         key: int | None,
         continues: str | None,
         keyed_by_session: bool,
+        now: float,
     ) -> tuple[Replica, str]:
-        total = sum(replica.outstanding for replica in candidates)
-        share = (total + 1) / sum(replica.weight for replica in candidates)
+        weights = sum(replica.weight for replica in candidates)
+        calls = (sum(replica.outstanding for replica in candidates) + 1) / weights
 
         def fits(replica: Replica, bound: float) -> bool:
-            return replica.outstanding + 1 <= math.ceil(bound * share * replica.weight)
+            return replica.outstanding + 1 <= math.ceil(bound * calls * replica.weight)
 
         preferred: Replica | None = None
         reason = "continuation"
@@ -107,24 +123,42 @@ class Selector:
         if preferred is None and key is not None:
             last = self._sessions.get(key)
             if last is not None:
-                preferred = next((r for r in candidates if r.name == last), None)
+                preferred = next((r for r in candidates if r.name == last[0]), None)
                 reason = "session"
         if preferred is not None and fits(preferred, self.load_bound):
             chosen = preferred  # its prefix is there: it stays, within the bound
         elif key is None:
             return self._least(candidates), "least_outstanding"
         else:
-            # placed anew (a new session, or one whose replica is over the bound): the first
-            # replica in the key's rendezvous order with no more than its share of calls
-            order = rendezvous(key, candidates)
-            chosen = next((r for r in order if fits(r, 1.0)), None) or self._least(candidates)
+            chosen = self._place(candidates, key, fits, weights)
             if preferred is not None:
                 reason = "load"  # moved off its replica: its prefix is computed anew
             else:
                 reason = "session" if keyed_by_session else "prompt"
         if key is not None:
-            self._remember(key, chosen)
+            self._remember(key, chosen, now)
         return chosen, reason
+
+    def _place(
+        self,
+        candidates: Sequence[Replica],
+        key: int,
+        fits: Callable[[Replica, float], bool],
+        weights: float,
+    ) -> Replica:
+        """A session placed anew (a new one, or one whose replica is over the bound): the
+        first replica in the key's rendezvous order with no more than its share of the calls
+        in flight and of the live sessions (a quiet fleet's sessions spread too), else of the
+        calls alone, else the least loaded."""
+        active = self._active
+        sessions = (sum(active.get(r.name, 0) for r in candidates) + 1) / weights
+        order = rendezvous(key, candidates)
+        for replica in order:
+            if fits(replica, 1.0) and active.get(replica.name, 0) + 1 <= math.ceil(
+                sessions * replica.weight
+            ):
+                return replica
+        return next((r for r in order if fits(r, 1.0)), None) or self._least(candidates)
 
     def _least(self, candidates: Sequence[Replica]) -> Replica:
         """The least loaded for its weight; ties go round in turn."""
@@ -137,12 +171,27 @@ class Selector:
                 best = replica
         return best
 
-    def _remember(self, key: int, replica: Replica) -> None:
+    def _remember(self, key: int, replica: Replica, now: float) -> None:
         sessions = self._sessions
-        if sessions.get(key) == replica.name:
-            sessions.move_to_end(key)
-            return
-        sessions[key] = replica.name
+        name = replica.name
+        known = sessions.get(key)
+        if known is None or known[0] != name:
+            if known is not None:
+                self._active[known[0]] -= 1
+            self._active[name] = self._active.get(name, 0) + 1
+        sessions[key] = (name, now)
         sessions.move_to_end(key)
         if len(sessions) > self.kept:
-            sessions.popitem(last=False)
+            self._forget_oldest()
+
+    def _expire(self, now: float) -> None:
+        sessions = self._sessions
+        while sessions:
+            oldest = next(iter(sessions.values()))
+            if now - oldest[1] < SESSION_SECONDS:
+                return
+            self._forget_oldest()
+
+    def _forget_oldest(self) -> None:
+        _, (name, _) = self._sessions.popitem(last=False)
+        self._active[name] -= 1

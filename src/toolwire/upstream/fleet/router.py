@@ -115,13 +115,16 @@ class ReplicaStatus:
     last_error: str | None
 
 
-async def _batches(upstream: Upstream, request: TurnRequest) -> AsyncIterator[list[ModelEvent]]:
+def _batches(upstream: Upstream, request: TurnRequest) -> AsyncIterator[list[ModelEvent]]:
+    """The adapter's own batches when it offers them (no generator of ours in between)."""
     batches = getattr(upstream, "stream_turn_batches", None)
     if batches is not None:
-        async for batch in batches(request):
-            yield batch
-        return
-    async for event in upstream.stream_turn(request):
+        return batches(request)  # type: ignore[no-any-return]
+    return _one_by_one(upstream.stream_turn(request))
+
+
+async def _one_by_one(events: AsyncIterator[ModelEvent]) -> AsyncIterator[list[ModelEvent]]:
+    async for event in events:
         yield [event]
 
 
@@ -152,6 +155,8 @@ class FleetRouter:
         self._prober: asyncio.Task[None] | None = None
         self._serving: dict[str, list[Replica]] = {}
         """The replicas serving each model asked for, until a listing changes."""
+        self._served: frozenset[str] | None = None
+        self._served_known = False
 
     # -- models -------------------------------------------------------------------------
 
@@ -167,10 +172,14 @@ class FleetRouter:
 
     def check_model(self, model: str) -> None:
         """Raise OpenAI's 404 `model_not_found`, naming the models served, for a model no
-        replica serves (while every replica's models are known)."""
-        served = self.served()
-        if served is not None and model not in served:
-            raise model_not_served(model, served)
+        replica serves (while every replica's models are known). Every request asks: the
+        answer is kept until a listing changes."""
+        if not self._served_known:
+            served = self.served()
+            self._served = frozenset(served) if served is not None else None
+            self._served_known = True
+        if self._served is not None and model not in self._served:
+            raise model_not_served(model, sorted(self._served))
 
     async def list_models(self) -> list[dict[str, object]]:
         """The union of the replicas' `/models` entries (the first replica's entry of a
@@ -222,6 +231,7 @@ class FleetRouter:
         replica.take_listing([dict(entry) for entry in listed])
         if replica.models() != before:
             self._serving = {}
+            self._served_known = False
         replica.health.probe_answered(self._clock())
 
     async def aclose(self) -> None:
@@ -256,6 +266,7 @@ class FleetRouter:
         ]
         if resuming:
             admitted = [replica for replica in admitted if can_resume(replica.resume)]
+        avoid = avoid | request.routing.avoid if request.routing.avoid else avoid
         fresh = [replica for replica in admitted if replica.name not in avoid] or admitted
         if not fresh:
             raise self._unavailable(model, serving, now, resuming)
@@ -265,7 +276,11 @@ class FleetRouter:
         else:
             key = opening_key(request.transcript)
         return self.selector.pick(
-            fresh, key=key, continues=hints.upstream, keyed_by_session=hints.session is not None
+            fresh,
+            key=key,
+            continues=hints.upstream,
+            keyed_by_session=hints.session is not None,
+            now=now,
         )
 
     def _unavailable(

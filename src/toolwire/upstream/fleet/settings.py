@@ -92,7 +92,7 @@ class HealthSettings:
 @dataclass(slots=True, frozen=True)
 class FleetSettings:
     policy: Policy = Policy.AFFINITY
-    load_bound: float = 2.0
+    load_bound: float = 3.0
     """Affinity yields to load past this: a session stays on its replica while the replica's
     calls in flight stay within `load_bound` times its weighted share of all calls in flight;
     past it the session is placed anew, on a replica within its share (`policy.py`)."""

@@ -1,0 +1,111 @@
+"""The router's choices without I/O: which replicas a model's calls may go to, what a client
+is told when none can take them, and what `/metrics` exports of each replica."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from prometheus_client import CollectorRegistry, generate_latest
+
+from toolwire.errors import NotFoundError
+from toolwire.observe.fleet import COLLECTOR, add_to, watch_fleet
+from toolwire.server.gate.quotas import QuotaUpstream
+from toolwire.transcript import SystemMessage, UserMessage
+from toolwire.upstream.base import RoutingHints, TurnRequest, Upstream
+from toolwire.upstream.fleet.health import Health
+from toolwire.upstream.fleet.replica import Replica
+from toolwire.upstream.fleet.router import FleetRouter, FleetUnavailable, fleet_of
+from toolwire.upstream.fleet.settings import FleetSettings, HealthSettings, ResumeMode
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def replica(name: str, models: list[str] | None, resume: ResumeMode = "auto") -> Replica:
+    adapter: Upstream = None  # type: ignore[assignment]  # choose() never calls it
+    health = Health(HealthSettings(failure_threshold=1, cooldown=10))
+    built = Replica(name, adapter, resume=resume, health=health)
+    if models is not None:
+        built.take_listing([{"id": model} for model in models])
+    return built
+
+
+def turn(model: str, text: str = "hello", **hints: Any) -> TurnRequest:
+    transcript = [SystemMessage("be brief"), UserMessage(text)]
+    return TurnRequest(model, transcript, routing=RoutingHints(**hints))
+
+
+def test_a_model_goes_only_to_the_replicas_that_serve_it() -> None:
+    router = FleetRouter([replica("a", ["coder"]), replica("b", ["coder"]), replica("c", ["oss"])])
+    assert {router.choose(turn("coder", f"s{n}"))[0].name for n in range(40)} == {"a", "b"}
+    assert router.choose(turn("oss"))[0].name == "c"
+    with pytest.raises(NotFoundError, match="the models served are: coder, oss"):
+        router.check_model("llama")
+    router.check_model("oss")
+
+
+def test_while_a_replica_s_models_are_unknown_no_model_is_refused_up_front() -> None:
+    router = FleetRouter([replica("a", ["coder"]), replica("b", None)])
+    router.check_model("anything")  # b may serve it
+    assert router.choose(turn("anything"))[0].name == "b"
+
+
+def test_a_replica_out_of_the_circuit_is_skipped_and_none_left_says_when() -> None:
+    clock = Clock()
+    a, b = replica("a", ["m"]), replica("b", ["m"])
+    router = FleetRouter([a, b], clock=clock)
+    a.health.failed(clock.now, "refused")
+    assert {router.choose(turn("m", f"s{n}"))[0].name for n in range(20)} == {"b"}
+    b.health.failed(clock.now, "refused")
+    with pytest.raises(FleetUnavailable) as caught:
+        router.choose(turn("m"))
+    assert caught.value.status == 503 and caught.value.wait == pytest.approx(10)
+    assert "a (open), b (open)" in caught.value.message
+
+
+def test_a_continuation_goes_only_to_replicas_that_can_continue() -> None:
+    router = FleetRouter([replica("a", ["m"], resume="off"), replica("b", ["m"])])
+    assert all(router.choose(turn("m", f"s{n}"), resuming=True)[0].name == "b" for n in range(20))
+    only_off = FleetRouter([replica("a", ["m"], resume="off")])
+    with pytest.raises(FleetUnavailable, match="can continue a cut answer"):
+        only_off.choose(turn("m"), resuming=True)
+
+
+def test_a_turn_that_failed_somewhere_avoids_it_unless_nothing_else_is_left() -> None:
+    router = FleetRouter([replica("a", ["m"]), replica("b", ["m"])])
+    assert router.choose(turn("m", avoid=frozenset({"a"})))[0].name == "b"
+    assert router.choose(turn("m", avoid=frozenset({"a", "b"})))[0].name in {"a", "b"}
+
+
+def test_the_router_is_found_behind_the_quota_layer() -> None:
+    router = FleetRouter([replica("a", ["m"])], FleetSettings())
+    wrapped = QuotaUpstream(router, None)  # type: ignore[arg-type]  # never reserves here
+    assert fleet_of(wrapped) is router and fleet_of(object()) is None
+
+
+def test_metrics_export_each_replica_s_state_load_and_failures() -> None:
+    clock = Clock()
+    a, b = replica("a", ["m"]), replica("b", ["m"])
+    router = FleetRouter([a, b], clock=clock)
+    a.health.failed(clock.now, "refused")
+    b.outstanding = 2
+    b.health.succeeded(clock.now, ttft=0.25)
+    registry = CollectorRegistry()
+    add_to(registry)
+    try:
+        watch_fleet(router.status)
+        text = generate_latest(registry).decode()
+    finally:
+        registry.unregister(COLLECTOR)
+    assert 'toolwire_upstream_state{upstream="a"} 2.0' in text
+    assert 'toolwire_upstream_state{upstream="b"} 0.0' in text
+    assert 'toolwire_upstream_outstanding{upstream="b"} 2.0' in text
+    assert 'toolwire_upstream_failures_total{upstream="a"} 1.0' in text
+    assert 'toolwire_upstream_error_rate{upstream="a"} 1.0' in text
+    assert 'toolwire_upstream_ttft_average_seconds{upstream="b"} 0.25' in text
