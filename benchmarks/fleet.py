@@ -73,6 +73,16 @@ MODEL = "agent-model"
 TURN_TIMEOUT = 60.0
 """A request without its answer after this long counts as hung."""
 
+ROUTED = (
+    "prompt",
+    "session",
+    "continuation",
+    "load",
+    "round_robin",
+    "least_outstanding",
+    "failover",
+    "resume",
+)
 TARGETS = {
     "cache_hit": "cache-hit ratio of toolwire's default policy >= 0.9 and >= SMG's",
     "imbalance": "load imbalance of toolwire's default policy <= 1.3 (max/mean in flight)",
@@ -551,6 +561,18 @@ def summarize(result: RunResult) -> dict[str, Any]:
     }
 
 
+def routed_reasons(url: str) -> dict[str, int]:
+    """toolwire's own count of why each call went where it did (`/metrics`)."""
+    with urllib.request.urlopen(url, timeout=10) as answer:
+        text = answer.read().decode()
+    reasons: dict[str, int] = {}
+    for line in text.splitlines():
+        if line.startswith("toolwire_upstream_routed_total{"):
+            reason = line.split('reason="', 1)[1].split('"', 1)[0]
+            reasons[reason] = reasons.get(reason, 0) + int(float(line.rsplit(" ", 1)[1]))
+    return reasons
+
+
 def server_stats(replicas: list[Replica]) -> list[dict[str, Any]]:
     stats = []
     for replica in replicas:
@@ -583,6 +605,8 @@ def run_router(
             result = asyncio.run(drive(url, phased, victim))
             result.servers = server_stats(replicas)
             out[phase] = summarize(result)
+            if kind.startswith("toolwire"):
+                out[phase]["routed"] = routed_reasons(url.removesuffix("/v1") + "/metrics")
             log(
                 f"{kind}: {phase}: "
                 + json.dumps({k: v for k, v in out[phase].items() if k != "failure_examples"})
@@ -881,6 +905,22 @@ def report(results: dict[str, Any]) -> str:
             f"| {kind} | {kill['requests']} | {f.get('before_content', 0)} | {f.get('error_event', 0)} "
             f"| {f.get('truncated', 0)} | {f.get('hung', 0)} | {f.get('wrong', 0)} |"
         )
+    routed = {k: m for k, m in results["routers"].items() if "routed" in m["steady"]}
+    if routed:
+        lines += [
+            "",
+            "Why toolwire sent each call where it did (its `toolwire_upstream_routed_total`): "
+            "`load` is a session moved off its server by load (its prefix computed anew), "
+            "`failover` a call made again elsewhere, `resume` a cut answer continued elsewhere.",
+            "",
+            "| router | run | " + " | ".join(ROUTED) + " |",
+            "|---|---|" + "---|" * len(ROUTED),
+        ]
+        for kind, measured in routed.items():
+            for phase in ("steady", "kill"):
+                counts = measured[phase].get("routed", {})
+                cells = " | ".join(str(counts.get(r, 0)) for r in ROUTED)
+                lines.append(f"| {kind} | {phase} | {cells} |")
     examples = {
         k: m["kill"]["failure_examples"]
         for k, m in results["routers"].items()
