@@ -388,16 +388,18 @@ class FleetRouter:
                     cut.replica = replica.name
                     cut.failover = self._elsewhere(request.model, avoid)
                     raise cut from exc
-                ceiling = min(settings.failover_max_backoff, settings.failover_backoff * 2**attempt)
-                delay = random.uniform(ceiling / 2, ceiling)
-                yield [UpstreamRetry("failover", attempt + 1, delay)]
-                await asyncio.sleep(delay)
-                attempt += 1
-                after = "resume" if text else "failover"
             finally:
                 replica.outstanding -= 1
                 if not judged:
                     health.released()
+            # asked again, elsewhere if it can be, after a backoff (the replica no longer
+            # counts this call as in flight while it waits)
+            ceiling = min(settings.failover_max_backoff, settings.failover_backoff * 2**attempt)
+            delay = random.uniform(ceiling / 2, ceiling)
+            yield [UpstreamRetry("failover", attempt + 1, delay)]
+            await asyncio.sleep(delay)
+            attempt += 1
+            after = "resume" if text else "failover"
 
     # -- status -------------------------------------------------------------------------
 
