@@ -19,7 +19,8 @@ the prompt it has not cached, as a real engine's prefix cache (vLLM's, SGLang's)
   the answer from the text given, as vLLM does; a prefix that is not the start of this
   request's answer gets `[continuation mismatch]`, which the benchmark counts as a failure.
 - `usage` reports `prompt_tokens` and `prompt_tokens_details.cached_tokens`.
-- `GET /stats`: requests, prompt and cached tokens, each request's time to first token here
+- `GET /stats`: requests, prompt and cached tokens (also for the agent sessions' turns
+  alone: those offering tools), each request's time to first token here
   (queue and prefill), and the time integral of requests in flight (the load it carried); `/health`, `/v1/models`, `/get_model_info`,
   `/get_server_info` for the routers' start-up checks.
 """
@@ -90,7 +91,13 @@ class Server:
         self.base_ttft = args.base_ttft
         self.prefill_tps = args.prefill_tps
         self.decode_interval = args.decode_interval
-        self.stats = {"requests": 0, "prompt_tokens": 0, "cached_tokens": 0, "errors": 0}
+        self.stats = {
+            "requests": 0,
+            "prompt_tokens": 0,
+            "cached_tokens": 0,
+            "agent_prompt_tokens": 0,
+            "agent_cached_tokens": 0,
+        }
         self.ttfts: list[float] = []
         """Each request's time to first token here: its wait for the prefill queue and its
         prefill (what routing decides; the gateway's own time is not in it)."""
@@ -194,6 +201,9 @@ class Server:
         self.stats["requests"] += 1
         self.stats["prompt_tokens"] += tokens
         self.stats["cached_tokens"] += cached
+        if body.get("tools"):  # an agent session's turn (the one-shots offer no tools)
+            self.stats["agent_prompt_tokens"] += tokens
+            self.stats["agent_cached_tokens"] += cached
         arrived = time.monotonic()
         async with self.prefill:
             await asyncio.sleep(self.base_ttft + (tokens - cached) / self.prefill_tps)
