@@ -61,6 +61,7 @@ from run import (  # noqa: E402
     LITELLM_VERSION,
     PROJECT_PY,
     ensure_litellm,
+    ensure_pinned,
     free_port,
     log,
     venv_python,
@@ -826,31 +827,8 @@ def llama_check(procs: Procs, sessions: int, turns: int) -> dict[str, Any]:
 
 
 def ensure_smg() -> tuple[Path | None, str]:
-    exe = SMG_VENV / "bin" / "smg"
-    py = venv_python(SMG_VENV)
-    if exe.exists():
-        have = subprocess.run(
-            [str(py), "-c", "import importlib.metadata as m; print(m.version('sglang-router'))"],
-            capture_output=True,
-            text=True,
-        )
-        if have.stdout.strip() == SMG_VERSION:
-            return exe, ""
-    try:
-        if not py.exists():
-            log(f"creating {SMG_VENV.relative_to(ROOT)} with sglang-router=={SMG_VERSION}")
-            subprocess.run([sys.executable, "-m", "venv", str(SMG_VENV)], check=True)
-        done = subprocess.run(
-            [str(py), "-m", "pip", "install", "--quiet", f"sglang-router=={SMG_VERSION}"],
-            capture_output=True,
-            text=True,
-            timeout=900,
-        )
-    except (subprocess.SubprocessError, OSError) as exc:
-        return None, f"could not install sglang-router: {exc}"
-    if done.returncode != 0 or not exe.exists():
-        return None, "pip install sglang-router failed: " + done.stderr.strip()[-300:]
-    return exe, ""
+    """SGLang's router, pinned, in its own venv: (its `smg` command, or None and why not)."""
+    return ensure_pinned(SMG_VENV, "sglang-router", SMG_VERSION, "smg")
 
 
 def fmt(value: Any, spec: str = ".2f", unit: str = "") -> str:

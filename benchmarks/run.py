@@ -180,11 +180,19 @@ def ensure_project_env() -> None:
 
 def ensure_litellm(version: str) -> tuple[Path | None, str]:
     """The pinned LiteLLM proxy in its own venv: (litellm executable or None, why not)."""
-    py = venv_python(LITELLM_VENV)
-    exe = LITELLM_VENV / "bin" / "litellm"
+    return ensure_pinned(LITELLM_VENV, "litellm", version, "litellm", extras="[proxy]")
+
+
+def ensure_pinned(
+    venv: Path, package: str, version: str, command: str, *, extras: str = ""
+) -> tuple[Path | None, str]:
+    """`package[extras]==version` in a venv of its own (created, or brought to that version):
+    (the path of its `command`, or None and why not). A peer never shares toolwire's venv."""
+    py = venv_python(venv)
+    exe = venv / "bin" / command
     have = (
         subprocess.run(
-            [str(py), "-c", "import importlib.metadata as m; print(m.version('litellm'))"],
+            [str(py), "-c", f"import importlib.metadata as m; print(m.version({package!r}))"],
             capture_output=True,
             text=True,
         )
@@ -198,27 +206,28 @@ def ensure_litellm(version: str) -> tuple[Path | None, str]:
         and exe.exists()
     ):
         return exe, ""
+    pinned = f"{package}{extras}=={version}"
     try:
         if not py.exists():
-            log(f"creating {LITELLM_VENV.relative_to(ROOT)} with litellm[proxy]=={version}")
-            subprocess.run([sys.executable, "-m", "venv", str(LITELLM_VENV)], check=True)
+            log(f"creating {venv.relative_to(ROOT)} with {pinned}")
+            subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
         else:
-            log(f"installing litellm[proxy]=={version} into {LITELLM_VENV.relative_to(ROOT)}")
+            log(f"installing {pinned} into {venv.relative_to(ROOT)}")
         done = subprocess.run(
-            [str(py), "-m", "pip", "install", "--quiet", f"litellm[proxy]=={version}"],
+            [str(py), "-m", "pip", "install", "--quiet", pinned],
             capture_output=True,
             text=True,
             timeout=1200,
         )
     except (subprocess.SubprocessError, OSError) as exc:
-        return None, f"could not install litellm[proxy]=={version}: {exc}"
+        return None, f"could not install {pinned}: {exc}"
     if done.returncode != 0 or not exe.exists():
         tail = [
             re.sub(r" \(from versions: [^)]*\)", "", line)
             for line in done.stderr.splitlines()
             if not line.startswith("WARNING: Location")
         ][-3:]
-        return None, f"pip install litellm[proxy]=={version} failed: {' / '.join(tail)}"
+        return None, f"pip install {pinned} failed: {' / '.join(tail)}"
     return exe, ""
 
 

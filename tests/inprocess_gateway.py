@@ -158,3 +158,21 @@ class Gate:
         self.reached.set()
         await self.release.wait()
         await self.upstream(scope, receive, send)
+
+
+def socket_scope(path: str = "/v1/responses") -> dict[str, Any]:
+    """The ASGI scope of a WebSocket to the app on loopback, for tests that drive a socket as
+    raw ASGI (to see exactly what the server takes from it and sends)."""
+    return {
+        "type": "websocket",
+        "asgi": {"version": "3.0"},
+        "scheme": "ws",
+        "path": path,
+        "raw_path": path.encode(),
+        "root_path": "",
+        "query_string": b"",
+        "headers": [(b"host", b"127.0.0.1")],
+        "client": ("127.0.0.1", 50000),
+        "server": ("127.0.0.1", 80),
+        "subprotocols": [],
+    }

@@ -8,6 +8,7 @@ model is a 404 naming the models served, in each door's shape."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -17,7 +18,7 @@ import httpx
 import orjson
 
 from tests.inprocess.test_messages import assemble, events_of
-from tests.inprocess_gateway import app_gateway, chat_chunks, sse_events
+from tests.inprocess_gateway import app_gateway, chat_chunks, socket_scope, sse_events
 from toolwire.testing import Body, Chunks, Reply, ScriptedUpstream
 from toolwire.upstream.chat_completions import ChatCompletionsUpstream
 from toolwire.upstream.fleet.health import Health
@@ -404,8 +405,6 @@ async def test_a_session_header_keeps_a_client_on_one_replica() -> None:
 
 async def socket_turn(app: Any, message: dict[str, Any]) -> list[dict[str, Any]]:
     """One `response.create` over a WebSocket, driven as raw ASGI; the events it got."""
-    import asyncio
-
     offered = [
         {"type": "websocket.connect"},
         {"type": "websocket.receive", "text": json.dumps(message)},
@@ -426,18 +425,5 @@ async def socket_turn(app: Any, message: dict[str, Any]) -> list[dict[str, Any]]
             if event["type"] in ("response.completed", "response.failed", "error"):
                 finished.set()
 
-    scope = {
-        "type": "websocket",
-        "asgi": {"version": "3.0"},
-        "scheme": "ws",
-        "path": "/v1/responses",
-        "raw_path": b"/v1/responses",
-        "root_path": "",
-        "query_string": b"",
-        "headers": [(b"host", b"127.0.0.1")],
-        "client": ("127.0.0.1", 50000),
-        "server": ("127.0.0.1", 80),
-        "subprotocols": [],
-    }
-    await asyncio.wait_for(app(scope, receive, send), 10)
+    await asyncio.wait_for(app(socket_scope(), receive, send), 10)
     return events

@@ -6,7 +6,6 @@ server turn after turn, and a server that dies is taken out (its state in `/metr
 
 from __future__ import annotations
 
-import os
 import re
 import time
 from collections.abc import Iterator
@@ -68,18 +67,14 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
     upstreams = [arg for s in servers.values() for arg in ("--upstream", s.base_url)]
     args = ["serve", *upstreams, "--db", f"sqlite:///{db}", "--port", str(port)]
     args += ["--anthropic-model", "claude-sonnet-4-5=model-a"]
-    saved = {key: os.environ.get(key) for key in FAST}
-    os.environ.update(FAST)
     try:
-        with toolwire_process(*args, health=base + "/health") as process:
-            client = openai.OpenAI(base_url=base + "/v1", api_key="x", max_retries=0)
-            yield Fleet(servers, base, process, client)
+        with pytest.MonkeyPatch.context() as env:
+            for key, value in FAST.items():
+                env.setenv(key, value)
+            with toolwire_process(*args, health=base + "/health") as process:
+                client = openai.OpenAI(base_url=base + "/v1", api_key="x", max_retries=0)
+                yield Fleet(servers, base, process, client)
     finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
         for server in servers.values():
             server.stop()
 

@@ -92,7 +92,7 @@ from toolwire.transcript import (
     Transcript,
     UserMessage,
 )
-from toolwire.upstream.base import RoutingHints, TurnRequest, Upstream
+from toolwire.upstream.base import RoutingHints, TurnRequest, Upstream, turn_batches
 from toolwire.upstream.events import (
     ModelEvent,
     ReasoningDelta,
@@ -170,20 +170,6 @@ async def _replayed(
     yield events
     if error is not None:
         raise error
-
-
-def turn_batches(upstream: Upstream, turn: TurnRequest) -> AsyncIterator[list[ModelEvent]]:
-    """A model turn's events in lists: the adapter's own batches when it offers them
-    (`stream_turn_batches`: the events of one network read), else one event a list."""
-    batches = getattr(upstream, "stream_turn_batches", None)
-    if batches is not None:
-        return batches(turn)  # type: ignore[no-any-return]
-    return _one_by_one(upstream.stream_turn(turn))
-
-
-async def _one_by_one(events: AsyncIterator[ModelEvent]) -> AsyncIterator[list[ModelEvent]]:
-    async for event in events:
-        yield [event]
 
 
 class LoopDriver:

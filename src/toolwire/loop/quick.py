@@ -27,7 +27,6 @@ from toolwire.loop.driver import (
     Sink,
     caller_problem,
     find_leak,
-    turn_batches,
 )
 from toolwire.loop.events import (
     CallTarget,
@@ -42,7 +41,7 @@ from toolwire.loop.events import (
 )
 from toolwire.loop.state import LoopRequest, LoopState, RunOutcome
 from toolwire.transcript import AssistantMessage, SystemMessage, ToolCall, Transcript
-from toolwire.upstream.base import TurnRequest
+from toolwire.upstream.base import TurnRequest, turn_batches
 from toolwire.upstream.events import (
     ModelEvent,
     ReasoningDelta,

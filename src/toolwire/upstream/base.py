@@ -88,3 +88,17 @@ def ensure_served(upstream: object, model: str) -> None:
     check = getattr(upstream, "check_model", None)
     if check is not None:
         check(model)
+
+
+def turn_batches(upstream: Upstream, turn: TurnRequest) -> AsyncIterator[list[ModelEvent]]:
+    """A model turn's events in lists: the adapter's own batches when it offers them
+    (`stream_turn_batches`: the events of one network read), else one event a list."""
+    batches = getattr(upstream, "stream_turn_batches", None)
+    if batches is not None:
+        return batches(turn)  # type: ignore[no-any-return]
+    return _one_by_one(upstream.stream_turn(turn))
+
+
+async def _one_by_one(events: AsyncIterator[ModelEvent]) -> AsyncIterator[list[ModelEvent]]:
+    async for event in events:
+        yield [event]

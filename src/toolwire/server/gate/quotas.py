@@ -97,7 +97,7 @@ class QuotaUpstream:
                 self._settle(reservation, used)
 
     async def stream_turn_batches(self, request: TurnRequest) -> AsyncIterator[list[ModelEvent]]:
-        """`stream_turn` in the inner adapter's batches (`loop/driver.py`'s `turn_batches`),
+        """`stream_turn` in the inner adapter's batches (`upstream/base.py`'s `turn_batches`),
         reserved and settled the same way: `__getattr__` must not hand the inner adapter's
         batches out past the quota."""
         batches = getattr(self.inner, "stream_turn_batches", None)

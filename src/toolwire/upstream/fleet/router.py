@@ -33,7 +33,7 @@ from toolwire.errors import (
     UpstreamStreamError,
     UpstreamTooLargeError,
 )
-from toolwire.upstream.base import TurnRequest, Upstream
+from toolwire.upstream.base import TurnRequest, turn_batches
 from toolwire.upstream.events import (
     FirstToken,
     ModelEvent,
@@ -113,19 +113,6 @@ class ReplicaStatus:
     models: list[str] | None
     weight: float
     last_error: str | None
-
-
-def _batches(upstream: Upstream, request: TurnRequest) -> AsyncIterator[list[ModelEvent]]:
-    """The adapter's own batches when it offers them (no generator of ours in between)."""
-    batches = getattr(upstream, "stream_turn_batches", None)
-    if batches is not None:
-        return batches(request)  # type: ignore[no-any-return]
-    return _one_by_one(upstream.stream_turn(request))
-
-
-async def _one_by_one(events: AsyncIterator[ModelEvent]) -> AsyncIterator[list[ModelEvent]]:
-    async for event in events:
-        yield [event]
 
 
 class FleetRouter:
@@ -346,7 +333,7 @@ class FleetRouter:
             judged = False
             note: list[ModelEvent] | None = [Routed(replica.name, after or reason)]
             try:
-                async for batch in _batches(replica.adapter, call):
+                async for batch in turn_batches(replica.adapter, call):
                     for event in batch:
                         if isinstance(event, TextDelta):
                             text.append(event.text)
