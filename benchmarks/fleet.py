@@ -727,11 +727,13 @@ def door_latency(procs: Procs, requests: int) -> dict[str, Any]:
     return {"results": rows}
 
 
-def llama_check(procs: Procs, sessions: int, turns: int) -> dict[str, Any]:
+def llama_check(procs: Procs, sessions: int, turns: int, rounds: int = 2) -> dict[str, Any]:
     """Two llama-cpp-python servers (the bundled SmolLM2, `--cache`: a RAM cache of prompt
     states) behind toolwire, affinity vs round-robin: time to first token per turn of
-    agent-shaped sessions (one per server), the sessions' turns interleaved; each server
-    answers one request first (loading the model is no turn's)."""
+    agent-shaped sessions (more sessions than servers, their turns interleaved, so that
+    round-robin cannot line up with them by chance), each turn's median over the sessions of
+    `rounds` rounds, the policies taking turns first (the machine's load drifts). Each
+    server answers one request first: loading the model is no turn's."""
     import httpx
 
     from toolwire.upstream.local_llama import bundled_model_path
@@ -743,84 +745,89 @@ def llama_check(procs: Procs, sessions: int, turns: int) -> dict[str, Any]:
         argv = [str(PROJECT_PY), "-m", "toolwire.upstream.llama_child", "--model", str(model)]
         argv += ["--model-alias", "smollm2", "--port", str(port), "--cache", "--n-ctx", "2048"]
         servers.append((port, procs.start(f"llama-{n}", argv)))
+    warm = {"model": "smollm2", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}
     for port, proc in servers:
         wait_http(f"http://127.0.0.1:{port}/v1/models", proc, f"llama-{port}", 180)
-        warm = {
-            "model": "smollm2",
-            "messages": [{"role": "user", "content": "hi"}],
-            "max_tokens": 2,
-        }
         httpx.post(f"http://127.0.0.1:{port}/v1/chat/completions", json=warm, timeout=300)
-    results: dict[str, Any] = {}
+    urls = {}
+    for policy in ("affinity", "round_robin"):
+        port = free_port()
+        argv = [str(PROJECT_PY), "-m", "toolwire", "serve", "--port", str(port)]
+        db = SCRATCH / f"llama-{policy}.db"
+        db.unlink(missing_ok=True)
+        argv += ["--db", f"sqlite:///{db}", "--routing-policy", policy]
+        for llama_port, _ in servers:
+            argv += ["--upstream", f"http://127.0.0.1:{llama_port}/v1"]
+        env = {**os.environ, "TOOLWIRE_LOG_FORMAT": "off"}
+        proc = procs.start(f"toolwire-llama-{policy}", argv, env)
+        wait_http(f"http://127.0.0.1:{port}/health", proc, f"toolwire-llama-{policy}")
+        urls[policy] = f"http://127.0.0.1:{port}/v1/chat/completions"
+    measured: dict[str, list[list[float]]] = {p: [[] for _ in range(turns)] for p in urls}
     try:
-        for policy in ("affinity", "round_robin"):
-            port = free_port()
-            argv = [str(PROJECT_PY), "-m", "toolwire", "serve", "--port", str(port)]
-            db = SCRATCH / f"llama-{policy}.db"
-            db.unlink(missing_ok=True)
-            argv += ["--db", f"sqlite:///{db}", "--routing-policy", policy]
-            for llama_port, _ in servers:
-                argv += ["--upstream", f"http://127.0.0.1:{llama_port}/v1"]
-            proc = procs.start(
-                f"toolwire-llama-{policy}", argv, {**os.environ, "TOOLWIRE_LOG_FORMAT": "off"}
-            )
-            wait_http(f"http://127.0.0.1:{port}/health", proc, f"toolwire-llama-{policy}")
-            url = f"http://127.0.0.1:{port}/v1/chat/completions"
-            histories = [
-                [
-                    {
-                        "role": "system",
-                        "content": f"You are agent {policy}-{s}. " + prose(f"{policy}{s}", 2400),
-                    },
-                    {
-                        "role": "user",
-                        "content": "Summarize the notes below in one line. "
-                        + prose(f"u{policy}{s}", 300),
-                    },
-                ]
-                for s in range(sessions)
-            ]
-            per_turn: list[list[float]] = [[] for _ in range(turns)]
-            with httpx.Client(timeout=120) as client:
-                for turn in range(turns):
-                    for history in histories:
-                        body = {
-                            "model": "smollm2",
-                            "messages": history,
-                            "temperature": 0,
-                            "max_tokens": 12,
-                            "stream": True,
-                        }
-                        started = time.perf_counter()
-                        first = None
-                        text = []
-                        with client.stream("POST", url, json=body) as answer:
-                            for line in answer.iter_lines():
-                                if line.startswith("data: {"):
-                                    chunk = json.loads(line[6:])
-                                    for choice in chunk.get("choices") or []:
-                                        if choice["delta"].get("content"):
-                                            first = first or time.perf_counter() - started
-                                            text.append(choice["delta"]["content"])
-                        per_turn[turn].append(first if first is not None else math.nan)
-                        history += [
-                            {"role": "assistant", "content": "".join(text)},
-                            {
-                                "role": "user",
-                                "content": "More notes: "
-                                + prose(f"{policy}{turn}{len(history)}", 500),
-                            },
-                        ]
-            procs.stop(proc)
-            results[policy] = [statistics.mean(turn) for turn in per_turn]
-            log(
-                f"llama {policy}: TTFT per turn "
-                + ", ".join(f"{t * 1000:.0f} ms" for t in results[policy])
-            )
+        with httpx.Client(timeout=300) as client:
+            for round_no in range(rounds):
+                order = list(urls) if round_no % 2 == 0 else list(reversed(urls))
+                for policy in order:
+                    llama_sessions(
+                        client, urls[policy], f"{policy}{round_no}", sessions, measured[policy]
+                    )
     finally:
         for _, proc in servers:
             procs.stop(proc)
+    results = {
+        policy: [statistics.median(turn) for turn in per_turn]
+        for policy, per_turn in measured.items()
+    }
+    for policy, values in results.items():
+        log(f"llama {policy}: TTFT per turn " + ", ".join(f"{t * 1000:.0f} ms" for t in values))
     return results
+
+
+def llama_sessions(
+    client: Any, url: str, seed: str, sessions: int, per_turn: list[list[float]]
+) -> None:
+    """`sessions` sessions of `len(per_turn)` turns, interleaved turn by turn; each turn's
+    time to first token into `per_turn`."""
+    histories = [
+        [
+            {
+                "role": "system",
+                "content": f"You are agent {seed}-{s}. " + prose(f"{seed}{s}", 2400),
+            },
+            {
+                "role": "user",
+                "content": "Summarize the notes in one line. " + prose(f"u{seed}{s}", 300),
+            },
+        ]
+        for s in range(sessions)
+    ]
+    for turn, times in enumerate(per_turn):
+        for history in histories:
+            body = {
+                "model": "smollm2",
+                "messages": history,
+                "temperature": 0,
+                "max_tokens": 12,
+                "stream": True,
+            }
+            started = time.perf_counter()
+            first = None
+            text = []
+            with client.stream("POST", url, json=body) as answer:
+                for line in answer.iter_lines():
+                    if line.startswith("data: {"):
+                        for choice in json.loads(line[6:]).get("choices") or []:
+                            if choice["delta"].get("content"):
+                                first = first or time.perf_counter() - started
+                                text.append(choice["delta"]["content"])
+            times.append(first if first is not None else math.nan)
+            history += [
+                {"role": "assistant", "content": "".join(text)},
+                {
+                    "role": "user",
+                    "content": "More notes: " + prose(f"{seed}{turn}{len(history)}", 500),
+                },
+            ]
 
 
 # -- report -----------------------------------------------------------------------------------
@@ -937,6 +944,10 @@ def report(results: dict[str, Any]) -> str:
         lines += [
             "",
             "## Two llama-cpp-python servers (SmolLM2-135M, prompt cache on): TTFT per turn",
+            "",
+            "Three sessions over two servers, turns interleaved; each turn's median over the "
+            "sessions of two rounds (the policies alternating which goes first). Turn 1 is the "
+            "whole prompt everywhere; after it, affinity computes only what the turn added.",
             "",
         ]
         turns = len(next(iter(llama.values())))
@@ -1142,7 +1153,7 @@ def main() -> None:
             results["door_latency"] = door_latency(procs, args.latency_requests)
         if not args.skip_llama:
             log("two llama-cpp-python servers: affinity vs round-robin")
-            results["llama"] = llama_check(procs, sessions=2, turns=6)
+            results["llama"] = llama_check(procs, sessions=3, turns=5)
     finally:
         procs.stop_all()
     results["targets"] = judge(results)
