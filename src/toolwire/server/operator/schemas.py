@@ -149,3 +149,27 @@ class UiKeyList(BaseModel):
     model_config = ConfigDict(extra="allow", title="UiKeyList")
     object: Literal["list"]
     data: list[UiKey]
+
+
+class UiUpstream(BaseModel):
+    """One model server of a fleet, as this process sees it."""
+
+    model_config = ConfigDict(extra="allow", title="UiUpstream")
+    name: str
+    url: str
+    state: Literal["closed", "half_open", "open"]
+    outstanding: int
+    calls: int
+    failures: int
+    error_rate: float
+    ttft: float | None = None
+    models: list[str] | None = None
+    weight: float
+    last_error: str | None = None
+
+
+class UiUpstreamList(BaseModel):
+    """The model servers of a fleet (operator keys only); empty with a single upstream."""
+
+    model_config = ConfigDict(extra="allow", title="UiUpstreamList")
+    upstreams: list[UiUpstream]

@@ -14,6 +14,7 @@ from toolwire.server.operator.schemas import (
     UiOverview,
     UiRun,
     UiRunList,
+    UiUpstreamList,
 )
 from toolwire.server.responses.prepare.request import CreateResponse
 from toolwire.server.responses.schemas.conversations import (
@@ -290,6 +291,15 @@ OBSERVE_OPERATIONS = (
         "Keys, their limits and usage (operator keys only)",
         "Observability",
         UiKeyList,
+        errors=(403,),
+    ),
+    Operation(
+        "get",
+        "/ui/api/upstreams",
+        "uiUpstreams",
+        "A fleet's model servers: circuit, load, errors, latency (operator keys only)",
+        "Observability",
+        UiUpstreamList,
         errors=(403,),
     ),
     Operation(
