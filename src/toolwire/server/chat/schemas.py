@@ -12,7 +12,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from toolwire.errors import InvalidRequestError
-from toolwire.server.responses.prepare.request import validation_error
+from toolwire.server.http.validation import validation_error
 
 
 class StreamOptions(BaseModel):
