@@ -21,6 +21,7 @@ from toolwire.server.responses.prepare import approval_tools
 from toolwire.server.responses.prepare.mcp_tools import redacted
 from toolwire.store.database import Store
 from toolwire.store.keys import ActiveKey, hash_key
+from toolwire.store.sealed_tools import keep_in
 from toolwire.testing import Body, ScriptedUpstream
 from toolwire.tools.mcp.connection import McpConnectionError
 from toolwire.tools.mcp.pool import McpPool, McpServerSpec
@@ -259,7 +260,9 @@ async def test_sealed_mcp_credentials_come_back_only_to_their_owner(tmp_path: Pa
             "authorization": "tok-alice",
         }
         echo = redacted(tool)
-        await approval_tools.keep(store, "resp_1", [tool], "key_alice")
+        sealed = await approval_tools.seal(store, [tool])
+        assert sealed is not None
+        await store.transact(partial(keep_in, "resp_1", "key_alice", sealed))
         async with store.engine.connect() as connection:
             row = (await connection.exec_driver_sql("SELECT sealed FROM sealed_tools")).scalar()
         assert row is not None and "tok-alice" not in row and "abc123secret" not in row

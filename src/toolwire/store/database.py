@@ -18,6 +18,7 @@ import contextlib
 import secrets
 import time
 from collections.abc import AsyncIterator, Callable
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
@@ -347,25 +348,7 @@ class Store:
     ) -> bool:
         """Append items; False (nothing added) if the owner has no such conversation."""
         who = resolve(owner)
-        async with self.write() as connection:
-            if not await _owns(connection, conversation_id, who):
-                return False
-            if not items:
-                return True
-            await connection.execute(
-                conversation_items.insert(),
-                [
-                    {
-                        "id": item["id"],
-                        "conversation_id": conversation_id,
-                        "created_at": created_at,
-                        "item": item,
-                        "owner": owner_key(who),
-                    }
-                    for item in items
-                ],
-            )
-        return True
+        return await self.transact(partial(add_items_in, conversation_id, items, created_at, who))
 
     async def list_items(
         self,
@@ -511,6 +494,38 @@ _UPDATE_RESPONSE = {
     for anonymous in (True, False)
     for active in (True, False)
 }
+
+
+def add_items_in(
+    conversation_id: str,
+    items: list[Item],
+    created_at: int,
+    owner: Owner,
+    connection: sa.Connection,
+) -> bool:
+    """In the caller's transaction: append `items` to the owner's conversation; False (nothing
+    added) if the owner has no such conversation. An id the owner's conversation items already
+    have raises `IntegrityError` (the whole transaction is then rolled back)."""
+    owned = connection.execute(
+        sa.select(conversations.c.id).where(_conversation(conversation_id, owner))
+    ).first()
+    if owned is None:
+        return False
+    if items:
+        connection.execute(
+            conversation_items.insert(),
+            [
+                {
+                    "id": item["id"],
+                    "conversation_id": conversation_id,
+                    "created_at": created_at,
+                    "item": item,
+                    "owner": owner_key(owner),
+                }
+                for item in items
+            ],
+        )
+    return True
 
 
 async def _owns(connection: AsyncConnection, conversation_id: str, owner: Owner) -> bool:

@@ -7,6 +7,7 @@ JSON object is an error with the raw text kept.
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -263,9 +264,20 @@ def continuation(released: str, final: str, raw: str, arguments: dict[str, Any])
     for text in (final, light_repair(raw)):
         if not text.startswith(released):
             continue
-        try:
-            if orjson.loads(text) == arguments:
-                return text[len(released) :]
-        except orjson.JSONDecodeError:
-            continue
+        if _parses_to(text, arguments):
+            return text[len(released) :]
     return None
+
+
+def _parses_to(text: str, arguments: dict[str, Any]) -> bool:
+    try:
+        if orjson.loads(text) == arguments:
+            return True
+    except orjson.JSONDecodeError:
+        pass
+    # orjson reads an integer beyond 64 bits as a float (JSON allows any integer); the
+    # standard library reads it exactly
+    try:
+        return bool(json.loads(text) == arguments)
+    except ValueError:
+        return False

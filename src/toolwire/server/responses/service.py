@@ -26,10 +26,16 @@ from toolwire.loop.state import Cancellation, RunOutcome
 from toolwire.observe.setup import compose
 from toolwire.observe.timeline import Timeline
 from toolwire.runtime import Runtime
-from toolwire.server.responses.durable import BackgroundQueue, DurabilitySettings, Replica
+from toolwire.server.responses.draft import ResponseDraft
+from toolwire.server.responses.durable import (
+    BackgroundQueue,
+    DurabilitySettings,
+    Replica,
+    new_replica_id,
+)
 from toolwire.server.responses.prepare.preparer import LocalResponse, Prepared, Preparer, Resumption
 from toolwire.server.responses.record import ResponseRecorder
-from toolwire.server.responses.sink import ResponseBuilder
+from toolwire.server.responses.stream import ResponseStream
 from toolwire.wire.items import ResponseObject, StreamEvent
 from toolwire.wire.sse import FramedEvent, encode_event
 
@@ -57,9 +63,13 @@ class ResponsesService:
             mcp_call_timeout=runtime.mcp_call_timeout,
             web_search=runtime.web_search,
         )
-        self.replica = Replica(runtime.store, durability)
+        replica_id = new_replica_id()
         self.recorder = ResponseRecorder(
-            runtime.store, self.replica.id, runtime.timelines, runtime.compaction
+            runtime.store, replica_id, runtime.timelines, runtime.compaction
+        )
+        # the sweep of dead replicas' runs finalizes them through the one writer
+        self.replica = Replica(
+            runtime.store, durability, replica_id=replica_id, finalize=self.recorder.finalize
         )
         self.queue = BackgroundQueue(
             runtime.store, self.replica, self.recorder, prepare=self.prepare, run=self._run_job
@@ -94,7 +104,7 @@ class ResponsesService:
     async def _run(
         self,
         prepared: Prepared,
-        builder: ResponseBuilder,
+        draft: ResponseDraft,
         *,
         streamed: bool = False,
         cancellation: Cancellation | None = None,
@@ -108,9 +118,9 @@ class ResponsesService:
         try:
             state = await self.driver.run(
                 prepared.loop_request,
-                compose(builder, timeline),
+                compose(draft, timeline),
                 checkpoint=self.recorder.checkpoint(
-                    prepared, builder, streamed=streamed, timeline=timeline
+                    prepared, draft, streamed=streamed, timeline=timeline
                 ),
                 cancellation=cancellation,
                 services=prepared.services,
@@ -123,12 +133,12 @@ class ResponsesService:
     async def create(self, prepared: Prepared) -> ResponseObject:
         """Non-streaming: the finished response, or the error if the run failed (stored as
         failed either way)."""
-        builder = ResponseBuilder(prepared.header, None)
-        finished = await self._run(prepared, builder)
+        draft = ResponseDraft(prepared.header)
+        finished = await self._run(prepared, draft)
         if finished.status is RunStatus.FAILED and finished.error is not None:
             raise finished.error  # a failed final write included (`STORE_ERROR`)
-        assert builder.final is not None
-        return builder.final
+        assert draft.final is not None
+        return draft.final
 
     async def stream(self, prepared: Prepared) -> AsyncIterator[bytes]:
         """Streaming over SSE: `batches`, framed; what is ready goes out in one write."""
@@ -166,16 +176,17 @@ class ResponsesService:
         cancels the run."""
 
         async def run(emit: Any) -> None:
-            await self._run(prepared, ResponseBuilder(prepared.header, emit), streamed=True)
+            stream = ResponseStream(prepared.header, emit)
+            await self._run(prepared, ResponseDraft(prepared.header, stream), streamed=True)
 
         async with contextlib.aclosing(pump_batches(run)) as batches:
             async for batch in batches:
                 yield batch
 
     async def _run_job(
-        self, prepared: Prepared, builder: ResponseBuilder, cancellation: Cancellation
+        self, prepared: Prepared, draft: ResponseDraft, cancellation: Cancellation
     ) -> RunOutcome:
-        return await self._run(prepared, builder, cancellation=cancellation)
+        return await self._run(prepared, draft, cancellation=cancellation)
 
     async def start_background(self, prepared: Prepared, body: Any | None = None) -> ResponseObject:
         """Queue the response (`server/responses/durable.py`); it starts here at once if there is

@@ -1,20 +1,18 @@
-"""The Responses sink: `LoopEvent`s -> output items, the response object, and OpenAI's exact
-stream event lifecycle. A pure translator: every fact it needs arrives on the events.
+"""The response being built: `LoopEvent`s -> output items and the response object, in one place.
 
-One builder serves streaming and non-streaming alike (non-streaming just drops the events), so
-the items a client streams and the items it later retrieves are the same by construction.
-`sequence_number` increases strictly; every item goes added -> deltas -> done at one
-`output_index`; text deltas concatenate to the done text; a call's argument deltas go out as the
-model writes them and its `.done` carries the final, repaired arguments.
+The draft is the run's sink on the Responses door. The recorder stores what it holds (its
+`body` when the run starts and at each step, its `settle`d object at the end), the background
+queue starts one from a job's stored output, and a non-streaming answer is its `final`: the items
+a client streams and the items it later retrieves are the same by construction. A stream of
+events is one more reader of the draft: a `DraftListener` (`stream.py`) is told each change as it
+happens (an item opened, a piece of its text or arguments, closed) and renders OpenAI's events
+from it; without one, nothing of the event machinery runs.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, cast
-
-import orjson
+from typing import Protocol
 
 from toolwire.errors import RunStatus, error_code
 from toolwire.loop.events import (
@@ -42,17 +40,7 @@ from toolwire.server.responses.prepare.tools import SearchBackend
 from toolwire.transcript import ToolCall
 from toolwire.upstream.events import Usage
 from toolwire.wire import responses as wire
-from toolwire.wire.items import Item, ResponseObject, StreamEvent
-from toolwire.wire.sse import FramedEvent, delta_template
-
-Emit = Callable[[StreamEvent], None]
-
-_TERMINAL_EVENT = {
-    RunStatus.COMPLETED: "response.completed",
-    RunStatus.INCOMPLETE: "response.incomplete",
-    RunStatus.FAILED: "response.failed",
-    RunStatus.CANCELLED: "response.failed",
-}
+from toolwire.wire.items import Item, ResponseObject
 
 
 @dataclass(slots=True, frozen=True)
@@ -77,32 +65,53 @@ class ResponseHeader:
     is the upstream's reasoning text itself (toolwire makes no call to summarize it)."""
 
 
-class ResponseBuilder:
+class DraftListener(Protocol):
+    """Told each change of a draft, in order, as it happens (`stream.py` renders the events)."""
+
+    def started(self, body: ResponseObject) -> None:
+        """The run started: the response as it stands (a snapshot)."""
+
+    def opened(self, index: int, item: Item) -> None:
+        """`item` was added to the output at `index`."""
+
+    def piece(self, index: int, item: Item, delta: str) -> None:
+        """A piece of the open item's text, reasoning or call arguments."""
+
+    def arguments(self, index: int, item: Item, arguments: str) -> None:
+        """A server-side call's arguments are final (before it runs)."""
+
+    def ran(self, index: int, item: Item, ok: bool) -> None:
+        """A server-side call (or search) finished, `ok` or not; `closed` follows."""
+
+    def closed(self, index: int, item: Item) -> None:
+        """The item at `index` is done: it will not change again."""
+
+    def finished(self, final: ResponseObject, event: LoopFinished) -> None:
+        """The run's outcome, once it is stored."""
+
+
+class ResponseDraft:
     def __init__(
         self,
         header: ResponseHeader,
-        emit: Emit | None,
+        listener: DraftListener | None = None,
         *,
         output: list[Item] | None = None,
     ) -> None:
         """`output`: items an earlier attempt of this response stored (a resumed run goes
         on after them)."""
         self.header = header
-        self._emit = emit
-        self.sequence = 0
+        self.listener = listener
         self.output: list[Item] = list(output or [])
         self.final: ResponseObject | None = None
-        self._settled: tuple[LoopFinished, ResponseObject] | None = None
-        self._message: Item | None = None
-        self._message_index = 0
+        self._settled: tuple[tuple[object, ...], ResponseObject] | None = None
+        self._message: int | None = None  # output index of the open message
         self._message_text: list[str] = []
-        self._reasoning: Item | None = None
-        self._reasoning_index = 0
+        self._reasoning: int | None = None  # output index of the open reasoning item
         self._reasoning_text: list[str] = []
         self._live: dict[int, int] = {}  # stream key -> output index, this model turn
         self._streamed: dict[int, list[str]] = {}  # output index -> argument pieces so far
         self._calls: dict[str, int] = {}  # call id -> output index of its open call item
-        self._templates: dict[str, tuple[str, bytes, bytes, bytes]] = {}  # item id -> frame parts
         self._listings: dict[str, int] = {}  # server label -> output index of mcp_list_tools
         self._sources: dict[str, str] = {}  # url -> title, of this response's web searches
 
@@ -150,62 +159,21 @@ class ResponseBuilder:
                 details["message"] = finished.message
         return body
 
-    # -- plumbing -------------------------------------------------------------------------
-
-    def event(self, kind: str, **fields: Any) -> None:
-        if self._emit is None:
-            return
-        # the keyword names are `StreamEvent`'s fields (mypy cannot check **fields)
-        payload = cast(StreamEvent, {"type": kind, "sequence_number": self.sequence, **fields})
-        self.sequence += 1
-        self._emit(payload)
-
-    def _delta(self, kind: str, item_id: str, index: int, delta: str, text: bool) -> None:
-        """A per-chunk delta event, its SSE frame made from a template kept per item: this
-        runs once per upstream chunk, so no kwargs dict, no merge, no dump of the whole event.
-        `text`: an `output_text` delta (with `content_index` and `logprobs`)."""
-        if self._emit is None:
-            return
-        sequence = self.sequence
-        self.sequence += 1
-        if text:
-            event = FramedEvent(
-                type=kind,
-                sequence_number=sequence,
-                item_id=item_id,
-                output_index=index,
-                content_index=0,
-                delta=delta,
-                logprobs=[],
-            )
-        else:
-            event = FramedEvent(
-                type=kind,
-                sequence_number=sequence,
-                item_id=item_id,
-                output_index=index,
-                delta=delta,
-            )
-        template = self._templates.get(item_id)
-        if template is None or template[0] != kind:
-            fields = b'"item_id":' + orjson.dumps(item_id) + b',"output_index":%d,' % index
-            if text:
-                fields += b'"content_index":0,'
-            parts = delta_template(kind, fields, b',"logprobs":[]' if text else b"")
-            template = (kind, *parts)
-            self._templates[item_id] = template
-        _, head, middle, tail = template
-        event.frame = head + b"%d" % sequence + middle + orjson.dumps(delta) + tail
-        self._emit(cast(StreamEvent, event))  # a dict with the delta event's keys, and its frame
-
-    def _add(self, item: Item) -> int:
-        index = len(self.output)
-        self.output.append(item)
-        self.event("response.output_item.added", output_index=index, item=dict(item))
-        return index
-
-    def _done(self, index: int) -> None:
-        self.event("response.output_item.done", output_index=index, item=self.output[index])
+    def settle(self, event: LoopFinished) -> ResponseObject:
+        """The final response object for an outcome the driver is about to announce: the
+        recorder stores it first, then the terminal event carries this same object. Items
+        still open close here: the run's end cut them off (a cancel, a failure) unless it
+        completed. The same outcome settles to the same object (the recorder may settle the
+        outcome it stores before the driver announces it)."""
+        outcome = (event.reason, event.message, id(event.error), event.cause)
+        if self._settled is not None and self._settled[0] == outcome:
+            return self._settled[1]
+        completed = event.status is RunStatus.COMPLETED
+        self.close_open_items("completed" if completed else "incomplete")
+        self._abandon_open_calls()
+        body = self.body(event.status.value, finished=event, usage=event.usage)
+        self._settled = (outcome, body)
+        return body
 
     # -- the mapping ----------------------------------------------------------------------
 
@@ -246,43 +214,35 @@ class ResponseBuilder:
         elif isinstance(event, ContextCompacted):
             self._compacted(event)
         elif isinstance(event, RunStarted):
-            initial = self.body("in_progress")
-            # A snapshot: the events are encoded when the door sends them, and by then the run
-            # may have added items (an MCP listing starts right away) to the live output list.
-            initial["output"] = list(initial["output"])
-            self.event("response.created", response=initial)
-            self.event("response.in_progress", response=initial)
+            if self.listener is not None:
+                initial = self.body("in_progress")
+                # A snapshot: events are encoded when the door sends them, and by then the
+                # run may have added items (an MCP listing starts right away) to the output.
+                initial["output"] = list(initial["output"])
+                self.listener.started(initial)
         elif isinstance(event, LoopFinished):
-            self._finished(event)
+            self.final = self.settle(event)
+            if self.listener is not None:
+                self.listener.finished(self.final, event)
 
-    def settle(self, event: LoopFinished) -> ResponseObject:
-        """The final response object for an outcome the driver is about to announce: the
-        recorder stores it first, then the terminal event carries this same object. Items
-        still open close here (their `.done` events go out; the terminal one does not): the
-        run's end cut them off (a cancel, a failure) unless it completed."""
-        if self._settled is not None and self._settled[0] is event:
-            return self._settled[1]
-        completed = event.status is RunStatus.COMPLETED
-        self.close_open_items("completed" if completed else "incomplete")
-        self._abandon_open_calls()
-        body = self.body(event.status.value, finished=event, usage=event.usage)
-        self._settled = (event, body)
-        return body
+    # -- plumbing -------------------------------------------------------------------------
 
-    def _finished(self, event: LoopFinished) -> None:
-        status = event.status
-        self.final = self.settle(event)
-        if status is RunStatus.FAILED:
-            error = self.final["error"]
-            code = error["code"] if error else None
-            if event.error is not None and event.error.status == 400 and event.error.code:
-                # The `error` event's code is free (the response's is OpenAI's enum): a
-                # refused request keeps its exact code there (`context_length_exceeded`).
-                code = event.error.code
-            self.event("error", code=code, message=error["message"] if error else None, param=None)
-        self.event(_TERMINAL_EVENT[status], response=self.final)
+    def _add(self, item: Item) -> int:
+        index = len(self.output)
+        self.output.append(item)
+        if self.listener is not None:
+            self.listener.opened(index, item)
+        return index
 
-    # -- MCP tool listings ----------------------------------------------------------------
+    def _close(self, index: int) -> None:
+        if self.listener is not None:
+            self.listener.closed(index, self.output[index])
+
+    def _piece(self, index: int, delta: str) -> None:
+        if self.listener is not None:
+            self.listener.piece(index, self.output[index], delta)
+
+    # -- MCP tool listings, compaction ----------------------------------------------------
 
     def _hidden_listing(self, label: str) -> bool:
         """The search backend's listing, when the client declared only `web_search`: OpenAI
@@ -298,12 +258,11 @@ class ResponseBuilder:
             "type": "compaction",
             "encrypted_content": event.encrypted_content,
         }
-        self._done(self._add(item))
+        self._close(self._add(item))
 
     def _listing_started(self, label: str) -> None:
-        if self._hidden_listing(label):
-            return
-        self._show_listing(label)
+        if not self._hidden_listing(label):
+            self._show_listing(label)
 
     def _show_listing(self, label: str) -> None:
         item: Item = {
@@ -313,9 +272,7 @@ class ResponseBuilder:
             "tools": [],
             "error": None,
         }
-        index = self._add(item)
-        self._listings[label] = index
-        self.event("response.mcp_list_tools.in_progress", item_id=item["id"], output_index=index)
+        self._listings[label] = self._add(item)
 
     def _listing_finished(self, event: ToolListingFinished) -> None:
         if self._hidden_listing(event.label):
@@ -326,107 +283,55 @@ class ResponseBuilder:
         item = self.output[index]
         item["tools"] = event.tools
         item["error"] = event.error
-        kind = "failed" if event.error else "completed"
-        self.event(f"response.mcp_list_tools.{kind}", item_id=item["id"], output_index=index)
-        self._done(index)
+        self._close(index)
 
     # -- text -----------------------------------------------------------------------------
 
     def _reasoning_delta(self, text: str) -> None:
-        """Reasoning streams as OpenAI streams it: the item, its `reasoning_text` content
-        part, the deltas; with `reasoning.summary` asked for, a `summary_text` part too
-        (the upstream's reasoning text itself: toolwire does not summarize)."""
         if self._reasoning is None:
             item = wire.reasoning_item(wire.new_id("rs"), "")
             item["content"] = []
             item["status"] = "in_progress"
-            self._reasoning = item
-            self._reasoning_index = self._add(item)
-            where = {"item_id": item["id"], "output_index": self._reasoning_index}
-            self.event(
-                "response.content_part.added",
-                **where,
-                content_index=0,
-                part=wire.reasoning_text_part(""),
-            )
-            if self.header.reasoning_summary:
-                self.event(
-                    "response.reasoning_summary_part.added",
-                    **where,
-                    summary_index=0,
-                    part=wire.summary_text_part(""),
-                )
+            self._reasoning = self._add(item)
         self._reasoning_text.append(text)
-        where = {"item_id": self._reasoning["id"], "output_index": self._reasoning_index}
-        self.event("response.reasoning_text.delta", **where, content_index=0, delta=text)
-        if self.header.reasoning_summary:
-            self.event(
-                "response.reasoning_summary_text.delta", **where, summary_index=0, delta=text
-            )
+        self._piece(self._reasoning, text)
 
     def _close_reasoning(self, status: str = "completed") -> None:
-        if self._reasoning is None:
+        index = self._reasoning
+        if index is None:
             return
+        item = self.output[index]
         text = "".join(self._reasoning_text)
-        item = self._reasoning
-        where = {"item_id": item["id"], "output_index": self._reasoning_index}
-        part = wire.reasoning_text_part(text)
-        self.event("response.reasoning_text.done", **where, content_index=0, text=text)
-        self.event("response.content_part.done", **where, content_index=0, part=part)
-        item["content"] = [part]
+        item["content"] = [wire.reasoning_text_part(text)]
         if self.header.reasoning_summary:
-            summary = wire.summary_text_part(text)
-            self.event("response.reasoning_summary_text.done", **where, summary_index=0, text=text)
-            self.event(
-                "response.reasoning_summary_part.done", **where, summary_index=0, part=summary
-            )
-            item["summary"] = [summary]
+            item["summary"] = [wire.summary_text_part(text)]
         item["status"] = status
-        self._done(self._reasoning_index)
         self._reasoning = None
         self._reasoning_text = []
+        self._close(index)
 
     def _text_delta(self, text: str) -> None:
         if self._message is None:
             self._close_reasoning()
             item = wire.message_item(wire.new_id("msg"), "", status="in_progress")
             item["content"] = []
-            self._message = item
-            self._message_index = self._add(item)
-            self.event(
-                "response.content_part.added",
-                item_id=item["id"],
-                output_index=self._message_index,
-                content_index=0,
-                part=wire.output_text_part(""),
-            )
+            self._message = self._add(item)
         self._message_text.append(text)
-        self._delta(
-            "response.output_text.delta", self._message["id"], self._message_index, text, True
-        )
+        self._piece(self._message, text)
 
     def _close_message(self, replacement: str | None = None, status: str = "completed") -> None:
-        if self._message is None:
+        index = self._message
+        if index is None:
             return
-        item = self._message
+        item = self.output[index]
         text = "".join(self._message_text) if replacement is None else replacement
         part = wire.output_text_part(text)
-        common = {"item_id": item["id"], "output_index": self._message_index, "content_index": 0}
         part["annotations"] = url_citations(text, self._sources)
-        for number, annotation in enumerate(part["annotations"]):
-            self.event(
-                "response.output_text.annotation.added",
-                **common,
-                annotation_index=number,
-                annotation=annotation,
-            )
-        self.event("response.output_text.done", **common, text=text, logprobs=[])
-        self.event("response.content_part.done", **common, part=part)
         item["content"] = [part]
         item["status"] = status
-        self._done(self._message_index)
         self._message = None
         self._message_text = []
+        self._close(index)
 
     def close_open_items(self, status: str = "completed") -> None:
         """`status`: "incomplete" for items a run's end cut off (a cancel, a failure)."""
@@ -459,21 +364,13 @@ class ResponseBuilder:
         self._live[event.key] = index
         self._calls[event.call_id] = index
         self._streamed[index] = []
-        if item["type"] == "mcp_call":
-            self.event("response.mcp_call.in_progress", item_id=item["id"], output_index=index)
 
     def _arguments_delta(self, event: CallArgumentsDelta) -> None:
         index = self._live.get(event.key)
         if index is None:
             return
-        item = self.output[index]
         self._streamed[index].append(event.delta)
-        kind = (
-            "response.function_call_arguments.delta"
-            if item["type"] == "function_call"
-            else "response.mcp_call_arguments.delta"
-        )
-        self._delta(kind, item["id"], index, event.delta, False)
+        self._piece(index, event.delta)
 
     def _turn_completed(self, event: ModelTurnCompleted) -> None:
         self._close_reasoning()
@@ -490,14 +387,9 @@ class ResponseBuilder:
                 self._close_function_call(index, plan.call, "incomplete")
             elif index is not None:
                 item = self.output[index]
-                arguments = plan.call.arguments_json()
-                item["arguments"] = arguments
-                self.event(
-                    "response.mcp_call_arguments.done",
-                    item_id=item["id"],
-                    output_index=index,
-                    arguments=arguments,
-                )
+                item["arguments"] = plan.call.arguments_json()
+                if self.listener is not None:
+                    self.listener.arguments(index, item, item["arguments"])
 
     def _abandon_open_calls(self) -> None:
         """Calls still open when the run ends (the upstream failed mid-call, or the run was
@@ -534,44 +426,19 @@ class ResponseBuilder:
 
     def _close_function_call(self, index: int, call: ToolCall, status: str) -> None:
         item = self.output[index]
-        if item["type"] == "custom_tool_call":
-            text = custom_input(call) or ""
-            common = {"item_id": item["id"], "output_index": index}
-            if text:
-                self.event("response.custom_tool_call_input.delta", **common, delta=text)
-            self.event("response.custom_tool_call_input.done", **common, input=text)
-            item["input"] = text
-            self._calls.pop(call.id, None)
-            self._done(index)
-            return
-        if item["type"] == "web_search_call":
-            item["status"] = "failed"
-            self._calls.pop(call.id, None)
-            self._done(index)
-            return
-        arguments = call.arguments_json()
-        if item["type"] == "function_call":
-            if index not in self._streamed and arguments:
-                self.event(
-                    "response.function_call_arguments.delta",
-                    item_id=item["id"],
-                    output_index=index,
-                    delta=arguments,
-                )
-            self.event(
-                "response.function_call_arguments.done",
-                item_id=item["id"],
-                output_index=index,
-                name=item["name"],
-                arguments=arguments,
-            )
-        else:
-            item["error"] = call.parse_error
-        item["arguments"] = arguments
-        item["status"] = status if item["type"] == "function_call" else "failed"
         self._calls.pop(call.id, None)
-        self._streamed.pop(index, None)
-        self._done(index)
+        kind = item["type"]
+        if kind == "custom_tool_call":
+            item["input"] = custom_input(call) or ""
+        elif kind == "web_search_call":
+            item["status"] = "failed"
+        else:
+            if kind != "function_call":
+                item["error"] = call.parse_error
+            item["arguments"] = call.arguments_json()
+            item["status"] = status if kind == "function_call" else "failed"
+            self._streamed.pop(index, None)
+        self._close(index)
 
     def _approval_request(self, request: ApprovalRequest) -> None:
         item: Item = {
@@ -581,8 +448,7 @@ class ResponseBuilder:
             "name": request.call.name,
             "arguments": request.call.arguments_json(),
         }
-        index = self._add(item)
-        self._done(index)
+        self._close(self._add(item))
 
     def _server_call_started(self, call: ToolCall, label: str, approval: str | None) -> None:
         if call.id in self._calls:
@@ -603,11 +469,10 @@ class ResponseBuilder:
         )
         index = self._add(item)
         self._calls[call.id] = index
-        common = {"item_id": item["id"], "output_index": index}
-        self.event("response.mcp_call.in_progress", **common)
         if arguments:
-            self.event("response.mcp_call_arguments.delta", **common, delta=arguments)
-        self.event("response.mcp_call_arguments.done", **common, arguments=arguments)
+            self._piece(index, arguments)
+        if self.listener is not None:
+            self.listener.arguments(index, item, arguments)
 
     def _server_call_finished(
         self, call: ToolCall, label: str, approval: str | None, ok: bool, output: str, error: str
@@ -622,18 +487,13 @@ class ResponseBuilder:
                 item["action"]["sources"] = [{"type": "url", "url": url} for url in urls(output)]
             if ok:
                 self._sources.update(sources(output))  # what answers may cite
-            if ok:
-                self.event(
-                    "response.web_search_call.completed", item_id=item["id"], output_index=index
-                )
-            self._done(index)
-            return
-        item["output"] = output if ok else (output or None)
-        item["error"] = None if ok else error
-        item["status"] = "completed" if ok else "failed"
-        common = {"item_id": item["id"], "output_index": index}
-        self.event("response.mcp_call.completed" if ok else "response.mcp_call.failed", **common)
-        self._done(index)
+        else:
+            item["output"] = output if ok else (output or None)
+            item["error"] = None if ok else error
+            item["status"] = "completed" if ok else "failed"
+        if self.listener is not None:
+            self.listener.ran(index, item, ok)
+        self._close(index)
 
     def _search_started(self, call: ToolCall) -> None:
         """A call of the MCP tool serving `web_search`, shown as OpenAI shows its searches."""
@@ -654,9 +514,6 @@ class ResponseBuilder:
             # clients of either age
             "action": {"type": "search", "query": query, "queries": [query]},
         }
-        index = self._add(item)
+        index = self._add(item)  # the stream says `in_progress`, then `searching`
         self._calls[call.id] = index
-        common = {"item_id": item["id"], "output_index": index}
-        self.event("response.web_search_call.in_progress", **common)
         item["status"] = "searching"
-        self.event("response.web_search_call.searching", **common)
