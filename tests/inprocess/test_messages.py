@@ -518,7 +518,7 @@ async def test_claude_code_request_as_logged(gw: AppGateway) -> None:
             "web_search_20250305",
         ),
         (body(tool_choice={"type": "tool", "name": "nope"}), 400, "nope"),
-        (body(thinking={"type": "enabled"}), 400, "budget_tokens"),
+        (body(thinking={"type": "sometimes"}), 400, "enabled, adaptive, disabled"),
         (
             body(
                 messages=[

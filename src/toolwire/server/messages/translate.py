@@ -3,7 +3,10 @@
 Hand-written rather than a pydantic model: Claude Code sends fields and block types ahead of the
 published schema (`context_management`, `output_config`, `display`, `defer_loading`, `system`
 messages inside `messages[]`), which must be tolerated, while what toolwire cannot do must be
-refused by name with a 400 that says why. Each check below says which.
+refused by name with a 400 that says why. The door's forward-compatibility rule
+(`server/http/compat.py`, docs/server.md) lives here: the fields in `IGNORED` (and any field not
+read below) take any value; the fields read below are checked, an unknown value of one naming
+the values known (`known_value`).
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ import orjson
 from toolwire.errors import InvalidRequestError
 from toolwire.loop.state import LoopRequest, LoopSettings
 from toolwire.sealed import Sealer, SealError
+from toolwire.server.http.compat import known_value, unknown_value
+from toolwire.server.messages.server_tools import server_tool_history
 from toolwire.tools.base import Tool
 from toolwire.transcript import (
     AssistantMessage,
@@ -50,6 +55,35 @@ SERVER_TOOL_PREFIXES = (
     "tool_search_tool_",
     "mcp_toolset",
 )
+
+
+IGNORED = (
+    "metadata",
+    "output_config",
+    "context_management",
+    "cache_control",
+    "service_tier",
+    "container",
+    "inference_geo",
+    "thinking.budget_tokens",
+    "thinking.display",
+)
+"""Fields toolwire does not act on (or, for `thinking.display`, acts on one value of:
+`omitted`; any other means the default): any value, any type, never a 400. Sent nowhere:
+open servers have no common field for a thinking budget or an effort."""
+
+THINKING_TYPES = ("enabled", "adaptive", "disabled")
+USER_BLOCKS = ("text", "image", "document", "search_result", "tool_result")
+ASSISTANT_BLOCKS = (
+    "text",
+    "tool_use",
+    "thinking",
+    "redacted_thinking",
+    "server_tool_use",
+    "web_search_tool_result",
+    "web_fetch_tool_result",
+)
+TOOL_CHOICES = ("auto", "any", "tool", "none")
 
 
 @dataclass(slots=True, frozen=True)
@@ -184,12 +218,7 @@ def translate(
             raise _invalid("stop_sequences: must be a list of non-empty strings", "stop_sequences")
         if stops:
             extra["stop"] = list(stops)
-    if body.get("metadata") is not None:
-        _obj(body["metadata"], "metadata")  # user_id: accepted, never sent upstream
-    show, omit = _thinking(body.get("thinking"))
-    for name in ("output_config", "context_management"):
-        if body.get(name) is not None:
-            _obj(body[name], name)  # accepted; see docs/anthropic.md
+    show, omit = _thinking(body.get("thinking"))  # IGNORED fields are never read
     system = _system(body.get("system"))
     transcript = _messages(body.get("messages"), seal, owner)
     specs = _tools(body.get("tools"))
@@ -216,26 +245,16 @@ def translate(
 
 def _thinking(value: Any) -> tuple[bool, bool]:
     """(show reasoning, omit its text). Without `thinking`, reasoning an upstream produces
-    anyway is shown: a model that needs its reasoning replayed gets it back only so."""
+    anyway is shown: a model that needs its reasoning replayed gets it back only so. `type` is
+    acted on (checked); `budget_tokens` is not, and `display` only for `omitted`: any other
+    value (`summarized`, Claude Code's `updates`, whatever comes next) shows the reasoning."""
     if value is None:
         return True, False
     thinking = _obj(value, "thinking")
-    kind = thinking.get("type")
+    kind = known_value("thinking.type", thinking.get("type"), THINKING_TYPES)
     if kind == "disabled":
         return False, False
-    if kind not in ("enabled", "adaptive"):
-        raise _invalid("thinking.type: must be enabled, adaptive or disabled", "thinking.type")
-    if kind == "enabled":
-        budget = thinking.get("budget_tokens")
-        if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
-            raise _invalid(
-                "thinking.budget_tokens: a positive integer is required with type enabled",
-                "thinking.budget_tokens",
-            )
-    display = thinking.get("display")
-    if display is not None and display not in ("summarized", "omitted"):
-        raise _invalid("thinking.display: must be summarized or omitted", "thinking.display")
-    return True, display == "omitted"
+    return True, thinking.get("display") == "omitted"
 
 
 def _text_blocks(value: Any, where: str) -> list[str]:
@@ -326,9 +345,14 @@ def _user_part(block: dict[str, Any], at: str) -> list[ChatPart]:
         return [{"type": "image_url", "image_url": {"url": _image_url(block, at)}}]
     if kind == "document":
         return [{"type": "text", "text": _document_text(block, at)}]
-    if kind in ("thinking", "redacted_thinking", "tool_use"):
+    if kind == "search_result":  # a client-supplied search result: its text, with its source
+        texts = _text_blocks(block.get("content"), f"{at}.content")
+        title, source = block.get("title"), block.get("source")
+        head = f"[search result: {title} <{source}>]\n" if title or source else ""
+        return [{"type": "text", "text": head + "\n".join(texts)}]
+    if kind in ASSISTANT_BLOCKS:
         raise _invalid(f"{at}.type: {kind} blocks belong in assistant messages", f"{at}.type")
-    raise _invalid(f"{at}.type: unsupported content block type {kind!r}", f"{at}.type")
+    raise unknown_value(f"{at}.type", kind, USER_BLOCKS)
 
 
 def _image_url(block: dict[str, Any], at: str) -> str:
@@ -431,8 +455,10 @@ def _assistant(
                 reasoning.append(replayed)
         elif kind == "redacted_thinking":
             _string(block.get("data"), f"{at}.data")  # never issued here: nothing to replay
+        elif kind in ("server_tool_use", "web_search_tool_result", "web_fetch_tool_result"):
+            texts.extend(server_tool_history(block))  # what toolwire's server tools answered
         else:
-            raise _invalid(f"{at}.type: unsupported content block type {kind!r}", f"{at}.type")
+            raise unknown_value(f"{at}.type", kind, ASSISTANT_BLOCKS)
     return AssistantMessage("".join(texts), calls, "\n".join(reasoning))
 
 
@@ -481,7 +507,7 @@ def _tool_choice(value: Any, specs: list[ToolSpec]) -> tuple[str | dict[str, Any
     if value is None:
         return None, None
     choice = _obj(value, "tool_choice")
-    kind = choice.get("type")
+    kind = known_value("tool_choice.type", choice.get("type"), TOOL_CHOICES)
     disable = choice.get("disable_parallel_tool_use")
     if disable is not None and not isinstance(disable, bool):
         raise _invalid(
@@ -500,4 +526,4 @@ def _tool_choice(value: Any, specs: list[ToolSpec]) -> tuple[str | dict[str, Any
         if name not in {spec.name for spec in specs}:
             raise _invalid(f"tool_choice.name: no tool named {name!r} in tools", "tool_choice")
         return {"type": "function", "name": name}, parallel
-    raise _invalid("tool_choice.type: must be auto, any, tool or none", "tool_choice.type")
+    raise unknown_value("tool_choice.type", kind, TOOL_CHOICES)  # not reached
