@@ -46,7 +46,9 @@ def messages_body(**fields: Any) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("value", ODD_VALUES)
-async def test_messages_accepts_any_value_in_every_ignored_field(gw: AppGateway, value: Any) -> None:
+async def test_messages_accepts_any_value_in_every_ignored_field(
+    gw: AppGateway, value: Any
+) -> None:
     body = messages_body(thinking={"type": "adaptive"}, **NEW_SIBLINGS)
     for path in IGNORED:
         put(body, path, value)

@@ -18,6 +18,7 @@ from typing import Any
 
 import orjson
 
+from toolwire.documents import DocumentError, decode_base64, pdf_text
 from toolwire.errors import InvalidRequestError
 from toolwire.loop.state import LoopRequest, LoopSettings
 from toolwire.sealed import Sealer, SealError
@@ -378,21 +379,32 @@ def _image_url(block: dict[str, Any], at: str) -> str:
 
 
 def _document_text(block: dict[str, Any], at: str) -> str:
-    """Plain-text documents reach any upstream as text; PDFs (base64 or URL) need an upstream
-    that reads them, which a chat-completions server does not: a clear 400."""
+    """Plain-text documents reach any upstream as text; a base64 PDF (what Claude Code's Read
+    sends for a `.pdf`) as its text, page by page (`toolwire/documents.py`). toolwire fetches
+    no document for a caller (`url`) and has no Files API (`file`): a 400 that says so."""
     source = _obj(block.get("source"), f"{at}.source")
     kind = source.get("type")
-    title = block.get("title")
-    head = f"[document: {title}]\n" if isinstance(title, str) and title else ""
+    title = block.get("title") if isinstance(block.get("title"), str) else None
+    head = f"[document: {title}]\n" if title else ""
     if kind == "text":
         return head + _string(source.get("data"), f"{at}.source.data")
     if kind == "content":
         return head + "\n".join(_text_blocks(source.get("content"), f"{at}.source.content"))
-    raise _invalid(
-        f"{at}: {kind} documents (PDF) cannot be passed to this upstream (a chat-completions "
-        "server reads text and images only); send the document's text instead",
-        f"{at}.source.type",
-    )
+    if kind == "base64":
+        data = _string(source.get("data"), f"{at}.source.data")
+        try:
+            return pdf_text(decode_base64(data), title)
+        except DocumentError as exc:
+            raise _invalid(f"{at}: the document cannot be read: {exc}", f"{at}.source") from None
+    if kind == "url":
+        raise _invalid(
+            f"{at}.source: toolwire does not fetch documents for a caller; send the PDF as "
+            "base64 (source.type: base64)",
+            f"{at}.source.type",
+        )
+    if kind == "file":
+        raise _invalid(f"{at}.source: toolwire has no Files API", f"{at}.source.type")
+    raise unknown_value(f"{at}.source.type", kind, ("base64", "text", "content", "url", "file"))
 
 
 def _tool_result(block: dict[str, Any], at: str, names: dict[str, str]) -> ToolMessage:
