@@ -25,6 +25,7 @@ from toolwire.sealed import Sealer, SealError
 from toolwire.server.http.compat import known_value, unknown_value
 from toolwire.server.messages.server_tools import server_tool_history
 from toolwire.tools.base import Tool
+from toolwire.tools.web import FETCH, SEARCH, WebTools
 from toolwire.transcript import (
     AssistantMessage,
     SystemMessage,
@@ -45,9 +46,8 @@ TIERS = ("opus", "sonnet", "haiku")
 
 #: Anthropic's own tools (run on Anthropic's servers, or with schemas only Claude knows):
 #: refused by name, since toolwire neither serves them on this door nor can describe them.
+#: (`web_search_*` and `web_fetch_*` are served: `tools/web.py`.)
 SERVER_TOOL_PREFIXES = (
-    "web_search_",
-    "web_fetch_",
     "code_execution_",
     "bash_",
     "text_editor_",
@@ -97,6 +97,8 @@ class MessagesSettings:
     context_window: int | None = None
     """The upstream's context window in tokens: `max_tokens` is capped to what is left of it,
     and a prompt that does not fit is refused as Anthropic refuses one ("prompt is too long")."""
+    web: WebTools = field(default_factory=WebTools)
+    """What serves Anthropic's `web_search` / `web_fetch` server tools (`tools/web.py`)."""
     ping_interval: float = 10.0
     """Seconds without an event after which a stream sends `ping` (the model is slow to start,
     or a server-side tool runs), so proxies and clients do not take the quiet for a dead
@@ -153,6 +155,9 @@ class MessagesCall:
     omit_thinking: bool
     """`display: "omitted"`: thinking blocks carry their signature but no text."""
     stop_sequences: list[str] = field(default_factory=list)
+    web_tools: frozenset[str] = frozenset()
+    """Anthropic server tools the request declared that toolwire serves (`web_search`,
+    `web_fetch`): run inside the loop, shown as `server_tool_use` and result blocks."""
 
 
 def _invalid(message: str, param: str | None = None) -> InvalidRequestError:
@@ -222,13 +227,13 @@ def translate(
     show, omit = _thinking(body.get("thinking"))  # IGNORED fields are never read
     system = _system(body.get("system"))
     transcript = _messages(body.get("messages"), seal, owner)
-    specs = _tools(body.get("tools"))
+    specs, web = _tools(body.get("tools"))
     tool_choice, parallel = _tool_choice(body.get("tool_choice"), specs)
     model = settings.upstream_model(requested, default_model)
     request = LoopRequest(
         model=model,
         input=system + transcript,
-        tools=list(server_tools),
+        tools=[*server_tools, *(settings.web.tool(name) for name in web)],
         client_tools=specs,
         tool_choice=tool_choice,
         parallel_tool_calls=parallel,
@@ -241,7 +246,7 @@ def translate(
         # Stream from the upstream only when the client streams (as the chat door does).
         settings=replace(loop_settings, stream=stream),
     )
-    return MessagesCall(request, requested, stream, show, omit, list(stops or []))
+    return MessagesCall(request, requested, stream, show, omit, list(stops or []), frozenset(web))
 
 
 def _thinking(value: Any) -> tuple[bool, bool]:
@@ -474,25 +479,34 @@ def _assistant(
     return AssistantMessage("".join(texts), calls, "\n".join(reasoning))
 
 
-def _tools(value: Any) -> list[ToolSpec]:
+def _tools(value: Any) -> tuple[list[ToolSpec], list[str]]:
+    """The client's tools, and the Anthropic server tools toolwire serves that it declared
+    (`web_search_*`, `web_fetch_*`: run inside the loop by `tools/web.py`)."""
     if value is None:
-        return []
+        return [], []
     if not isinstance(value, list):
         raise _invalid("tools: must be a list", "tools")
     specs: list[ToolSpec] = []
+    web: list[str] = []
     seen: set[str] = set()
     for n, raw in enumerate(value):
         at = f"tools[{n}]"
         tool = _obj(raw, at)
         kind = tool.get("type")
         name = tool.get("name")
+        if isinstance(kind, str) and kind.startswith(("web_search_", "web_fetch_")):
+            served = SEARCH if kind.startswith("web_search_") else FETCH
+            if served not in web:
+                web.append(served)  # max_uses, allowed_domains, ...: not acted on
+            continue
         if kind not in (None, "custom"):
             label = kind if isinstance(kind, str) else repr(kind)
-            served = any(label.startswith(p) for p in SERVER_TOOL_PREFIXES)
+            served_elsewhere = any(label.startswith(p) for p in SERVER_TOOL_PREFIXES)
             raise _invalid(
                 f"{at}: Anthropic's server tool {label!r} is not served by toolwire"
-                if served
-                else f"{at}.type: unknown tool type {label!r}",
+                if served_elsewhere
+                else f"{at}.type: unknown tool type {label!r}; toolwire knows custom, "
+                "web_search_* and web_fetch_*",
                 f"{at}.type",
             )
         if not isinstance(name, str) or not name:
@@ -512,7 +526,7 @@ def _tools(value: Any) -> list[ToolSpec]:
                 tool.get("strict") if isinstance(tool.get("strict"), bool) else None,
             )
         )
-    return specs
+    return specs, web
 
 
 def _tool_choice(value: Any, specs: list[ToolSpec]) -> tuple[str | dict[str, Any] | None, Any]:
