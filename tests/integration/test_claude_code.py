@@ -149,7 +149,22 @@ def assert_finished(result: subprocess.CompletedProcess[str]) -> None:
     assert result.returncode == 0, f"stdout:\n{result.stdout}\nstderr:\n{result.stderr[-3000:]}"
 
 
-@pytest.mark.parametrize("configuration", list(REPRESENTATIVES))
+FEATURES = ("streaming", "tool use", "leaks recovered", "thinking")
+DOOR = "Anthropic Messages"
+
+
+@pytest.mark.parametrize(
+    "configuration",
+    [
+        pytest.param(
+            name,
+            marks=pytest.mark.compat(
+                "Claude Code", DOOR, *FEATURES, *(("compaction",) if name == "compaction" else ())
+            ),
+        )
+        for name in REPRESENTATIVES
+    ],
+)
 def test_claude_code_reads_edits_and_runs_through_quirks(
     claude_gateway: ClaudeGateway, tmp_path: Path, configuration: str
 ) -> None:
@@ -280,3 +295,29 @@ def test_every_configurations_request_shape_is_served(
         assert events[-1]["type"] == "message_stop" and text == "served", answer.text
     else:
         assert answer.json()["content"][-1] == {"type": "text", "text": "served"}
+
+
+@pytest.mark.compat("Claude Code", DOOR, "PDF")
+def test_claude_code_reads_a_pdf_through_the_door(
+    claude_gateway: ClaudeGateway, tmp_path: Path
+) -> None:
+    """Claude Code's Read sends a `.pdf` as a `document` block in the tool result: the model
+    behind toolwire reads its text, page by page."""
+    from tests.pdfs import make_pdf
+
+    cg, gw = claude_gateway, claude_gateway.gateway
+    gw.reset()
+    work = tmp_path / "work"
+    work.mkdir()
+    invoice = work / "invoice.pdf"
+    invoice.write_bytes(make_pdf(["Invoice 1042", "Total due: 310 EUR"]))
+    gw.upstream.add(
+        Reply(tool_calls=[("Read", {"file_path": str(invoice)})]),
+        Reply(text="The total due is 310 EUR."),
+    )
+    result = run_claude(cg, tmp_path / "home", work, "-p", "What is due?", "--allowedTools", "Read")
+    assert_finished(result)
+    assert "310 EUR" in result.stdout
+    second = claude_requests(gw)[1]
+    read = json.dumps(second["messages"])
+    assert "--- page 2 ---" in read and "Total due: 310 EUR" in read
