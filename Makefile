@@ -92,7 +92,8 @@ serve: $(RUNTIME)
 	$(BIN)/toolwire serve $(if $(UPSTREAM),--upstream $(UPSTREAM)) $(if $(MODEL),--model $(MODEL)) \
 	  $(if $(PORT),--port $(PORT))
 
-# The client tests drive the real Codex CLI, opencode, the AI SDK and openai-node, and Claude Code:
+# The client tests drive the real Codex CLI, opencode, the AI SDK and openai-node, Claude Code and
+# pi-coding-agent:
 # installed once, pinned, into .tools/
 # (needs npm; without it those tests skip and say why).
 clients:
@@ -100,6 +101,7 @@ clients:
 	@.ci/install-opencode
 	@.ci/install-aisdk
 	@.ci/install-claude-code
+	@.ci/install-pi
 
 # The same client tests against the newest releases on npm (Claude Code, Codex CLI), and what
 # changed in their requests: .tools/latest/report.md (.ci/clients-latest; weekly in
