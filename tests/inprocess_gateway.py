@@ -1,6 +1,6 @@
 """The toolwire ASGI app in process, in front of an in-process `ScriptedUpstream`: no sockets.
 
-`app_gateway(upstream)` builds the same app `toolwire serve` builds (`ResponsesService` +
+`app_gateway(upstream)` builds the same app `toolwire serve` builds (`compose` +
 `create_app`, as `server.main.build_app` does, with the demo tools the integration gateway
 loads), on an upstream adapter whose httpx transport calls the scripted app directly, and
 gives a raw `httpx.AsyncClient` and the official `openai.AsyncOpenAI` client, both on a
@@ -23,7 +23,9 @@ from starlette.applications import Starlette
 
 from toolwire.demo_tools import ALL as DEMO_TOOLS
 from toolwire.loop.state import LoopSettings
+from toolwire.runtime import Runtime
 from toolwire.server.app import create_app
+from toolwire.server.main import compose
 from toolwire.server.messages.translate import MessagesSettings
 from toolwire.server.responses.service import ResponsesService
 from toolwire.store.database import Store
@@ -40,6 +42,7 @@ class AppGateway:
     upstream: ScriptedUpstream
     adapter: ChatCompletionsUpstream
     store: Store
+    runtime: Runtime
     service: ResponsesService
     app: Starlette
     transport: StreamingASGITransport
@@ -77,20 +80,21 @@ async def app_gateway(
     )
     # In-memory SQLite by default (one shared connection; a third of a file's set-up time).
     store = await Store.open(f"sqlite:///{db}" if db else "sqlite+aiosqlite:///:memory:")
-    service = ResponsesService(
+    runtime = await compose(
         upstream=adapter,
         store=store,
         server_tools=list(tools),
         loop_settings=settings or LoopSettings(),
     )
-    app = create_app(upstream=adapter, store=store, responses=service, messages=messages)
+    app = create_app(runtime, messages=messages)
+    service: ResponsesService = app.state.responses
     transport = StreamingASGITransport(app)
     http = httpx.AsyncClient(transport=transport, base_url=BASE)
     client = openai.AsyncOpenAI(
         base_url=BASE + "/v1", api_key="sk-unused", max_retries=0, http_client=http
     )
     try:
-        yield AppGateway(upstream, adapter, store, service, app, transport, http, client)
+        yield AppGateway(upstream, adapter, store, runtime, service, app, transport, http, client)
     finally:
         background = list(service.background.values())
         for task in background:
@@ -101,8 +105,7 @@ async def app_gateway(
         if isinstance(upstream_transport, StreamingASGITransport):
             await upstream_transport.shutdown()
         await http.aclose()
-        await service.mcp_pool.close()
-        await adapter.aclose()
+        await runtime.aclose()  # MCP sessions, the upstream stack
         await store.close()
 
 

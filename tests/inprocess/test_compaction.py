@@ -159,7 +159,7 @@ async def test_an_altered_or_foreign_compaction_item_is_a_400(gw: AppGateway, ho
 
 
 async def test_a_compaction_item_made_for_another_key_is_refused(gw: AppGateway) -> None:
-    codec = gw.service.compaction
+    codec = gw.runtime.compaction
     token = codec.seal(CompactedContext("s"), "key_a")
     assert codec.open(token, "key_a").summary == "s"
     with pytest.raises(openai.BadRequestError) as caught:

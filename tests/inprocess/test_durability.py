@@ -15,6 +15,7 @@ import sqlalchemy as sa
 from tests.inprocess_gateway import AppGateway, app_gateway, sse_events
 from toolwire import tool
 from toolwire.loop.state import LoopSettings
+from toolwire.server.main import compose
 from toolwire.server.responses.durable import DurabilitySettings
 from toolwire.server.responses.service import ResponsesService
 from toolwire.store.database import Store
@@ -189,9 +190,8 @@ async def replica(
 ) -> AsyncIterator[ResponsesService]:
     store = await Store.open(url)
     adapter = upstream.adapter(max_retries=0)
-    service = ResponsesService(
-        upstream=adapter, store=store, server_tools=[slow_step], durability=settings
-    )
+    runtime = await compose(upstream=adapter, store=store, server_tools=[slow_step])
+    service = ResponsesService(runtime, settings)
     if start:
         await service.start()
     try:

@@ -13,11 +13,11 @@ import orjson
 import pytest
 
 from toolwire.errors import ConfigError, UpstreamTooLargeError
-from toolwire.server.responses.prepare import approval_tools
 from toolwire.server.gate.auth import AuthMiddleware, KeyRing, presented_key
 from toolwire.server.gate.guards import GuardMiddleware, is_loopback_host
 from toolwire.server.gate.limits import BodyLimitMiddleware, Limits, check_depth, might_be_deep
 from toolwire.server.gate.security import is_loopback_bind, startup_security
+from toolwire.server.responses.prepare import approval_tools
 from toolwire.server.responses.prepare.mcp_tools import redacted
 from toolwire.store.database import Store
 from toolwire.store.keys import ActiveKey, hash_key

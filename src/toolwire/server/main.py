@@ -4,30 +4,36 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
 import uvicorn
 from starlette.applications import Starlette
 
-from toolwire.config import ServerConfig, WebSearchConfig
+from toolwire.config import McpServerConfig, ServerConfig, WebSearchConfig
 from toolwire.errors import ConfigError
+from toolwire.loop.approvals import ApprovalSigner
+from toolwire.loop.compaction import CompactionCodec
+from toolwire.loop.driver import LoopDriver, Observe
 from toolwire.loop.state import LoopSettings
 from toolwire.observe.setup import Observability
+from toolwire.runtime import Closer, Runtime
 from toolwire.server.app import create_app
 from toolwire.server.gate.limits import Limits
+from toolwire.server.gate.quotas import QuotaUpstream
 from toolwire.server.gate.security import startup_security
 from toolwire.server.messages.translate import MessagesSettings
 from toolwire.server.responses.durable import DurabilitySettings
 from toolwire.server.responses.prepare.mcp_tools import configured_server
-from toolwire.server.responses.service import ResponsesService
 from toolwire.server.startup import check_port, check_upstream, shown_database, summary_lines
 from toolwire.server.workers import reuse_port_socket, run_workers
 from toolwire.store.database import Store, default_database_url
+from toolwire.store.timelines import TimelineStore
 from toolwire.tools.base import Tool
 from toolwire.tools.loading import load_tools
 from toolwire.tools.mcp.pool import McpPool
 from toolwire.tools.web import WebBackend, WebTools
+from toolwire.upstream.base import Upstream
 from toolwire.upstream.chat_completions import ChatCompletionsConfig, ChatCompletionsUpstream
 from toolwire.upstream.local_llama import ManagedLlamaServer
 
@@ -80,6 +86,44 @@ def web_tools(config: ServerConfig, pool: McpPool) -> WebTools:
         pool,
         allow_private_urls=config.mcp_allow_private_urls,
         timeout=config.mcp_call_timeout,
+    )
+
+
+async def compose(
+    *,
+    upstream: Upstream,
+    store: Store,
+    default_model: str | None = None,
+    server_tools: Sequence[Tool] = (),
+    loop_settings: LoopSettings | None = None,
+    mcp_servers: Sequence[McpServerConfig] = (),
+    mcp_pool: McpPool | None = None,
+    mcp_call_timeout: float = 60.0,
+    web_search: WebSearchConfig | None = None,
+    observe: Observe | None = None,
+    closers: Sequence[Closer] = (),
+) -> Runtime:
+    """The one `Runtime` every wing of the app runs on. Every model call of every door goes
+    through the quota reservation (`server/gate/quotas.py`), which wraps `upstream` here, once;
+    `observe` (metrics, traces) is composed into the driver. The approval and compaction codecs
+    use a secret kept in the store, shared by replicas and kept across restarts."""
+    stack = QuotaUpstream(upstream, store.quotas)
+    secret = await store.secret("approval_requests")
+    return Runtime(
+        store=store,
+        upstream=stack,
+        driver=LoopDriver(stack, observe=observe),
+        signer=ApprovalSigner(secret),
+        compaction=CompactionCodec(secret),
+        timelines=TimelineStore(store.engine, store.write),
+        loop_settings=loop_settings or LoopSettings(),
+        default_model=default_model,
+        server_tools=list(server_tools),
+        mcp_pool=mcp_pool or McpPool(),
+        mcp_servers=list(mcp_servers),
+        mcp_call_timeout=mcp_call_timeout,
+        web_search=web_search,
+        closers=list(closers),
     )
 
 
@@ -161,7 +205,7 @@ async def build_app(config: ServerConfig) -> Starlette:
     observability = Observability.from_env(  # observe/: metrics, traces, request logs, /ui
         upstream_name=upstream.name, tools=tools, log_format=config.log_format
     )
-    service = ResponsesService(
+    runtime = await compose(
         upstream=upstream,
         store=store,
         default_model=default_model,
@@ -175,22 +219,12 @@ async def build_app(config: ServerConfig) -> Starlette:
         mcp_servers=config.mcp_servers,
         mcp_pool=pool,
         mcp_call_timeout=config.mcp_call_timeout,
-        approval_secret=await store.secret("approval_requests"),
         web_search=config.web_search,
-        durability=DurabilitySettings(
-            heartbeat_seconds=config.lease_heartbeat_seconds,
-            lease_seconds=config.lease_seconds,
-            poll_seconds=config.queue_poll_seconds,
-            max_background=config.max_background,
-            max_attempts=config.background_attempts,
-        ),
         observe=observability.observe,
+        closers=[store.close, *shutdown, observability.shutdown],
     )
     app = create_app(
-        upstream=upstream,
-        store=store,
-        responses=service,
-        on_shutdown=[pool.close, upstream.aclose, store.close, *shutdown, observability.shutdown],
+        runtime,
         security=security,
         messages=MessagesSettings(
             models=config.anthropic_models,
@@ -198,6 +232,13 @@ async def build_app(config: ServerConfig) -> Starlette:
             context_window=config.context_window
             or (None if config.upstream else config.local_n_ctx),
             web=web,
+        ),
+        durability=DurabilitySettings(
+            heartbeat_seconds=config.lease_heartbeat_seconds,
+            lease_seconds=config.lease_seconds,
+            poll_seconds=config.queue_poll_seconds,
+            max_background=config.max_background,
+            max_attempts=config.background_attempts,
         ),
         observability=observability,
     )

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from toolwire.errors import InvalidRequestError
 from toolwire.server.http.compat import Ignored
-from toolwire.server.responses.prepare.request import validation_error
+from toolwire.server.http.validation import validation_error
 
 
 class StreamOptions(BaseModel):

@@ -32,12 +32,11 @@ import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
-import orjson
 from starlette.requests import HTTPConnection
 
+from toolwire.server.http.errors import send_error
 from toolwire.store.keys import ActiveKey, KeyStore, hash_key
 from toolwire.store.owner import current_owner
-from toolwire.wire import anthropic
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -127,46 +126,6 @@ def presented_key(headers: list[tuple[bytes, bytes]]) -> str | None:
         elif name in (b"api-key", b"x-api-key") and value.strip():
             return value.decode("latin-1").strip()
     return None
-
-
-async def send_error(
-    send: Send,
-    status: int,
-    message: str,
-    code: str,
-    *,
-    param: str | None = None,
-    error_type: str = "invalid_request_error",
-    headers: list[tuple[bytes, bytes]] | None = None,
-    scope: Scope | None = None,
-) -> None:
-    """An OpenAI-shaped error answered straight from middleware. For a WebSocket handshake
-    (`scope` of type `websocket`), the same status and body when the server can send an HTTP
-    answer to an upgrade (the ASGI "websocket.http.response" extension: uvicorn, Starlette's
-    TestClient); otherwise the upgrade is closed with 1008 (policy violation), which servers
-    answer as 403."""
-    body = orjson.dumps(
-        {"error": {"message": message, "type": error_type, "param": param, "code": code}}
-    )
-    if scope is not None and scope.get("path", "").startswith("/v1/messages"):
-        body = orjson.dumps(anthropic.error_body(status, message))  # the Anthropic door
-    start = {
-        "status": status,
-        "headers": [
-            (b"content-type", b"application/json"),
-            (b"content-length", str(len(body)).encode()),
-            *(headers or []),
-        ],
-    }
-    if scope is not None and scope["type"] == "websocket":
-        if "websocket.http.response" in scope.get("extensions", {}):
-            await send({"type": "websocket.http.response.start", **start})
-            await send({"type": "websocket.http.response.body", "body": body})
-        else:
-            await send({"type": "websocket.close", "code": 1008, "reason": code})
-        return
-    await send({"type": "http.response.start", **start})
-    await send({"type": "http.response.body", "body": body})
 
 
 class AuthMiddleware:

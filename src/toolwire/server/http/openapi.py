@@ -1,13 +1,14 @@
 """`GET /openapi.json`: an OpenAPI 3.1 document of every route, built from the models that
 validate the requests (`CreateResponse`, `server/responses/schemas/`), so it cannot drift from them.
 
-Routes register an `Operation` with an `ApiSpec` (`API`, the default one, holds toolwire's own:
-`server/responses/operations.py`); a route added later registers itself the same way, next to its
-handler, and `tests/unit/test_openapi.py` fails if a served route has no operation or the other way
-round. Each operation names its request body model, its success answer (JSON, and the SSE event it
-streams if it streams) and the error statuses it can answer; the statuses every route shares (401
-without a valid key, 403 for a refused Origin or Host, 413 and 415 for bodies, 500) are added here.
-Every error is the OpenAI shape (`ErrorResponse`).
+Each wing registers its routes' `Operation`s with an `ApiSpec` (`API`, the default one) as it is
+built (`responses/operations.py`, `chat/operations.py`, `messages/schemas.py`,
+`operator/operations.py`, and `http/root_operations.py` for the routes every app serves), and
+`tests/unit/test_openapi.py` fails if a served route has no operation or the other way round. Each
+operation names its request body model, its success answer (JSON, and the SSE event it streams if it
+streams) and the error statuses it can answer; the statuses every route shares (401 without a valid
+key, 403 for a refused Origin or Host, 413 and 415 for bodies, 500) are added here. Every error is
+the OpenAI shape (`ErrorResponse`).
 """
 
 from __future__ import annotations
@@ -101,6 +102,12 @@ class ApiSpec:
                 raise ValueError(f"{operation.method.upper()} {operation.path} is registered twice")
             self.operations.append(operation)
         self._cached = None
+
+    def ensure(self, *operations: Operation) -> None:
+        """Register those of `operations` not registered yet (a wing registers its rows each
+        time an app is built; one process may build several)."""
+        present = {(o.method, o.path) for o in self.operations}
+        self.register(*(o for o in operations if (o.method, o.path) not in present))
 
     def document(self, served: frozenset[tuple[str, str]] | None = None) -> dict[str, object]:
         """The document; with `served` ((method, path) pairs), only the operations an app

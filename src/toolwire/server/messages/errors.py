@@ -8,10 +8,12 @@ Anthropic's `overloaded_error` (529), which its clients back off and retry.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 
 from starlette.responses import Response
 
 from toolwire.errors import ToolwireError, UpstreamError
+from toolwire.server.http.errors import error_response as shaped_response
 from toolwire.server.http.helpers import ORJSONResponse
 from toolwire.wire import anthropic
 
@@ -25,14 +27,14 @@ def status_of(error: ToolwireError) -> int:
     return error.status
 
 
-def error_response(error: ToolwireError) -> Response:
+def anthropic_shape(error: ToolwireError) -> tuple[int, Mapping[str, object]]:
+    """The door's error shape (registered for its paths with `http/errors.py`)."""
     status = status_of(error)
-    headers = dict(error.headers or {})  # a 429's retry-after and x-ratelimit-* travel too
-    if not error.should_retry:
-        headers["x-should-retry"] = "false"
-    return ORJSONResponse(
-        anthropic.error_body(status, error.message), status_code=status, headers=headers or None
-    )
+    return status, anthropic.error_body(status, error.message)
+
+
+def error_response(error: ToolwireError) -> Response:
+    return shaped_response(error, "/v1/messages")
 
 
 def unexpected_response(exc: Exception) -> Response:

@@ -22,14 +22,21 @@ from starlette.routing import Route
 
 from toolwire.errors import InvalidRequestError, ToolwireError
 from toolwire.loop.compaction import count_tokens
-from toolwire.loop.driver import LoopDriver
 from toolwire.loop.events import LoopEvent, LoopFinished
 from toolwire.loop.pump import pump_batches
-from toolwire.loop.state import LoopRequest, LoopSettings
+from toolwire.loop.state import LoopRequest
+from toolwire.runtime import Runtime
 from toolwire.server.gate.auth import owner_of
 from toolwire.server.gate.quotas import admit_tokens
+from toolwire.server.http.errors import register_error_shape
 from toolwire.server.http.helpers import ORJSONResponse, started, until_disconnected
-from toolwire.server.messages.errors import error_frame, error_response, unexpected_response
+from toolwire.server.http.root import ModelListShape
+from toolwire.server.messages.errors import (
+    anthropic_shape,
+    error_frame,
+    error_response,
+    unexpected_response,
+)
 from toolwire.server.messages.schemas import register as register_operations
 from toolwire.server.messages.sink import (
     RELAYED,
@@ -44,9 +51,7 @@ from toolwire.server.messages.translate import (
     ThinkingSeal,
     translate,
 )
-from toolwire.store.database import Store
-from toolwire.tools.base import Tool
-from toolwire.upstream.base import TurnRequest, Upstream
+from toolwire.upstream.base import TurnRequest
 from toolwire.wire import anthropic
 
 Handler = Callable[[Request], Awaitable[Response]]
@@ -68,35 +73,38 @@ def anthropic_errors(handler: Handler) -> Handler:
 
 
 class MessagesDoor:
+    """The Anthropic door, on the composed `Runtime`."""
+
     def __init__(
         self,
+        runtime: Runtime,
         *,
-        driver: LoopDriver,
-        upstream: Upstream,
-        store: Store,
         settings: MessagesSettings,
-        loop_settings: LoopSettings,
-        default_model: str | None,
-        server_tools: list[Tool],
         read_json: Callable[[Request], Awaitable[Any]],
     ) -> None:
-        self.driver = driver
-        self.upstream = upstream
-        self.store = store
+        self.driver = runtime.driver
+        self.upstream = runtime.upstream
+        self.store = runtime.store
         self.settings = settings
-        self.loop_settings = loop_settings
-        self.default_model = default_model
-        self.server_tools = server_tools
+        self.loop_settings = runtime.loop_settings
+        self.default_model = runtime.default_model
+        self.server_tools = runtime.server_tools
         self.read_json = read_json
         self._seal: ThinkingSeal | None = None
         self._listing: tuple[float, list[dict[str, object]]] | None = None
 
     def routes(self) -> list[Route]:
         register_operations()  # the door in /openapi.json (schemas.py)
+        register_error_shape("/v1/messages", anthropic_shape)  # errors in Anthropic's shape
         return [
             Route("/v1/messages", anthropic_errors(self.create), methods=["POST"]),
             Route("/v1/messages/count_tokens", anthropic_errors(self.count), methods=["POST"]),
         ]
+
+    def model_list(self) -> ModelListShape:
+        """`GET /v1/models` in Anthropic's shape for its clients (they send
+        `anthropic-version`)."""
+        return ModelListShape(lambda request: "anthropic-version" in request.headers, self.models)
 
     def models(self, data: list[dict[str, object]]) -> anthropic.ModelList:
         """`data`: the upstream's `/models` entries, as it sent them."""

@@ -211,5 +211,4 @@ OPERATIONS = (
 
 def register(spec: ApiSpec = API) -> None:
     """Register the door's operations (once per spec)."""
-    if not any(op.operation_id == "createMessage" for op in spec.operations):
-        spec.register(*OPERATIONS)
+    spec.ensure(*OPERATIONS)

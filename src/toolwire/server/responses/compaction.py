@@ -17,18 +17,18 @@ from starlette.routing import Route
 from toolwire.errors import MISSING_MODEL, InvalidRequestError
 from toolwire.loop.compaction import Compactor
 from toolwire.loop.items import items_to_transcript
+from toolwire.runtime import Runtime
 from toolwire.server.gate.auth import owner_of
 from toolwire.server.gate.quotas import admit
 from toolwire.server.http.compat import Ignored
 from toolwire.server.http.helpers import ORJSONResponse, until_disconnected
 from toolwire.server.http.openapi import API, ApiSpec, Operation
+from toolwire.server.http.validation import validation_error
 from toolwire.server.responses.prepare.item_ids import check_unique
 from toolwire.server.responses.prepare.item_references import resolve_stored_references
-from toolwire.server.responses.prepare.request import validation_error
 from toolwire.server.responses.prepare.validation.compactions import expand_compactions
 from toolwire.server.responses.prepare.validation.items import normalize_input
 from toolwire.server.responses.schemas.objects import Item as ItemSchema
-from toolwire.server.responses.service import ResponsesService
 from toolwire.wire import responses as wire
 from toolwire.wire.items import Item
 
@@ -92,18 +92,18 @@ def register(spec: ApiSpec = API) -> None:
 
 
 class CompactionService:
-    def __init__(self, responses: ResponsesService) -> None:
-        self.responses = responses
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
 
     async def compact(self, body: Any, owner: str | None) -> dict[str, Any]:
         request = _parse(body)
-        responses = self.responses
-        model = request.model or responses.default_model
+        runtime = self.runtime
+        model = request.model or runtime.default_model
         if not model:
             raise InvalidRequestError(MISSING_MODEL, param="model")
         history: list[Item] = []
         if request.previous_response_id:
-            record = await responses.store.get_response_record(
+            record = await runtime.store.get_response_record(
                 request.previous_response_id, owner=owner
             )
             if record is None:
@@ -115,13 +115,13 @@ class CompactionService:
             history = list(record["history"] or [])
         input_items = normalize_input(request.input if request.input is not None else [])
         check_unique(input_items, "input")
-        input_items = await resolve_stored_references(responses.store, input_items, history, owner)
+        input_items = await resolve_stored_references(runtime.store, input_items, history, owner)
         if not history and not input_items:
             raise InvalidRequestError(
                 "Nothing to compact: give input items or a previous_response_id.", param="input"
             )
-        items = expand_compactions(history, input_items, responses.compaction, owner)
-        compactor = Compactor(responses.driver.upstream, model)
+        items = expand_compactions(history, input_items, runtime.compaction, owner)
+        compactor = Compactor(runtime.upstream, model)
         context = await compactor.compact(items_to_transcript(items), request.instructions)
         output = [
             {"id": wire.new_id("msg"), **item, "status": "completed"}
@@ -131,7 +131,7 @@ class CompactionService:
             {
                 "id": wire.new_id("cmp"),
                 "type": "compaction",
-                "encrypted_content": responses.compaction.seal(context, owner),
+                "encrypted_content": runtime.compaction.seal(context, owner),
             }
         )
         usage = compactor.usage
@@ -150,7 +150,7 @@ class CompactionService:
 
         async def compact(request: Request) -> Response:
             body = await read_json(request)
-            await admit(self.responses.store, owner_of(request), body, None)  # 429: limits
+            await admit(self.runtime.store, owner_of(request), body, None)  # 429: limits
             work = self.compact(body, owner_of(request))
             return ORJSONResponse(await until_disconnected(request, work))
 

@@ -15,30 +15,21 @@ replica. A stream's terminal event goes out only once the final write is done; a
 from __future__ import annotations
 
 import contextlib
-import secrets
 from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 
 import orjson
 
-from toolwire.config import McpServerConfig, WebSearchConfig
 from toolwire.errors import RunStatus
-from toolwire.loop.approvals import ApprovalSigner
-from toolwire.loop.compaction import CompactionCodec
-from toolwire.loop.driver import LoopDriver, Observe
 from toolwire.loop.pump import pump_batches
-from toolwire.loop.state import Cancellation, LoopSettings, RunOutcome
+from toolwire.loop.state import Cancellation, RunOutcome
 from toolwire.observe.setup import compose
 from toolwire.observe.timeline import Timeline
+from toolwire.runtime import Runtime
 from toolwire.server.responses.durable import BackgroundQueue, DurabilitySettings, Replica
 from toolwire.server.responses.prepare.preparer import LocalResponse, Prepared, Preparer, Resumption
 from toolwire.server.responses.record import ResponseRecorder
 from toolwire.server.responses.sink import ResponseBuilder
-from toolwire.store.database import Store
-from toolwire.store.timelines import TimelineStore
-from toolwire.tools.base import Tool
-from toolwire.tools.mcp.pool import McpPool
-from toolwire.upstream.base import Upstream
 from toolwire.wire.items import ResponseObject, StreamEvent
 from toolwire.wire.sse import FramedEvent, encode_event
 
@@ -46,52 +37,32 @@ __all__ = ["LocalResponse", "Prepared", "ResponsesService"]
 
 
 class ResponsesService:
-    def __init__(
-        self,
-        *,
-        upstream: Upstream,
-        store: Store,
-        default_model: str | None = None,
-        server_tools: list[Tool] | None = None,
-        loop_settings: LoopSettings | None = None,
-        mcp_servers: list[McpServerConfig] | None = None,
-        mcp_pool: McpPool | None = None,
-        mcp_call_timeout: float = 60.0,
-        approval_secret: bytes | None = None,
-        web_search: WebSearchConfig | None = None,
-        durability: DurabilitySettings | None = None,
-        observe: Observe | None = None,
-    ) -> None:
-        """`observe`: the run observers (metrics, traces; `observe/setup.py`), declared here,
-        when the app is built."""
-        self.driver = LoopDriver(upstream, observe=observe)
-        # Without a secret from the store (shared by replicas, kept across restarts), requests
-        # issued by this process can only be approved while it runs.
-        secret = approval_secret or secrets.token_bytes(32)
-        self.signer = ApprovalSigner(secret)
-        self.compaction = CompactionCodec(secret)  # compaction items (loop/compaction.py)
-        self.mcp_pool = mcp_pool or McpPool()
-        self.store = store
-        self.timelines = TimelineStore(store.engine, store.write)  # observe/: run timelines for /ui
-        self.default_model = default_model
-        self.server_tools = server_tools or []
-        self.loop_settings = loop_settings or LoopSettings()
+    """The `/v1/responses` runs of one app, on the composed `Runtime` (the driver, the store,
+    the codecs and settings every door shares)."""
+
+    def __init__(self, runtime: Runtime, durability: DurabilitySettings | None = None) -> None:
+        self.runtime = runtime
+        self.driver = runtime.driver
+        self.store = runtime.store
+        self.timelines = runtime.timelines  # observe/: run timelines for /ui
         self.preparer = Preparer(
-            store=store,
-            signer=self.signer,
-            compaction=self.compaction,
-            default_model=default_model,
-            server_tools=self.server_tools,
-            loop_settings=self.loop_settings,
-            mcp_servers=mcp_servers,
-            mcp_pool=self.mcp_pool,
-            mcp_call_timeout=mcp_call_timeout,
-            web_search=web_search,
+            store=runtime.store,
+            signer=runtime.signer,
+            compaction=runtime.compaction,
+            default_model=runtime.default_model,
+            server_tools=runtime.server_tools,
+            loop_settings=runtime.loop_settings,
+            mcp_servers=runtime.mcp_servers,
+            mcp_pool=runtime.mcp_pool,
+            mcp_call_timeout=runtime.mcp_call_timeout,
+            web_search=runtime.web_search,
         )
-        self.replica = Replica(store, durability)
-        self.recorder = ResponseRecorder(store, self.replica.id, self.timelines, self.compaction)
+        self.replica = Replica(runtime.store, durability)
+        self.recorder = ResponseRecorder(
+            runtime.store, self.replica.id, runtime.timelines, runtime.compaction
+        )
         self.queue = BackgroundQueue(
-            store, self.replica, self.recorder, prepare=self.prepare, run=self._run_job
+            runtime.store, self.replica, self.recorder, prepare=self.prepare, run=self._run_job
         )
         self.background = self.queue.background
         """Background responses running in this process."""

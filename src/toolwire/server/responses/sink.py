@@ -55,10 +55,6 @@ _TERMINAL_EVENT = {
 }
 
 
-def arguments_text(call: ToolCall) -> str:
-    return call.arguments_json()
-
-
 @dataclass(slots=True, frozen=True)
 class ResponseHeader:
     """What the response object echoes of its request, and how its tools were declared:
@@ -494,7 +490,7 @@ class ResponseBuilder:
                 self._close_function_call(index, plan.call, "incomplete")
             elif index is not None:
                 item = self.output[index]
-                arguments = arguments_text(plan.call)
+                arguments = plan.call.arguments_json()
                 item["arguments"] = arguments
                 self.event(
                     "response.mcp_call_arguments.done",
@@ -553,7 +549,7 @@ class ResponseBuilder:
             self._calls.pop(call.id, None)
             self._done(index)
             return
-        arguments = arguments_text(call)
+        arguments = call.arguments_json()
         if item["type"] == "function_call":
             if index not in self._streamed and arguments:
                 self.event(
@@ -583,7 +579,7 @@ class ResponseBuilder:
             "type": "mcp_approval_request",
             "server_label": request.server_label,
             "name": request.call.name,
-            "arguments": arguments_text(request.call),
+            "arguments": request.call.arguments_json(),
         }
         index = self._add(item)
         self._done(index)
@@ -594,7 +590,7 @@ class ResponseBuilder:
         if self._is_search(label, call.name):
             self._search_started(call)
             return
-        arguments = arguments_text(call)
+        arguments = call.arguments_json()
         item = wire.mcp_call_item(
             wire.new_id("mcp"),
             label,
