@@ -92,6 +92,15 @@ class WebSearchConfig(BaseModel):
     query_argument: str = Field(default="query", description="the tool's query parameter")
 
 
+class WebFetchConfig(BaseModel):
+    """Which MCP tool serves Anthropic's `web_fetch` server tool on `/v1/messages`: any tool of
+    a configured MCP server that takes a URL string (a fetch server)."""
+
+    server: str = Field(description="the label of a server in mcp_servers")
+    tool: str = Field(description="the name of its fetch tool")
+    url_argument: str = Field(default="url", description="the tool's URL parameter")
+
+
 class ServerConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -193,6 +202,9 @@ class ServerConfig(BaseModel):
     )
     web_search: WebSearchConfig | None = Field(
         default=None, description="the MCP tool that serves the `web_search` tool"
+    )
+    web_fetch: WebFetchConfig | None = Field(
+        default=None, description="the MCP tool that serves Anthropic's `web_fetch` tool"
     )
     # -- durability: see docs/deployment.md ---------------------------------------------
     migrate: bool = Field(

@@ -513,12 +513,12 @@ async def test_claude_code_request_as_logged(gw: AppGateway) -> None:
         (body(messages=[{"role": "tool", "content": "x"}]), 400, "role"),
         (body(temperature=3), 400, "temperature"),
         (
-            body(tools=[{"type": "web_search_20250305", "name": "web_search"}]),
+            body(tools=[{"type": "code_execution_20250825", "name": "code_execution"}]),
             400,
-            "web_search_20250305",
+            "code_execution_20250825",
         ),
         (body(tool_choice={"type": "tool", "name": "nope"}), 400, "nope"),
-        (body(thinking={"type": "enabled"}), 400, "budget_tokens"),
+        (body(thinking={"type": "sometimes"}), 400, "enabled, adaptive, disabled"),
         (
             body(
                 messages=[
@@ -768,3 +768,36 @@ async def test_count_tokens_uses_the_upstreams_tokenizer() -> None:
         upstream.add(Reply(text="ok"))
         events = events_of((await post(gw, dict(request, stream=True))).content)
         assert events[0]["message"]["usage"]["input_tokens"] == counted["input_tokens"]
+
+
+# -- Anthropic's web_search / web_fetch with no backend configured ------------------------------
+
+
+async def test_web_search_without_a_backend_is_a_tool_error_the_model_reads(
+    gw: AppGateway,
+) -> None:
+    """The request does not fail: the model is offered the tool, its call gets an error result
+    it can act on, and the client sees the search's error block before the answer."""
+    gw.upstream.add(
+        Reply(tool_calls=[("web_search", {"query": "latest vllm release"})]),
+        Reply(text="I could not search the web; from memory, vLLM ships often."),
+    )
+    response = await post(
+        gw,
+        body(tools=[READ, {"type": "web_search_20250305", "name": "web_search", "max_uses": 2}]),
+    )
+    assert response.status_code == 200, response.text
+    content = response.json()["content"]
+    assert [block["type"] for block in content] == [
+        "server_tool_use",
+        "web_search_tool_result",
+        "text",
+    ]
+    assert content[1]["content"] == {
+        "type": "web_search_tool_result_error",
+        "error_code": "unavailable",
+    }
+    first, second = (r.body for r in gw.upstream.chat_requests)
+    assert "web_search" in {tool["function"]["name"] for tool in first["tools"]}
+    (result,) = [m for m in second["messages"] if m["role"] == "tool"]
+    assert "web search is not configured on this gateway" in result["content"]

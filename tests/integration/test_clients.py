@@ -24,7 +24,10 @@ from tests.integration.conftest import Gateway, running_gateway
 from toolwire.testing import Body, Reply
 
 ROOT = Path(__file__).parents[2]
-CODEX = ROOT / ".tools" / "codex" / "node_modules" / ".bin" / "codex"
+#: `make clients-latest` points this at the newest release (.tools/latest/codex).
+CODEX = Path(
+    os.environ.get("TOOLWIRE_CODEX", ROOT / ".tools" / "codex" / "node_modules" / ".bin" / "codex")
+)
 PATCH = "*** Begin Patch\n*** Add File: {name}\n+{text}\n*** End Patch\n"
 
 # Switched off: anything that would reach beyond loopback, and features that are not the subject.
@@ -46,7 +49,7 @@ OFFLINE = [
 
 
 def codex_binary() -> Path:
-    if not CODEX.exists():
+    if not CODEX.exists() and "TOOLWIRE_CODEX" not in os.environ:
         if shutil.which("npm") is None:
             pytest.skip("the Codex CLI tests need npm to install @openai/codex (not found)")
         subprocess.run([str(ROOT / ".ci" / "install-codex")], check=True, timeout=300)
@@ -174,6 +177,7 @@ def assert_ran(result: subprocess.CompletedProcess[str]) -> None:
     assert result.returncode == 0, f"stdout:\n{result.stdout}\nstderr:\n{result.stderr[-3000:]}"
 
 
+@pytest.mark.compat("Codex CLI", "OpenAI Responses", "plain", "streaming")
 def test_codex_plain_answer_and_what_it_declares(codex: Codex) -> None:
     codex.gateway.upstream.add(Reply(text="hello from toolwire"))
     result = codex.run(prompt="say hello")
@@ -187,6 +191,7 @@ def test_codex_plain_answer_and_what_it_declares(codex: Codex) -> None:
     assert not any("web_search" in name for name in names)
 
 
+@pytest.mark.compat("Codex CLI", "OpenAI Responses", "tool use")
 def test_codex_shell_command_and_a_second_turn(codex: Codex) -> None:
     up = codex.gateway.upstream
     up.add(
@@ -221,6 +226,7 @@ def test_codex_apply_patch_through_the_shell(codex: Codex) -> None:
     assert (codex.work / "via_shell.txt").read_text() == "patched through the shell\n"
 
 
+@pytest.mark.compat("Codex CLI", "OpenAI Responses", "tool use")
 def test_codex_apply_patch_as_a_custom_tool(codex: Codex) -> None:
     codex.write_config(catalog=True)
     patch = PATCH.format(name="via_custom.txt", text="patched as a custom tool")
@@ -236,6 +242,7 @@ def test_codex_apply_patch_as_a_custom_tool(codex: Codex) -> None:
     assert tool_messages(second)  # the custom_tool_call_output reached the model
 
 
+@pytest.mark.compat("Codex CLI", "OpenAI Responses", "images")
 def test_codex_image_from_a_tool_reaches_the_model(codex: Codex) -> None:
     codex.write_config(catalog=True)
     image = codex.work / "dot.png"
@@ -383,6 +390,7 @@ def run_opencode(gateway: Gateway, home: Path, prompt: str) -> subprocess.Comple
     )
 
 
+@pytest.mark.compat("opencode", "Chat Completions", "streaming", "tool use")
 def test_opencode_runs_a_tool_through_the_chat_door(gw: Gateway, tmp_path: Path) -> None:
     opencode_binary()
     gw.upstream.add(

@@ -32,6 +32,7 @@ from toolwire.store.timelines import TimelineStore
 from toolwire.tools.base import Tool
 from toolwire.tools.loading import load_tools
 from toolwire.tools.mcp.pool import McpPool
+from toolwire.tools.web import WebBackend, WebTools
 from toolwire.upstream.base import Upstream
 from toolwire.upstream.chat_completions import ChatCompletionsConfig, ChatCompletionsUpstream
 from toolwire.upstream.local_llama import ManagedLlamaServer
@@ -61,6 +62,31 @@ def _workspace_tools(config: ServerConfig) -> list[Tool]:
         except WorkspaceError as exc:
             raise ConfigError(f"workspace: {exc}") from None
     return list(workspace_tools(workspace, exec_needs_approval=settings.exec_needs_approval))
+
+
+def web_tools(config: ServerConfig, pool: McpPool) -> WebTools:
+    """The MCP tools serving web search and fetch (`web_search`, `web_fetch` settings)."""
+    servers = {server.label: server for server in config.mcp_servers}
+    backends: list[WebBackend | None] = []
+    for setting, chosen in (("web_search", config.web_search), ("web_fetch", config.web_fetch)):
+        if chosen is None:
+            backends.append(None)
+            continue
+        if chosen.server not in servers:
+            raise ConfigError(f"{setting}.server {chosen.server!r} is not a label in mcp_servers")
+        argument = (
+            chosen.query_argument if isinstance(chosen, WebSearchConfig) else chosen.url_argument
+        )
+        backends.append(
+            WebBackend(configured_server(servers[chosen.server]), chosen.tool, argument)
+        )
+    return WebTools(
+        backends[0],
+        backends[1],
+        pool,
+        allow_private_urls=config.mcp_allow_private_urls,
+        timeout=config.mcp_call_timeout,
+    )
 
 
 async def compose(
@@ -172,12 +198,10 @@ async def build_app(config: ServerConfig) -> Starlette:
     )
     for server in config.mcp_servers:
         configured_server(server)  # credentials from env: fail at start-up, not per request
-    search = config.web_search
-    if search is not None and search.server not in {s.label for s in config.mcp_servers}:
-        raise ConfigError(f"web_search.server {search.server!r} is not a label in mcp_servers")
     pool = McpPool(
         idle_seconds=config.mcp_idle_seconds, allow_private_urls=config.mcp_allow_private_urls
     )
+    web = web_tools(config, pool)  # Anthropic's web_search / web_fetch on /v1/messages
     observability = Observability.from_env(  # observe/: metrics, traces, request logs, /ui
         upstream_name=upstream.name, tools=tools, log_format=config.log_format
     )
@@ -207,6 +231,7 @@ async def build_app(config: ServerConfig) -> Starlette:
             ping_interval=config.anthropic_ping_interval,
             context_window=config.context_window
             or (None if config.upstream else config.local_n_ctx),
+            web=web,
         ),
         durability=DurabilitySettings(
             heartbeat_seconds=config.lease_heartbeat_seconds,

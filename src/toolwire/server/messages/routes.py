@@ -191,6 +191,7 @@ class MessagesDoor:
             call.omit_thinking,
             live=call.stream,
             stop_sequences=call.stop_sequences,
+            web_tools=call.web_tools,
         )
         if call.stream:
             return StreamingResponse(

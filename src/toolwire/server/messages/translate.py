@@ -3,7 +3,10 @@
 Hand-written rather than a pydantic model: Claude Code sends fields and block types ahead of the
 published schema (`context_management`, `output_config`, `display`, `defer_loading`, `system`
 messages inside `messages[]`), which must be tolerated, while what toolwire cannot do must be
-refused by name with a 400 that says why. Each check below says which.
+refused by name with a 400 that says why. The door's forward-compatibility rule
+(`server/http/compat.py`, docs/server.md) lives here: the fields in `IGNORED` (and any field not
+read below) take any value; the fields read below are checked, an unknown value of one naming
+the values known (`known_value`).
 """
 
 from __future__ import annotations
@@ -15,10 +18,14 @@ from typing import Any
 
 import orjson
 
+from toolwire.documents import DocumentError, decode_base64, pdf_text
 from toolwire.errors import InvalidRequestError
 from toolwire.loop.state import LoopRequest, LoopSettings
 from toolwire.sealed import Sealer, SealError
+from toolwire.server.http.compat import known_value, unknown_value
+from toolwire.server.messages.server_tools import server_tool_history
 from toolwire.tools.base import Tool
+from toolwire.tools.web import FETCH, SEARCH, WebTools
 from toolwire.transcript import (
     AssistantMessage,
     SystemMessage,
@@ -39,9 +46,8 @@ TIERS = ("opus", "sonnet", "haiku")
 
 #: Anthropic's own tools (run on Anthropic's servers, or with schemas only Claude knows):
 #: refused by name, since toolwire neither serves them on this door nor can describe them.
+#: (`web_search_*` and `web_fetch_*` are served: `tools/web.py`.)
 SERVER_TOOL_PREFIXES = (
-    "web_search_",
-    "web_fetch_",
     "code_execution_",
     "bash_",
     "text_editor_",
@@ -50,6 +56,35 @@ SERVER_TOOL_PREFIXES = (
     "tool_search_tool_",
     "mcp_toolset",
 )
+
+
+IGNORED = (
+    "metadata",
+    "output_config",
+    "context_management",
+    "cache_control",
+    "service_tier",
+    "container",
+    "inference_geo",
+    "thinking.budget_tokens",
+    "thinking.display",
+)
+"""Fields toolwire does not act on (or, for `thinking.display`, acts on one value of:
+`omitted`; any other means the default): any value, any type, never a 400. Sent nowhere:
+open servers have no common field for a thinking budget or an effort."""
+
+THINKING_TYPES = ("enabled", "adaptive", "disabled")
+USER_BLOCKS = ("text", "image", "document", "search_result", "tool_result")
+ASSISTANT_BLOCKS = (
+    "text",
+    "tool_use",
+    "thinking",
+    "redacted_thinking",
+    "server_tool_use",
+    "web_search_tool_result",
+    "web_fetch_tool_result",
+)
+TOOL_CHOICES = ("auto", "any", "tool", "none")
 
 
 @dataclass(slots=True, frozen=True)
@@ -62,6 +97,8 @@ class MessagesSettings:
     context_window: int | None = None
     """The upstream's context window in tokens: `max_tokens` is capped to what is left of it,
     and a prompt that does not fit is refused as Anthropic refuses one ("prompt is too long")."""
+    web: WebTools = field(default_factory=WebTools)
+    """What serves Anthropic's `web_search` / `web_fetch` server tools (`tools/web.py`)."""
     ping_interval: float = 10.0
     """Seconds without an event after which a stream sends `ping` (the model is slow to start,
     or a server-side tool runs), so proxies and clients do not take the quiet for a dead
@@ -118,6 +155,9 @@ class MessagesCall:
     omit_thinking: bool
     """`display: "omitted"`: thinking blocks carry their signature but no text."""
     stop_sequences: list[str] = field(default_factory=list)
+    web_tools: frozenset[str] = frozenset()
+    """Anthropic server tools the request declared that toolwire serves (`web_search`,
+    `web_fetch`): run inside the loop, shown as `server_tool_use` and result blocks."""
 
 
 def _invalid(message: str, param: str | None = None) -> InvalidRequestError:
@@ -184,21 +224,16 @@ def translate(
             raise _invalid("stop_sequences: must be a list of non-empty strings", "stop_sequences")
         if stops:
             extra["stop"] = list(stops)
-    if body.get("metadata") is not None:
-        _obj(body["metadata"], "metadata")  # user_id: accepted, never sent upstream
-    show, omit = _thinking(body.get("thinking"))
-    for name in ("output_config", "context_management"):
-        if body.get(name) is not None:
-            _obj(body[name], name)  # accepted; see docs/anthropic.md
+    show, omit = _thinking(body.get("thinking"))  # IGNORED fields are never read
     system = _system(body.get("system"))
     transcript = _messages(body.get("messages"), seal, owner)
-    specs = _tools(body.get("tools"))
+    specs, web = _tools(body.get("tools"))
     tool_choice, parallel = _tool_choice(body.get("tool_choice"), specs)
     model = settings.upstream_model(requested, default_model)
     request = LoopRequest(
         model=model,
         input=system + transcript,
-        tools=list(server_tools),
+        tools=[*server_tools, *(settings.web.tool(name) for name in web)],
         client_tools=specs,
         tool_choice=tool_choice,
         parallel_tool_calls=parallel,
@@ -211,31 +246,21 @@ def translate(
         # Stream from the upstream only when the client streams (as the chat door does).
         settings=replace(loop_settings, stream=stream),
     )
-    return MessagesCall(request, requested, stream, show, omit, list(stops or []))
+    return MessagesCall(request, requested, stream, show, omit, list(stops or []), frozenset(web))
 
 
 def _thinking(value: Any) -> tuple[bool, bool]:
     """(show reasoning, omit its text). Without `thinking`, reasoning an upstream produces
-    anyway is shown: a model that needs its reasoning replayed gets it back only so."""
+    anyway is shown: a model that needs its reasoning replayed gets it back only so. `type` is
+    acted on (checked); `budget_tokens` is not, and `display` only for `omitted`: any other
+    value (`summarized`, Claude Code's `updates`, whatever comes next) shows the reasoning."""
     if value is None:
         return True, False
     thinking = _obj(value, "thinking")
-    kind = thinking.get("type")
+    kind = known_value("thinking.type", thinking.get("type"), THINKING_TYPES)
     if kind == "disabled":
         return False, False
-    if kind not in ("enabled", "adaptive"):
-        raise _invalid("thinking.type: must be enabled, adaptive or disabled", "thinking.type")
-    if kind == "enabled":
-        budget = thinking.get("budget_tokens")
-        if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
-            raise _invalid(
-                "thinking.budget_tokens: a positive integer is required with type enabled",
-                "thinking.budget_tokens",
-            )
-    display = thinking.get("display")
-    if display is not None and display not in ("summarized", "omitted"):
-        raise _invalid("thinking.display: must be summarized or omitted", "thinking.display")
-    return True, display == "omitted"
+    return True, thinking.get("display") == "omitted"
 
 
 def _text_blocks(value: Any, where: str) -> list[str]:
@@ -326,9 +351,14 @@ def _user_part(block: dict[str, Any], at: str) -> list[ChatPart]:
         return [{"type": "image_url", "image_url": {"url": _image_url(block, at)}}]
     if kind == "document":
         return [{"type": "text", "text": _document_text(block, at)}]
-    if kind in ("thinking", "redacted_thinking", "tool_use"):
+    if kind == "search_result":  # a client-supplied search result: its text, with its source
+        texts = _text_blocks(block.get("content"), f"{at}.content")
+        title, source = block.get("title"), block.get("source")
+        head = f"[search result: {title} <{source}>]\n" if title or source else ""
+        return [{"type": "text", "text": head + "\n".join(texts)}]
+    if kind in ASSISTANT_BLOCKS:
         raise _invalid(f"{at}.type: {kind} blocks belong in assistant messages", f"{at}.type")
-    raise _invalid(f"{at}.type: unsupported content block type {kind!r}", f"{at}.type")
+    raise unknown_value(f"{at}.type", kind, USER_BLOCKS)
 
 
 def _image_url(block: dict[str, Any], at: str) -> str:
@@ -354,21 +384,32 @@ def _image_url(block: dict[str, Any], at: str) -> str:
 
 
 def _document_text(block: dict[str, Any], at: str) -> str:
-    """Plain-text documents reach any upstream as text; PDFs (base64 or URL) need an upstream
-    that reads them, which a chat-completions server does not: a clear 400."""
+    """Plain-text documents reach any upstream as text; a base64 PDF (what Claude Code's Read
+    sends for a `.pdf`) as its text, page by page (`toolwire/documents.py`). toolwire fetches
+    no document for a caller (`url`) and has no Files API (`file`): a 400 that says so."""
     source = _obj(block.get("source"), f"{at}.source")
     kind = source.get("type")
-    title = block.get("title")
-    head = f"[document: {title}]\n" if isinstance(title, str) and title else ""
+    title = block.get("title") if isinstance(block.get("title"), str) else None
+    head = f"[document: {title}]\n" if title else ""
     if kind == "text":
         return head + _string(source.get("data"), f"{at}.source.data")
     if kind == "content":
         return head + "\n".join(_text_blocks(source.get("content"), f"{at}.source.content"))
-    raise _invalid(
-        f"{at}: {kind} documents (PDF) cannot be passed to this upstream (a chat-completions "
-        "server reads text and images only); send the document's text instead",
-        f"{at}.source.type",
-    )
+    if kind == "base64":
+        data = _string(source.get("data"), f"{at}.source.data")
+        try:
+            return pdf_text(decode_base64(data), title)
+        except DocumentError as exc:
+            raise _invalid(f"{at}: the document cannot be read: {exc}", f"{at}.source") from None
+    if kind == "url":
+        raise _invalid(
+            f"{at}.source: toolwire does not fetch documents for a caller; send the PDF as "
+            "base64 (source.type: base64)",
+            f"{at}.source.type",
+        )
+    if kind == "file":
+        raise _invalid(f"{at}.source: toolwire has no Files API", f"{at}.source.type")
+    raise unknown_value(f"{at}.source.type", kind, ("base64", "text", "content", "url", "file"))
 
 
 def _tool_result(block: dict[str, Any], at: str, names: dict[str, str]) -> ToolMessage:
@@ -431,30 +472,41 @@ def _assistant(
                 reasoning.append(replayed)
         elif kind == "redacted_thinking":
             _string(block.get("data"), f"{at}.data")  # never issued here: nothing to replay
+        elif kind in ("server_tool_use", "web_search_tool_result", "web_fetch_tool_result"):
+            texts.extend(server_tool_history(block))  # what toolwire's server tools answered
         else:
-            raise _invalid(f"{at}.type: unsupported content block type {kind!r}", f"{at}.type")
+            raise unknown_value(f"{at}.type", kind, ASSISTANT_BLOCKS)
     return AssistantMessage("".join(texts), calls, "\n".join(reasoning))
 
 
-def _tools(value: Any) -> list[ToolSpec]:
+def _tools(value: Any) -> tuple[list[ToolSpec], list[str]]:
+    """The client's tools, and the Anthropic server tools toolwire serves that it declared
+    (`web_search_*`, `web_fetch_*`: run inside the loop by `tools/web.py`)."""
     if value is None:
-        return []
+        return [], []
     if not isinstance(value, list):
         raise _invalid("tools: must be a list", "tools")
     specs: list[ToolSpec] = []
+    web: list[str] = []
     seen: set[str] = set()
     for n, raw in enumerate(value):
         at = f"tools[{n}]"
         tool = _obj(raw, at)
         kind = tool.get("type")
         name = tool.get("name")
+        if isinstance(kind, str) and kind.startswith(("web_search_", "web_fetch_")):
+            served = SEARCH if kind.startswith("web_search_") else FETCH
+            if served not in web:
+                web.append(served)  # max_uses, allowed_domains, ...: not acted on
+            continue
         if kind not in (None, "custom"):
             label = kind if isinstance(kind, str) else repr(kind)
-            served = any(label.startswith(p) for p in SERVER_TOOL_PREFIXES)
+            served_elsewhere = any(label.startswith(p) for p in SERVER_TOOL_PREFIXES)
             raise _invalid(
                 f"{at}: Anthropic's server tool {label!r} is not served by toolwire"
-                if served
-                else f"{at}.type: unknown tool type {label!r}",
+                if served_elsewhere
+                else f"{at}.type: unknown tool type {label!r}; toolwire knows custom, "
+                "web_search_* and web_fetch_*",
                 f"{at}.type",
             )
         if not isinstance(name, str) or not name:
@@ -474,14 +526,14 @@ def _tools(value: Any) -> list[ToolSpec]:
                 tool.get("strict") if isinstance(tool.get("strict"), bool) else None,
             )
         )
-    return specs
+    return specs, web
 
 
 def _tool_choice(value: Any, specs: list[ToolSpec]) -> tuple[str | dict[str, Any] | None, Any]:
     if value is None:
         return None, None
     choice = _obj(value, "tool_choice")
-    kind = choice.get("type")
+    kind = known_value("tool_choice.type", choice.get("type"), TOOL_CHOICES)
     disable = choice.get("disable_parallel_tool_use")
     if disable is not None and not isinstance(disable, bool):
         raise _invalid(
@@ -500,4 +552,4 @@ def _tool_choice(value: Any, specs: list[ToolSpec]) -> tuple[str | dict[str, Any
         if name not in {spec.name for spec in specs}:
             raise _invalid(f"tool_choice.name: no tool named {name!r} in tools", "tool_choice")
         return {"type": "function", "name": name}, parallel
-    raise _invalid("tool_choice.type: must be auto, any, tool or none", "tool_choice.type")
+    raise unknown_value("tool_choice.type", kind, TOOL_CHOICES)  # not reached

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -20,6 +20,7 @@ from toolwire.loop.items import items_to_transcript
 from toolwire.runtime import Runtime
 from toolwire.server.gate.auth import owner_of
 from toolwire.server.gate.quotas import admit
+from toolwire.server.http.compat import Ignored
 from toolwire.server.http.helpers import ORJSONResponse, until_disconnected
 from toolwire.server.http.openapi import API, ApiSpec, Operation
 from toolwire.server.http.validation import validation_error
@@ -34,19 +35,19 @@ from toolwire.wire.items import Item
 
 class CompactRequest(BaseModel):
     """The body of `POST /v1/responses/compact` (OpenAI's `CompactResponseMethodPublicBody`).
-    The prompt-cache, service-tier and `image` (the SDK sends it) fields are accepted and
-    ignored."""
+    The prompt-cache, service-tier and `image` (the SDK sends it) fields, and any field OpenAI
+    adds later, take any value and are ignored (docs/server.md, "Forward compatibility")."""
 
-    model_config = ConfigDict(extra="forbid", title="CompactRequest")
+    model_config = ConfigDict(extra="ignore", title="CompactRequest")
     model: str | None = None
     input: str | list[Any] | None = None
     previous_response_id: str | None = None
     instructions: str | None = None
-    prompt_cache_key: str | None = Field(default=None, max_length=64)
-    prompt_cache_retention: str | None = None
-    prompt_cache_options: dict[str, Any] | None = None
-    service_tier: str | None = None
-    image: dict[str, Any] | None = None
+    prompt_cache_key: Ignored[str] = None
+    prompt_cache_retention: Ignored[str] = None
+    prompt_cache_options: Ignored[dict[str, Any]] = None
+    service_tier: Ignored[str] = None
+    image: Ignored[dict[str, Any]] = None
 
 
 class Usage(BaseModel):
