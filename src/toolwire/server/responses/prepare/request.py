@@ -123,8 +123,11 @@ class CreateResponse(BaseModel):
     stream_options: Ignored[dict[str, Any]] = None
     top_logprobs: Ignored[Annotated[StrictInt, Field(ge=0, le=20)]] = None
     moderation: Ignored[dict[str, Any]] = None
-    client_metadata: Ignored[dict[str, Any]] = None
-    """Not in the OpenAPI document, but OpenAI accepts it and Codex sends it: ignored."""
+    client_metadata: Ignored[
+        dict[Annotated[str, Field(max_length=64)], Annotated[str, Field(max_length=2048)]]
+    ] = None
+    """Not in the OpenAPI document, but OpenAI accepts it and Codex sends it: ignored, echoed
+    within OpenAI's bounds (keys of 64 characters, values of 2048), dropped beyond them."""
     # pass-through sampling extras (SAMPLING_EXTRAS)
     top_k: StrictInt | None = None
     min_p: StrictFloat | None = None
