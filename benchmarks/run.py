@@ -49,6 +49,15 @@ LITELLM_VENV = HERE / ".venv-litellm"
 PROJECT_PY = ROOT / ".venv" / "bin" / "python"
 EXTRA_SITE = HERE / ".pip-extras"
 EXTRA_REQUIREMENTS = ["aiohttp==3.14.5", "httpx-aiohttp==0.2.0"]
+# The candidate stack of issue #38 (stacks.py, floors.py): granian and two Rust HTTP clients, and
+# msgspec for json_codecs.py, in benchmarks/.stack-extras (pip --target with the project's
+# interpreter; appended to sys.path, so the venv's own packages win).
+STACK_SITE = HERE / ".stack-extras"
+STACK_REQUIREMENTS = ["granian==2.8.7", "pyreqwest==0.15.1", "pyqwest==0.12.0", "msgspec==0.22.0"]
+# SMG's Rust router (the `sglang-router` wheel: a Rust binary behind a Python launcher), in its
+# own venv: the floor of the best, in front of the same mock.
+ROUTER_VERSION = "0.3.2"
+ROUTER_VENV = HERE / ".venv-router"
 # Variants of "toolwire + proposed fixes" (toolwire_patched.py), measured side by side. Every
 # patch proposed so far has landed in src/ (the aiohttp upstream client among them), so none by
 # default: `--patches drain,uvloop` still measures a patch set when a new one is proposed.
@@ -255,6 +264,59 @@ def ensure_extra_site() -> str:
         return f"pip install --target failed: {done.stderr.strip().splitlines()[-1:]}"
     marker.touch()
     return ""
+
+
+def ensure_stack_site() -> str:
+    """STACK_REQUIREMENTS in benchmarks/.stack-extras. Returns why not, or ''."""
+    marker = STACK_SITE / ".complete"
+    if marker.exists() and marker.read_text() == " ".join(STACK_REQUIREMENTS):
+        return ""
+    log(f"installing {', '.join(STACK_REQUIREMENTS)} into {STACK_SITE.relative_to(ROOT)}")
+    try:
+        done = subprocess.run(
+            [str(PROJECT_PY), "-m", "pip", "install", "--quiet", "--upgrade", "--target"]
+            + [str(STACK_SITE), *STACK_REQUIREMENTS],
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
+    except (subprocess.SubprocessError, OSError) as exc:
+        return f"could not install {STACK_REQUIREMENTS}: {exc}"
+    if done.returncode != 0:
+        return f"pip install --target failed: {done.stderr.strip().splitlines()[-1:]}"
+    marker.write_text(" ".join(STACK_REQUIREMENTS))
+    return ""
+
+
+def ensure_router(version: str = ROUTER_VERSION) -> tuple[Path | None, str]:
+    """`sglang-router==version` in benchmarks/.venv-router: (its python or None, why not)."""
+    py = venv_python(ROUTER_VENV)
+    probe = (
+        subprocess.run(
+            [str(py), "-c", "import importlib.metadata as m; print(m.version('sglang-router'))"],
+            capture_output=True,
+            text=True,
+        )
+        if py.exists()
+        else None
+    )
+    if probe is not None and probe.returncode == 0 and probe.stdout.strip() == version:
+        return py, ""
+    try:
+        if not py.exists():
+            log(f"creating {ROUTER_VENV.relative_to(ROOT)} with sglang-router=={version}")
+            subprocess.run([sys.executable, "-m", "venv", str(ROUTER_VENV)], check=True)
+        done = subprocess.run(
+            [str(py), "-m", "pip", "install", "--quiet", f"sglang-router=={version}"],
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
+    except (subprocess.SubprocessError, OSError) as exc:
+        return None, f"could not install sglang-router=={version}: {exc}"
+    if done.returncode != 0:
+        return None, f"pip install sglang-router=={version} failed: {done.stderr[-300:]}"
+    return py, ""
 
 
 def ensure_portkey(version: str) -> tuple[Path | None, str]:
