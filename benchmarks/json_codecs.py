@@ -118,7 +118,7 @@ def cases() -> list[tuple[str, str, Any]]:
         "choices": [
             {
                 "index": 0,
-                "delta": {"tool_calls": [{"index": 0, "function": {"arguments": 'ne 1'}}]},
+                "delta": {"tool_calls": [{"index": 0, "function": {"arguments": "ne 1"}}]},
                 "finish_reason": None,
             }
         ],
@@ -134,11 +134,12 @@ def cases() -> list[tuple[str, str, Any]]:
         "sequence_number": 41,
         "item_id": "fc_0123456789abcdef",
         "output_index": 0,
-        "delta": 'ne 1',
+        "delta": "ne 1",
     }
-    event_struct = DeltaEvent(41, "fc_0123456789abcdef", 0, 'ne 1')
+    event_struct = DeltaEvent(41, "fc_0123456789abcdef", 0, "ne 1")
     head, middle, tail = delta_template(
-        "response.function_call_arguments.delta", b'"item_id":"fc_0123456789abcdef","output_index":0,'
+        "response.function_call_arguments.delta",
+        b'"item_id":"fc_0123456789abcdef","output_index":0,',
     )
     kind = event["type"]
     dumps, loads = orjson.dumps, orjson.loads

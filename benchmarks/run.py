@@ -274,8 +274,17 @@ def ensure_stack_site() -> str:
     log(f"installing {', '.join(STACK_REQUIREMENTS)} into {STACK_SITE.relative_to(ROOT)}")
     try:
         done = subprocess.run(
-            [str(PROJECT_PY), "-m", "pip", "install", "--quiet", "--upgrade", "--target"]
-            + [str(STACK_SITE), *STACK_REQUIREMENTS],
+            [
+                str(PROJECT_PY),
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--upgrade",
+                "--target",
+                str(STACK_SITE),
+                *STACK_REQUIREMENTS,
+            ],
             capture_output=True,
             text=True,
             timeout=900,
@@ -768,6 +777,9 @@ def parse_args() -> argparse.Namespace:
     )
     parser.add_argument("--skip-litellm", action="store_true", help="leave LiteLLM out")
     parser.add_argument("--skip-portkey", action="store_true", help="leave Portkey out")
+    parser.add_argument(
+        "--skip-router", action="store_true", help="leave SMG's Rust router (sglang-router) out"
+    )
     parser.add_argument("--portkey-version", default=PORTKEY_VERSION)
     parser.add_argument(
         "--no-workers", action="store_true", help=f"leave out toolwire --workers {WORKERS}"
@@ -915,6 +927,11 @@ def main() -> None:
     )
     if portkey_js is None:
         log(f"Portkey left out: {portkey_why}")
+    router_py, router_why = (
+        (None, "skipped (--skip-router)") if args.skip_router else ensure_router()
+    )
+    if router_py is None:
+        log(f"sglang-router left out: {router_why}")
     wrk = None if args.no_wrk else find_wrk(allow_install=True)
     wants_aiohttp = any("aiohttp" in v for v in args.variants)
     extra_why = ensure_extra_site() if (not args.no_floors or wants_aiohttp) else ""
@@ -1002,6 +1019,7 @@ def main() -> None:
         },
         "litellm_note": litellm_why,
         "portkey_note": portkey_why,
+        "router_note": router_why,
         "note": args.note,
     }
     if not extra_why and EXTRA_SITE.exists():
@@ -1036,6 +1054,7 @@ def main() -> None:
             + list(variants)
             + (["litellm"] if litellm_exe else [])
             + (["portkey"] if portkey_js else [])
+            + (["sglang-router"] if router_py else [])
             + ([] if args.no_workers else ["toolwire-workers"])
         )
         if not args.no_floors:
@@ -1204,6 +1223,46 @@ def main() -> None:
                 results["portkey_note"] = f"the Portkey gateway did not start: {exc}"
                 log(results["portkey_note"])
                 procs.stop(portkey)
+
+        if router_py is not None:
+            # SMG's Rust router: the chat door's workloads ((a), (b), (c)), one core like the rest
+            port = free_port()
+            router = procs.start(
+                "sglang-router",
+                [
+                    str(router_py),
+                    "-m",
+                    "sglang_router.launch_router",
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    str(port),
+                    "--worker-urls",
+                    upstream["sglang-router"].removesuffix("/v1"),
+                    "--policy",
+                    "round_robin",
+                    "--log-level",
+                    "warn",
+                    "--disable-health-check",
+                ],
+                cpus=gw_cpus,
+            )
+            try:
+                wait_http(f"http://127.0.0.1:{port}/health", router, "sglang-router", timeout=90)
+                paths.append(
+                    Path_(
+                        "sglang-router",
+                        f"http://127.0.0.1:{port}/v1",
+                        router,
+                        responses=False,
+                        all_levels=True,
+                    )
+                )
+                log(f"sglang-router {ROUTER_VERSION} up at http://127.0.0.1:{port}/v1")
+            except RuntimeError as exc:
+                results["router_note"] = f"sglang-router did not start: {exc}"
+                log(results["router_note"])
+                procs.stop(router)
 
         if not args.no_workers:
             # Not pinned: two workers need two cores, which they share with the load generator

@@ -127,9 +127,7 @@ def raw(port: int, request: bytes) -> socket.socket:
 
 
 def post(path: str) -> bytes:
-    return (
-        f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 2\r\n\r\n{{}}".encode()
-    )
+    return f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 2\r\n\r\n{{}}".encode()
 
 
 def probe(server: str) -> dict[str, Any]:
@@ -180,7 +178,9 @@ def probe(server: str) -> dict[str, Any]:
         proc.terminate()
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(10)
-    facts = [json.loads(line) for line in report.read_text().splitlines()] if report.exists() else []
+    facts = (
+        [json.loads(line) for line in report.read_text().splitlines()] if report.exists() else []
+    )
     report.unlink(missing_ok=True)
     out["facts"] = facts
     return out

@@ -159,8 +159,14 @@ def main() -> None:
         mock_port = run.free_port()
         mock = procs.start(
             "stacks-mock",
-            [str(run.PROJECT_PY), str(HERE / "mock_upstream.py"), "--port", str(mock_port)]
-            + ["--chunks", str(run.STREAM_CHUNKS)],
+            [
+                str(run.PROJECT_PY),
+                str(HERE / "mock_upstream.py"),
+                "--port",
+                str(mock_port),
+                "--chunks",
+                str(run.STREAM_CHUNKS),
+            ],
             cpus=client_cpus,
         )
         mock_v1 = f"http://127.0.0.1:{mock_port}/v1"
@@ -177,9 +183,22 @@ def main() -> None:
             port = run.free_port()
             proc = procs.start(
                 "stacks-router",
-                [str(router_exe), "-m", "sglang_router.launch_router", "--host", "127.0.0.1"]
-                + ["--port", str(port), "--worker-urls", mock_v1.removesuffix("/v1")]
-                + ["--policy", "round_robin", "--log-level", "warn", "--disable-health-check"],
+                [
+                    str(router_exe),
+                    "-m",
+                    "sglang_router.launch_router",
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    str(port),
+                    "--worker-urls",
+                    mock_v1.removesuffix("/v1"),
+                    "--policy",
+                    "round_robin",
+                    "--log-level",
+                    "warn",
+                    "--disable-health-check",
+                ],
                 cpus=gw_cpus,
             )
             run.wait_http(f"http://127.0.0.1:{port}/health", proc, "stacks-router")
@@ -190,9 +209,20 @@ def main() -> None:
                 port = run.free_port()
                 proc = procs.start(
                     name,
-                    [str(run.PROJECT_PY), str(HERE / "floors.py"), "--server", server]
-                    + ["--mode", mode, "--upstream", mock_v1, "--port", str(port)]
-                    + ["--chunks", str(run.STREAM_CHUNKS)],
+                    [
+                        str(run.PROJECT_PY),
+                        str(HERE / "floors.py"),
+                        "--server",
+                        server,
+                        "--mode",
+                        mode,
+                        "--upstream",
+                        mock_v1,
+                        "--port",
+                        str(port),
+                        "--chunks",
+                        str(run.STREAM_CHUNKS),
+                    ],
                     cpus=gw_cpus,
                 )
                 run.wait_http(f"http://127.0.0.1:{port}/health", proc, name)
@@ -220,9 +250,7 @@ def main() -> None:
             if pid:
                 peak.watch(pid)
                 cpu0 = cpu_seconds(pid)
-            res = run.throughput(
-                chat[name], raw, args.concurrency, args.duration, wrk, client_cpus
-            )
+            res = run.throughput(chat[name], raw, args.concurrency, args.duration, wrk, client_cpus)
             if pid:
                 res["cpu_us_per_request"] = (
                     (cpu_seconds(pid) - cpu0) / max(res["requests"], 1) * 1e6
@@ -245,7 +273,9 @@ def main() -> None:
             timeout=900,
             preexec_fn=(lambda: os.sched_setaffinity(0, gw_cpus)) if gw_cpus else None,
         )
-        codecs_table = done.stdout if done.returncode == 0 else f"json_codecs.py failed: {done.stderr[-500:]}"
+        codecs_table = (
+            done.stdout if done.returncode == 0 else f"json_codecs.py failed: {done.stderr[-500:]}"
+        )
     results = {
         "a": a, "b": b, "c": c, "idle_rss": idle_rss, "load_before": load_before,
         "load_after": loadavg(), "started": started.strftime("%Y-%m-%d %H:%M UTC"),
