@@ -1,6 +1,7 @@
 """The serving process loads no package it does not use (issue #38: its RSS counts against a
-100 MB target): OpenTelemetry only when tracing is asked for, llguidance only for a `custom`
-tool's grammar, cryptography only when something is sealed."""
+100 MB target): OpenTelemetry only when tracing is asked for, Alembic only when a schema must
+change (not to stamp a new database), llguidance only for a `custom` tool's grammar,
+cryptography only when something is sealed."""
 
 from __future__ import annotations
 
@@ -10,14 +11,22 @@ import subprocess
 import sys
 
 PROBE = """
-import json, sys
+import asyncio, json, sys, tempfile
 from toolwire.observe.setup import Observability
 import toolwire.server.main  # everything `toolwire serve` imports to build and run the app
+from toolwire.store.database import Store
+
+async def fresh_store():
+    with tempfile.TemporaryDirectory() as tmp:
+        store = await Store.open(f"sqlite:///{tmp}/new.db")
+        await store.close()
+
+asyncio.run(fresh_store())
 observability = Observability.from_env(upstream_name="u", tools=[], log_format="text")
 print(json.dumps({
     "tracing": observability.tracing is not None,
     "loaded": sorted({m.split(".")[0] for m in sys.modules}
-                     & {"opentelemetry", "llguidance", "cryptography"}),
+                     & {"opentelemetry", "alembic", "llguidance", "cryptography"}),
 }))
 """
 
