@@ -345,7 +345,8 @@ def render(results: dict[str, Any], plot_paths: list[Path]) -> str:
         w(f"> **Note:** {results['note']}\n")
     w(
         "The same workload four ways, in one run: client → mock upstream (**direct**); client → **toolwire** → mock; "
-        "client → **Portkey** gateway → mock; client → **LiteLLM** proxy → mock. The mock (`mock_upstream.py`) answers from pre-encoded bytes. "
+        "client → **Portkey** gateway → mock; client → **LiteLLM** proxy → mock; and, on the chat door's workloads, client → "
+        "**SMG's router** (`sglang-router`, Rust) → mock. The mock (`mock_upstream.py`) answers from pre-encoded bytes. "
         "Published anchors, all against a mock upstream: Bifrost (Go) adds ~0.4–0.6 ms per request, Portkey ~2.4 ms, LiteLLM 2–12 ms.\n"
     )
     if variants or any(n.startswith("floor-") for n in a):
@@ -358,8 +359,8 @@ def render(results: dict[str, Any], plot_paths: list[Path]) -> str:
             )
         if any(n.startswith("floor-") for n in a):
             w(
-                "- **floors** (`floors.py`): a bare ASGI callable served exactly as toolwire is (uvicorn + httptools, the stdlib "
-                "event loop), answering from pre-encoded bytes with no upstream, or after forwarding the client's body "
+                "- **floors** (`floors.py`): a bare ASGI callable served exactly as toolwire is (uvicorn + httptools on "
+                "uvloop), answering from pre-encoded bytes with no upstream, or after forwarding the client's body "
                 "unchanged to the mock and reading the whole answer, with a pooled httpx client (httpcore + h11 + anyio), "
                 "an aiohttp session (how toolwire's upstream client is built since issue #19: `upstream/transport.py`), or httpx's "
                 "API over aiohttp (`httpx_aiohttp.AiohttpTransport`). A Python gateway on this stack cannot add less than its floor."
