@@ -5,11 +5,12 @@ Why aiohttp by default: on the hot path the upstream client is most of what a ga
 aiohttp parses HTTP in C and keeps one pool without per-request bookkeeping over every pooled
 connection; httpx (httpcore + h11 + anyio) costs about twice the CPU per request and ~5 µs per
 streamed chunk more (benchmarks/RESULTS.md, the floors). httpx stays for injected transports,
-which are httpx's API.
+which are httpx's API. pyreqwest (Rust) is an opt-in: more requests per core under
+concurrency, a slower lone request and more memory (benchmarks/STACK.md).
 
-Both senders answer with the same small `Answer` surface (httpx.Response's names), and both
-raise httpx's exception classes for transport faults (`httpx.ConnectTimeout`, `ReadTimeout`,
-`ConnectError`, `ReadError`...), so the adapter has one set of retry and error rules for both.
+Every sender answers with the same small `Answer` surface (httpx.Response's names) and raises
+httpx's exception classes for transport faults (`httpx.ConnectTimeout`, `ReadTimeout`,
+`ConnectError`, `ReadError`...), so the adapter has one set of retry and error rules for all.
 """
 
 from __future__ import annotations
@@ -221,6 +222,8 @@ class PyreqwestSender:
         # No read-ahead (its default is 64 KiB): a connection dropped mid-stream must surface
         # after the reads before it were handed over, not instead of them.
         request = builder.streamed_read_buffer_limit(1).build_streamed()
+        # the streamed request's context: entered here, left by the answer's `aclose` (the
+        # adapter holds an answer across its generators, not inside one `async with`)
         try:
             response = await request.__aenter__()
         except BaseException as exc:
