@@ -241,7 +241,15 @@ def ensure_extra_site() -> str:
     )
     if marker.exists() or have.returncode == 0:
         return ""
-    log(f"installing {', '.join(EXTRA_REQUIREMENTS)} into {EXTRA_SITE.relative_to(ROOT)}")
+    why = pip_target(EXTRA_SITE, EXTRA_REQUIREMENTS)
+    if not why:
+        marker.touch()
+    return why
+
+
+def pip_target(site: Path, requirements: list[str], *extra: str) -> str:
+    """`pip install --target site requirements` with the project's interpreter: why not, or ''."""
+    log(f"installing {', '.join(requirements)} into {site.relative_to(ROOT)}")
     try:
         done = subprocess.run(
             [
@@ -250,19 +258,19 @@ def ensure_extra_site() -> str:
                 "pip",
                 "install",
                 "--quiet",
+                *extra,
                 "--target",
-                str(EXTRA_SITE),
-                *EXTRA_REQUIREMENTS,
+                str(site),
+                *requirements,
             ],
             capture_output=True,
             text=True,
             timeout=900,
         )
     except (subprocess.SubprocessError, OSError) as exc:
-        return f"could not install {EXTRA_REQUIREMENTS}: {exc}"
+        return f"could not install {requirements}: {exc}"
     if done.returncode != 0:
         return f"pip install --target failed: {done.stderr.strip().splitlines()[-1:]}"
-    marker.touch()
     return ""
 
 
@@ -271,30 +279,36 @@ def ensure_stack_site() -> str:
     marker = STACK_SITE / ".complete"
     if marker.exists() and marker.read_text() == " ".join(STACK_REQUIREMENTS):
         return ""
-    log(f"installing {', '.join(STACK_REQUIREMENTS)} into {STACK_SITE.relative_to(ROOT)}")
-    try:
-        done = subprocess.run(
-            [
-                str(PROJECT_PY),
-                "-m",
-                "pip",
-                "install",
-                "--quiet",
-                "--upgrade",
-                "--target",
-                str(STACK_SITE),
-                *STACK_REQUIREMENTS,
-            ],
-            capture_output=True,
-            text=True,
-            timeout=900,
-        )
-    except (subprocess.SubprocessError, OSError) as exc:
-        return f"could not install {STACK_REQUIREMENTS}: {exc}"
-    if done.returncode != 0:
-        return f"pip install --target failed: {done.stderr.strip().splitlines()[-1:]}"
-    marker.write_text(" ".join(STACK_REQUIREMENTS))
-    return ""
+    why = pip_target(STACK_SITE, STACK_REQUIREMENTS, "--upgrade")
+    if not why:
+        marker.write_text(" ".join(STACK_REQUIREMENTS))
+    return why
+
+
+def router_argv(python: Path, port: int, worker: str) -> list[str]:
+    """SMG's router in front of one worker (the mock), round robin, its health checks off (the
+    mock is up before it starts), on 127.0.0.1:`port`; its Prometheus exporter on a free
+    loopback port (its default, 0.0.0.0:29000, is taken by any other router on the machine)."""
+    return [
+        str(python),
+        "-m",
+        "sglang_router.launch_router",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--worker-urls",
+        worker.removesuffix("/v1"),
+        "--policy",
+        "round_robin",
+        "--log-level",
+        "warn",
+        "--disable-health-check",
+        "--prometheus-host",
+        "127.0.0.1",
+        "--prometheus-port",
+        str(free_port()),
+    ]
 
 
 def ensure_router(version: str = ROUTER_VERSION) -> tuple[Path | None, str]:
@@ -1229,22 +1243,7 @@ def main() -> None:
             port = free_port()
             router = procs.start(
                 "sglang-router",
-                [
-                    str(router_py),
-                    "-m",
-                    "sglang_router.launch_router",
-                    "--host",
-                    "127.0.0.1",
-                    "--port",
-                    str(port),
-                    "--worker-urls",
-                    upstream["sglang-router"].removesuffix("/v1"),
-                    "--policy",
-                    "round_robin",
-                    "--log-level",
-                    "warn",
-                    "--disable-health-check",
-                ],
+                router_argv(router_py, port, upstream["sglang-router"]),
                 cpus=gw_cpus,
             )
             try:

@@ -183,22 +183,7 @@ def main() -> None:
             port = run.free_port()
             proc = procs.start(
                 "stacks-router",
-                [
-                    str(router_exe),
-                    "-m",
-                    "sglang_router.launch_router",
-                    "--host",
-                    "127.0.0.1",
-                    "--port",
-                    str(port),
-                    "--worker-urls",
-                    mock_v1.removesuffix("/v1"),
-                    "--policy",
-                    "round_robin",
-                    "--log-level",
-                    "warn",
-                    "--disable-health-check",
-                ],
+                run.router_argv(router_exe, port, mock_v1),
                 cpus=gw_cpus,
             )
             run.wait_http(f"http://127.0.0.1:{port}/health", proc, "stacks-router")
