@@ -235,35 +235,61 @@ class RequestObserver:
         disconnected: bool,
     ) -> None:
         client = scope.get("client")
-        fields: dict[str, Any] = {
-            "time": _timestamp(),
-            "request_id": rid,
-            "method": scope["method"],
-            "path": scope["path"],
-            "route": route,
-            "status": status,
-            "duration_ms": round((end - start) * 1000, 3),
-            "ttfb_ms": None if first_byte is None else round((first_byte - start) * 1000, 3),
-            "client": client[0] if client else None,
-        }
         owner = scope.get("state", {}).get("owner")
-        if owner is not None:
-            fields["owner"] = str(owner)
-        if disconnected:
-            fields["disconnected"] = True
+        duration = round((end - start) * 1000, 3)
+        ttfb = None if first_byte is None else round((first_byte - start) * 1000, 3)
         if self.log_format == "json":
+            fields: dict[str, Any] = {
+                "time": _timestamp(),
+                "request_id": rid,
+                "method": scope["method"],
+                "path": scope["path"],
+                "route": route,
+                "status": status,
+                "duration_ms": duration,
+                "ttfb_ms": ttfb,
+                "client": client[0] if client else None,
+            }
+            if owner is not None:
+                fields["owner"] = str(owner)
+            if disconnected:
+                fields["disconnected"] = True
             _write(orjson.dumps(fields).decode())
-        else:
-            _write(
-                " ".join(
-                    f"{key}={_text_value(value)}"
-                    for key, value in fields.items()
-                    if value is not None
-                )
-            )
+            return
+        # The text line, written out field by field (the same line a dict of the fields joined
+        # as `key=value` gives, ~3× cheaper: once per request): the request id, the status and
+        # the durations are plain by construction; what a client chose is quoted when not.
+        text = _text_value
+        line = (
+            f"time={_timestamp()} request_id={rid} method={text(scope['method'])} "
+            f"path={text(scope['path'])} route={_route_text(route)} status={status} "
+            f"duration_ms={duration}"
+        )
+        if ttfb is not None:
+            line += f" ttfb_ms={ttfb}"
+        if client:
+            line += f" client={text(client[0])}"
+        if owner is not None:
+            line += f" owner={text(owner)}"
+        if disconnected:
+            line += " disconnected=True"
+        _write(line)
 
 
 _PLAIN = re.compile(r"[\w./:@%+,\-\[\]()]*")
+
+
+_ROUTE_TEXT: dict[str, str] = {}
+
+
+def _route_text(route: str) -> str:
+    """`_text_value` of a route template, remembered (a few dozen templates, and `(refused)`)."""
+    found = _ROUTE_TEXT.get(route)
+    if found is None:
+        found = _text_value(route)
+        if len(_ROUTE_TEXT) < 1024:
+            _ROUTE_TEXT[route] = found
+    return found
 
 
 def _text_value(value: Any) -> str:

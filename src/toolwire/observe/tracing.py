@@ -40,24 +40,14 @@ from toolwire.loop.events import (
     ToolExecutionStarted,
 )
 from toolwire.loop.state import LoopRequest
+from toolwire.observe.tracing_switch import tracing_requested
 from toolwire.trace_context import TRACE_HEADERS
 from toolwire.upstream.events import FirstToken, Repair, UpstreamRetry
 
 _CONTENT_LIMIT = 8192
 
 
-def tracing_requested(env: dict[str, str] | None = None) -> bool:
-    env = dict(os.environ) if env is None else env
-    if env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
-        return False
-    exporter = env.get("OTEL_TRACES_EXPORTER", "").strip().lower()
-    if exporter == "none":
-        return False
-    if exporter in ("otlp", "console"):
-        return True
-    return bool(
-        env.get("OTEL_EXPORTER_OTLP_ENDPOINT") or env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
-    )
+__all__ = ["RunTracer", "Tracing", "tracing_requested"]
 
 
 class Tracing:
