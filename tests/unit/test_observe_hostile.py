@@ -12,7 +12,8 @@ import pytest
 
 from toolwire.observe import metrics, requests
 from toolwire.observe.metrics import LABEL_MAX_CHARS, LabelCap
-from toolwire.observe.requests import ObserveMiddleware
+from toolwire.server.gate.security import Security, middleware
+from toolwire.store.database import Store
 
 
 def test_label_values_are_capped_in_length_and_count() -> None:
@@ -39,7 +40,9 @@ async def test_a_newline_in_a_path_cannot_forge_a_log_line(monkeypatch: pytest.M
         await send({"type": "http.response.start", "status": 404, "headers": []})
         await send({"type": "http.response.body", "body": b""})
 
-    middleware = ObserveMiddleware(app, log_format="text")
+    store = await Store.open("sqlite+aiosqlite:///:memory:")
+    (layer,) = middleware(Security(), store, requests.RequestObserver(log_format="text"))
+    gate = layer.cls(app, *layer.args, **layer.kwargs)  # the one middleware, observing
     forged = "/x\nrequest_id=req_forged method=DELETE path=/v1/responses status=200"
     scope = {"type": "http", "method": "GET", "path": forged, "headers": [], "client": None}
 
@@ -49,7 +52,10 @@ async def test_a_newline_in_a_path_cannot_forge_a_log_line(monkeypatch: pytest.M
     async def send(message: Any) -> None:
         return None
 
-    await middleware(scope, receive, send)
+    try:
+        await gate(scope, receive, send)
+    finally:
+        await store.close()
     assert len(lines) == 1 and "\n" not in lines[0]
     assert 'path="/x\\nrequest_id=req_forged' in lines[0]
 

@@ -113,9 +113,8 @@ def quiet_uvicorn_websocket_lines() -> None:
 
 class RequestObserver:
     """What is observed of each HTTP request: its id (kept or made), the request metrics, the
-    log line and the incoming trace context. Used by `server/gate/middleware.py`'s one middleware,
-    and by
-    `ObserveMiddleware` where it runs alone."""
+    log line and the incoming trace context, observed by the gate's one middleware
+    (`server/gate/middleware.py`), outermost."""
 
     def __init__(self, *, log_format: LogFormat = "text", tracing: bool = False) -> None:
         self.log_format = log_format
@@ -300,64 +299,3 @@ def _text_value(value: Any) -> str:
     if _PLAIN.fullmatch(text) and text:
         return text
     return orjson.dumps(text).decode()
-
-
-class ObserveMiddleware:
-    """`RequestObserver` as a middleware of its own (the served app folds it into
-    `server/gate/middleware.py`'s one middleware instead)."""
-
-    def __init__(
-        self,
-        app: ASGIApp,
-        *,
-        log_format: LogFormat = "text",
-        tracing: bool = False,
-    ) -> None:
-        self.app = app
-        self.observer = RequestObserver(log_format=log_format, tracing=tracing)
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "websocket":
-            await self.observer.websocket(scope, receive, send, self.app)
-            return
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        observer = self.observer
-        start = time.perf_counter()
-        request_id = observer.request_id(scope)
-        status = 500
-        first_byte: float | None = None
-        finished = False
-        disconnected = False
-
-        async def observed_send(message: Message) -> None:
-            nonlocal status, first_byte, finished, disconnected
-            kind = message["type"]
-            if kind == "http.response.start":
-                status = message["status"]
-                message["headers"] = [*message.get("headers", ()), (b"x-request-id", request_id)]
-            elif kind == "http.response.body":
-                if first_byte is None:
-                    first_byte = time.perf_counter()
-                if not message.get("more_body", False):
-                    finished = True
-            try:
-                await send(message)
-            except OSError:
-                disconnected = True
-                raise
-
-        async def observed_receive() -> Message:
-            nonlocal disconnected
-            message = await receive()
-            if message["type"] == "http.disconnect" and not finished:
-                disconnected = True
-            return message
-
-        token = observer.attach(scope)
-        try:
-            await self.app(scope, observed_receive, observed_send)
-        finally:
-            observer.detach(token)
-            observer.record(scope, status, start, first_byte, finished, disconnected)
