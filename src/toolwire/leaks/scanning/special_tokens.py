@@ -259,9 +259,13 @@ def _renamed(ctx: Ctx, m: re.Match[str], family: str, close: str, rename: str) -
         if not isinstance(item, dict):
             return None
         if rename == "cohere":
-            if not isinstance(item.get("tool_name"), str):
+            # `tool_name`/`parameters` as the template writes them; `name`/`arguments` as the
+            # models also write them (SMG's Cohere parser accepts both).
+            name = item.get("tool_name", item.get("name"))
+            if not isinstance(name, str):
                 return None
-            calls.append({"name": item["tool_name"], "arguments": item.get("parameters", {})})
+            args = item.get("parameters", item.get("arguments", {}))
+            calls.append({"name": name, "arguments": args})
         elif len(item) == 1:
             ((name, args),) = item.items()
             calls.append({"name": name, "arguments": args})
@@ -312,5 +316,6 @@ def scan_longcat(ctx: Ctx, m: re.Match[str]) -> Block | None:
 
 
 def scan_gigachat(ctx: Ctx, m: re.Match[str]) -> Block | None:
-    """GigaChat 3: `function call<|role_sep|>` then one `{"name", "arguments"}` object."""
+    """GigaChat 3 (`function call<|role_sep|>`) and 3.1 (`<|function_call|>`): one
+    `{"name", "arguments"}` object after the header."""
     return json_block(ctx, ws(ctx.s, m.end(), ctx.limit), "gigachat3", strict=False)
