@@ -353,9 +353,11 @@ class LeakHold:
             # but for a last character that may begin an opener, held until the next delta.
             typing = _TYPING.search(delta)
             if typing is None:
+                self._trim(self._safe)
                 self._safe = self._scan = self._n
                 return self._safe
             if typing.start() == len(delta) - 1 and delta[-1] in _ANY_BY_CHAR:
+                self._trim(self._safe)
                 self._cand = self._safe = self._scan = self._n - 1
                 self._entries, self._opened, self._probed = (), -1, 0
                 self._cand_whole = self._fenced = False
