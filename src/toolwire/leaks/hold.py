@@ -382,6 +382,7 @@ class LeakHold:
 
     def _trim(self, shown: int) -> None:
         """Forget text well before both what was shown before this delta and the candidate."""
+        self._flush()
         keep = min(shown, self._cand if self._cand is not None else self._safe) - _CONTEXT
         if keep > self._base + 4 * _CONTEXT:
             self._s = self._s[keep - self._base :]
