@@ -285,6 +285,6 @@ def fast_prefix_state(seq: Seq, s: str, pos: int, end: int) -> tuple[Prefix, int
     m = whole.match(s, pos, end)
     if m is not None:
         return Prefix.FULL, m.end()
-    if pos < end and partial.match(s, pos, end) is not None:
+    if pos >= end or partial.match(s, pos, end) is not None:
         return Prefix.PARTIAL, -1
     return Prefix.DEAD, -1

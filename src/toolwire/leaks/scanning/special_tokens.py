@@ -302,9 +302,18 @@ def scan_lfm2(ctx: Ctx, m: re.Match[str]) -> Block | None:
         body = fence.group(1)
     calls = pythonic_calls(body, listed=False)
     if calls is None:
-        return None
+        named = _PYTHONIC_HEAD.match(body)
+        if close < 0 or named is None:
+            return None
+        # Between its own tokens a call is a call even when its Python does not parse (then
+        # it is re-asked, never run).
+        problem = f"the call to {named.group(1)} is not valid Python"
+        calls = [RawCall("values", named.group(1), problem=problem)]
     end = close + len(M.LFM2_CALL_END) if close >= 0 else body_end
     return Block("lfm2", end, calls)
+
+
+_PYTHONIC_HEAD = re.compile(r"\[\s*([^\W\d][\w.]*)\s*\(")
 
 
 _PY_FENCE = re.compile(r"```(?:python|py)?\s*\n(.*?)\n?```", re.DOTALL)
