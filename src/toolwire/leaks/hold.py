@@ -125,7 +125,7 @@ def _by_first_char(
 
 
 #: Literal heads by sequence identity: a C-speed `startswith` rules most positions out before
-#: the grammar walk (which costs microseconds per call) runs at all.
+#: the compiled prefix test (`fast_prefix_state`) runs at all.
 _HEADS: dict[int, tuple[str, ...]] = {
     id(seq): heads for _, seq in (*_ANYWHERE, *_AT_START) if "" not in (heads := literal_heads(seq))
 }
