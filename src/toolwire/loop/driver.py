@@ -529,9 +529,9 @@ class _Run:
                     upto = leak[0].start if in_reasoning else None
                     self.emit(ReasoningTextDelta(thinking.release(upto)))
                 return self.on_leak(full_text, full_reasoning, leak, held, usage)
-
-        if thinking.holding:
+        if thinking.holding:  # no leak in it: the reasoning held back goes out whole
             self.emit(ReasoningTextDelta(thinking.release()))
+
         shown = held.release()
         if shown and not self.repeats_leak_prose(shown):
             self.emit(OutputTextDelta(shown))
