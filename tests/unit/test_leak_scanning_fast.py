@@ -35,7 +35,7 @@ def _balanced_by_hand(text: str, start: int) -> int:
     return -1
 
 
-@settings(max_examples=3000, deadline=None)
+@settings(max_examples=600, deadline=None)
 @given(st.sampled_from("{[ "), st.text(alphabet='{}[]"\\ a,:\n', max_size=40))
 def test_balancing_by_steps_matches_balancing_by_character(head: str, rest: str) -> None:
     text = head + rest
@@ -76,7 +76,7 @@ PIECES = st.sampled_from(
 )
 
 
-@settings(max_examples=1500, deadline=None)
+@settings(max_examples=400, deadline=None)
 @given(st.sampled_from(SEQS), st.lists(PIECES, max_size=8))
 def test_the_compiled_prefix_state_is_the_grammar_walks(
     seq: tuple[object, ...], parts: list[str]
