@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import secrets
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Coroutine
 from typing import Any, Literal
 
 import orjson
@@ -146,14 +146,16 @@ def caller_problem(request: LoopRequest, call: ToolCall) -> str | None:
     return None if call.ok else (call.parse_error or "arguments are not a JSON object")
 
 
-def find_leak(text: str, reasoning: str) -> tuple[leaks.LeakMatch, bool] | None:
-    """A leaked call at the end of the visible text, or of the reasoning if nothing is
-    visible (True: found in the reasoning)."""
-    match = leaks.detect_leak(text)
+def find_leak(
+    text: str, reasoning: str, names: Collection[str] | None = None
+) -> tuple[leaks.LeakMatch, bool] | None:
+    """Leaked calls in the visible text, or in the reasoning if nothing is visible (True:
+    found in the reasoning). `names`: the declared tools (`leaks.detect_leak`)."""
+    match = leaks.detect_leak(text, names)
     if match is not None:
         return match, False
     if not text.strip() and reasoning:
-        match = leaks.detect_leak_in_reasoning(reasoning, text)
+        match = leaks.detect_leak_in_reasoning(reasoning, text, names)
         if match is not None:
             return match, True
     return None
@@ -450,7 +452,9 @@ class _Run:
             source = turn_batches(self.upstream, turn)
         else:
             source = _replayed(*replay)
-        held = Holdback(hold_all=bool(state.leak_prose))
+        names = self.declared_names()
+        held = Holdback(hold_all=bool(state.leak_prose), names=names)
+        thinking = Holdback(names=names)  # calls written in the reasoning are leaks too
         turn_work = Slice()  # the hold-back's judging must not hold the event loop
         text: list[str] = []
         reasoning: list[str] = []
@@ -464,16 +468,20 @@ class _Run:
                 for event in batch:
                     if isinstance(event, TextDelta):
                         text.append(event.text)
-                        shown = held.feed(event.text)
+                        if thinking.holding and event.text.strip():
+                            # the answer began: the reasoning's calls are no leaks any more
+                            self.emit(ReasoningTextDelta(thinking.release()))
+                        shown = await held.take(event.text, turn_work)
                         if shown:
                             self.emit(OutputTextDelta(shown))
-                        await turn_work.tick()
                     elif isinstance(event, ToolCallArgumentsDelta):
                         if event.key in live:
                             self.emit(CallArgumentsDelta(event.key, event.delta))
                     elif isinstance(event, ReasoningDelta):
                         reasoning.append(event.text)
-                        self.emit(ReasoningTextDelta(event.text))
+                        thought = await thinking.take(event.text, turn_work)
+                        if thought:
+                            self.emit(ReasoningTextDelta(thought))
                     elif isinstance(event, ToolCallStarted):
                         target = self.live_target(event.name)
                         if target is not None:
@@ -516,7 +524,13 @@ class _Run:
             else:
                 leak = self.find_leak(full_text, full_reasoning)
             if leak is not None:
+                in_reasoning = leak[1]
+                if thinking.holding:  # the reasoning before a call in it, or all of it
+                    upto = leak[0].start if in_reasoning else None
+                    self.emit(ReasoningTextDelta(thinking.release(upto)))
                 return self.on_leak(full_text, full_reasoning, leak, held, usage)
+        if thinking.holding:  # no leak in it: the reasoning held back goes out whole
+            self.emit(ReasoningTextDelta(thinking.release()))
 
         shown = held.release()
         if shown and not self.repeats_leak_prose(shown):
@@ -584,12 +598,17 @@ class _Run:
 
     # -- leaks ----------------------------------------------------------------------------
 
+    def declared_names(self) -> set[str]:
+        """The tools a model call offers by name: a call written as text with prose after it
+        is a leak only if it calls one of them (`leaks.standalone`)."""
+        return {*self.executor.tools, *self.client_names}
+
     def find_leak(self, text: str, reasoning: str) -> tuple[leaks.LeakMatch, bool] | None:
-        """A leaked call at the end of the visible text, or of the reasoning if nothing is
-        visible. Only when tools were on offer: otherwise there is nothing to call."""
+        """Leaked calls in the visible text, or in the reasoning if nothing is visible. Only
+        when tools were on offer: otherwise there is nothing to call."""
         if not self.executor.tools and not self.request.client_tools:
             return None
-        return find_leak(text, reasoning)
+        return find_leak(text, reasoning, self.declared_names())
 
     def on_leak(
         self,

@@ -148,9 +148,10 @@ async def run_single_turn(driver: LoopDriver, request: LoopRequest, sink: Sink) 
         return await driver.take_over(request, observed, events)  # to be re-asked
     if not calls and finish_reason != "length" and request.settings.leak_mode != "off" and tools:
         if len(full_text) + len(full_reasoning) > OFF_LOOP_LEAK_CHECK_CHARS:
-            leak = await asyncio.to_thread(find_leak, full_text, full_reasoning)  # off the loop
+            # off the loop
+            leak = await asyncio.to_thread(find_leak, full_text, full_reasoning, names)
         else:
-            leak = find_leak(full_text, full_reasoning)
+            leak = find_leak(full_text, full_reasoning, names)
         if leak is not None:
             return await driver.take_over(request, observed, events)  # retried or salvaged
     state.usage.add(usage)

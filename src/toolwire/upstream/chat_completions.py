@@ -340,7 +340,7 @@ class ChatCompletionsUpstream:
         )
         if body.get("usage"):
             events.append(usage_from(body["usage"]))
-        events.extend(assembler.finish())
+        events.extend(await finished(assembler))
         self._learn_reasoning_field(assembler)
         return events
 
@@ -465,7 +465,7 @@ class ChatCompletionsUpstream:
                 "the upstream ended the stream without a finish reason: the answer was cut off"
             )
         self._learn_reasoning_field(assembler)
-        yield assembler.finish()
+        yield await finished(assembler)
 
     def _learn_reasoning_field(self, assembler: StreamAssembler) -> None:
         """Remember the field this upstream writes reasoning in: where `auto` replays it."""
@@ -737,6 +737,20 @@ class _ErrorKind(TypedDict):
 _GENERIC_CODES = frozenset(
     {"invalid_request_error", "invalid_request", "bad_request", "badrequesterror", "error"}
 )
+#: A turn whose calls hold more argument text than this is finished on a worker thread:
+#: repairing a megabyte of broken JSON (json-repair, pure Python) takes seconds, which on the
+#: event loop would hold every other request; on a thread the interpreter hands the loop the
+#: GIL every few milliseconds.
+OFF_LOOP_FINISH_CHARS = 64 * 1024
+
+
+async def finished(assembler: StreamAssembler) -> list[ModelEvent]:
+    """`assembler.finish()`, off the event loop when its arguments are long."""
+    if assembler.argument_chars() > OFF_LOOP_FINISH_CHARS:
+        return await asyncio.to_thread(assembler.finish)
+    return assembler.finish()
+
+
 _CODE = re.compile(r"[a-z][a-z0-9_]{2,63}")
 
 
