@@ -92,8 +92,8 @@ serve: $(RUNTIME)
 	$(BIN)/toolwire serve $(if $(UPSTREAM),--upstream $(UPSTREAM)) $(if $(MODEL),--model $(MODEL)) \
 	  $(if $(PORT),--port $(PORT))
 
-# The client tests drive the real Codex CLI, opencode, the AI SDK and openai-node, Claude Code and
-# pi-coding-agent:
+# The client tests drive the real Codex CLI, opencode, the AI SDK and openai-node, Claude Code,
+# pi-coding-agent and Gemini CLI:
 # installed once, pinned, into .tools/
 # (needs npm; without it those tests skip and say why).
 clients:
@@ -102,9 +102,10 @@ clients:
 	@.ci/install-aisdk
 	@.ci/install-claude-code
 	@.ci/install-pi
+	@.ci/install-gemini-cli
 
-# The same client tests against the newest releases on npm (Claude Code, Codex CLI), and what
-# changed in their requests: .tools/latest/report.md (.ci/clients-latest; weekly in
+# The same client tests against the newest releases on npm (Claude Code, Codex CLI, Gemini
+# CLI), and what changed in their requests: .tools/latest/report.md (.ci/clients-latest; weekly in
 # .github/workflows/clients-latest.yml).
 clients-latest: $(STAMP)
 	@.ci/clients-latest

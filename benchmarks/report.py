@@ -140,6 +140,27 @@ def write(results: dict[str, Any], out_dir: Path) -> Path:
     return path
 
 
+def door_tables(door: dict[str, Any]) -> list[str]:
+    """A translating door's workload ((g), (h)): a latency table per mode, and the streaming
+    mode's added time per chunk."""
+    lines: list[str] = []
+    for mode in ("non-streaming", "streaming"):
+        section = door.get(mode, {})
+        if "toolwire" not in section:
+            continue
+        lines.append(f"**{mode}**\n")
+        lines.extend(latency_table(section, ttfb=(mode == "streaming")))
+        if mode == "streaming":
+            per = ", ".join(
+                f"{NAMES[n]} {_added_ms(section, n) * 1000 / 500:.2f} µs"
+                for n in names_in(section)
+                if n != "direct"
+            )
+            lines.append(f"\nPer chunk: {per}.")
+        lines.append("")
+    return lines
+
+
 def _added_ms(section: dict[str, Any], who: str) -> float:
     return (pct(section[who]["total_us"], 50) - pct(section["direct"]["total_us"], 50)) / 1000
 
@@ -539,20 +560,19 @@ def render(results: dict[str, Any], plot_paths: list[Path]) -> str:
             "the door adds end to end. Checked: one `get_weather` `tool_use` block with the right input (streaming: "
             "the concatenated `input_json_delta`s), `stop_reason` `tool_use`. Per chunk (streaming) = added p50 / 500.\n"
         )
-        for mode in ("non-streaming", "streaming"):
-            section = g.get(mode, {})
-            if "toolwire" not in section:
-                continue
-            w(f"**{mode}**\n")
-            out.extend(latency_table(section, ttfb=(mode == "streaming")))
-            if mode == "streaming":
-                per = ", ".join(
-                    f"{NAMES[n]} {_added_ms(section, n) * 1000 / 500:.2f} µs"
-                    for n in names_in(section)
-                    if n != "direct"
-                )
-                w(f"\nPer chunk: {per}.")
-            w("")
+        out.extend(door_tables(g))
+    h = results.get("h", {})
+    if h:
+        w("## (h) Gemini's `generateContent` (the Gemini door) with a tool call\n")
+        w(
+            "The tool call of (a) and the 500-chunk call of (b), asked in Gemini's shape "
+            "(`/v1beta/models/{model}:generateContent`, streaming `:streamGenerateContent?alt=sse`, as Gemini CLI "
+            "asks): toolwire's Gemini door runs its loop (chat completions upstream, nothing stored); LiteLLM's "
+            "Google GenAI door translates to chat completions. **direct** is the chat-completions request itself, "
+            "so *added* is what the door adds end to end. Checked: one `get_weather` `functionCall` part with the "
+            "right `args`, `finishReason` `STOP`. Per chunk (streaming) = added p50 / 500.\n"
+        )
+        out.extend(door_tables(h))
     w("## (d) `/v1/responses` with a function tool\n")
     w(
         "`POST /v1/responses` (`input` text, two function tools); the answer is one `function_call` item. **direct** is the "

@@ -127,6 +127,19 @@ ANTHROPIC_TOOLS = [
     for t in TOOLS
 ]
 
+GEMINI_TOOLS = [
+    {
+        "functionDeclarations": [
+            {
+                "name": t["function"]["name"],
+                "description": t["function"]["description"],
+                "parametersJsonSchema": t["function"]["parameters"],
+            }
+            for t in TOOLS
+        ]
+    }
+]
+
 
 # -- bootstrap --------------------------------------------------------------------------------
 
@@ -1451,6 +1464,54 @@ def main() -> None:
                     {**body_g, "model": model, "stream": stream},
                     stream=stream,
                     kind="messages",
+                    kinds={"direct": "chat"},
+                    bodies={
+                        "direct": {
+                            "model": model,
+                            "messages": MESSAGES,
+                            "tools": TOOLS,
+                            "stream": stream,
+                        }
+                    },
+                    expected=expected,
+                    warmup=max(3, min(200, count // 5)),
+                    requests=count,
+                    models={},
+                    block=10,
+                )
+        # -- (h) Gemini's generateContent against direct chat completions -------------------
+        # The same tool call asked in Gemini's shape: toolwire's Gemini door and LiteLLM's
+        # `/v1beta/models/{model}:generateContent` both translate to chat completions; direct
+        # is the chat request itself. Streaming is `:streamGenerateContent?alt=sse`, as Gemini
+        # CLI and the SDKs ask.
+        gemini_roots = {
+            p.name: p.base.removesuffix("/v1") for p in paths if p.name in ("toolwire", "litellm")
+        }
+        if gemini_roots:
+            body_h = {
+                "systemInstruction": {"parts": [{"text": MESSAGES[0]["content"]}]},
+                "contents": [{"role": "user", "parts": [{"text": MESSAGES[1]["content"]}]}],
+                "tools": GEMINI_TOOLS,
+            }
+            results["h"] = {}
+            for mode, stream, model, expected, count in (
+                ("non-streaming", False, "mock-tool", SHORT_ARGS, args.requests),
+                ("streaming", True, "mock-stream", long_args, args.stream_requests),
+            ):
+                action = "streamGenerateContent?alt=sse" if stream else "generateContent"
+                targets_h = {
+                    "direct": chat["direct"],
+                    **{
+                        name: f"{root}/v1beta/models/{model}:{action}"
+                        for name, root in gemini_roots.items()
+                    },
+                }
+                results["h"][mode] = measured(
+                    f"h-{mode}",
+                    targets_h,
+                    body_h,
+                    stream=stream,
+                    kind="gemini",
                     kinds={"direct": "chat"},
                     bodies={
                         "direct": {

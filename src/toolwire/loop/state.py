@@ -16,7 +16,7 @@ from toolwire.loop.tool_types import ClientTools
 from toolwire.tools.base import Tool
 from toolwire.tools.mcp.toolset import McpToolset
 from toolwire.transcript import ToolCall, ToolSpec, Transcript
-from toolwire.upstream.base import Sampling
+from toolwire.upstream.base import Sampling, TurnRequest
 from toolwire.upstream.events import Usage
 
 LeakMode = Literal["retry", "salvage", "off"]
@@ -78,6 +78,12 @@ class LoopRequest:
     run_id: str = ""
     """The id the run is stored under (a response id): what an approval claim records."""
     settings: LoopSettings = field(default_factory=LoopSettings)
+
+    def prompt_turn(self) -> TurnRequest:
+        """The run's first model call as far as its prompt goes (the transcript and every
+        tool on offer): what a door counts before the run, to fit the upstream's window."""
+        tools = [tool.spec for tool in self.tools] + list(self.client_tools)
+        return TurnRequest(self.model, self.input, tools)
 
 
 @dataclass(slots=True, frozen=True)
