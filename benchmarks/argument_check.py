@@ -33,6 +33,7 @@ import json
 import sys
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -142,7 +143,7 @@ def table(rounds: int, calls: int) -> list[tuple[str, str, list[float]]]:
             assert plain.is_valid(arguments) and compiled.is_valid(arguments), (name, arguments)
             call = ToolCall("call_1", name, arguments, raw)
 
-            def check(call: ToolCall = call) -> object:
+            def check(call: ToolCall = call, fitting: Fitting = fitting) -> object:
                 return fitting.judge([call], lambda event: None)
 
             check()  # the schema compiled and cached
@@ -165,8 +166,8 @@ def table(rounds: int, calls: int) -> list[tuple[str, str, list[float]]]:
                 return checked_schema(schema)
 
             figures = [
-                per_call(lambda: plain.is_valid(arguments), calls, rounds),
-                per_call(lambda: compiled.is_valid(arguments), calls, rounds),
+                per_call(partial(plain.is_valid, arguments), calls, rounds),
+                per_call(partial(compiled.is_valid, arguments), calls, rounds),
                 per_call(check, calls, rounds),
                 per_call(repair, calls, rounds) if repairable else float("nan"),
                 per_call(misfit, calls, rounds) if missing else float("nan"),
@@ -180,7 +181,6 @@ async def per_chunk(rounds: int) -> dict[bool, float]:
     """µs per chunk of a 500-chunk streamed call through driver + Responses builder."""
     from chunk_path import CHUNKS, _header, frames, transport
     from mock_upstream import TOOL_NAME
-
     from toolwire.loop.driver import LoopDriver
     from toolwire.loop.state import LoopRequest, LoopSettings
     from toolwire.server.responses.sink import ResponseBuilder

@@ -11,7 +11,6 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
-
 import pytest
 
 from tests.integration.conftest import Gateway
