@@ -133,6 +133,11 @@ def test_what_no_repair_fixes_is_a_misfit_saying_where(
     assert fit.verdict is Verdict.MISFIT and said in fit.explain()
 
 
+def test_a_value_no_json_could_hold_is_not_judged() -> None:
+    schema = compiled(obj({"n": {"type": "integer"}}))
+    assert fit_arguments(schema, {"n": b"bytes"}, "").verdict is Verdict.FITS
+
+
 def test_null_or_empty_string_arguments() -> None:
     free = compiled(obj({"q": {"type": "string"}}))
     for raw in ("null", ' "" '):

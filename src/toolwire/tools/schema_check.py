@@ -77,14 +77,22 @@ class CheckedSchema:
         """The top-level property names the schema declares."""
 
     def fits(self, arguments: object) -> bool:
-        return bool(self._validator.is_valid(arguments))
+        """True also for a value the validator cannot read (no JSON: a library tool's call
+        built by hand), which is then not checked: never a false alarm."""
+        try:
+            return bool(self._validator.is_valid(arguments))
+        except ValueError:
+            return True
 
     def violations(self, arguments: object) -> list[Violation]:
         found: list[Violation] = []
-        for error in self._validator.iter_errors(arguments):
-            found.append(_violation(error))
-            if len(found) >= MAX_VIOLATIONS:
-                break
+        try:
+            for error in self._validator.iter_errors(arguments):
+                found.append(_violation(error))
+                if len(found) >= MAX_VIOLATIONS:
+                    break
+        except ValueError:
+            return []
         return found
 
 
