@@ -92,6 +92,9 @@ def fit_arguments(schema: CheckedSchema, arguments: dict[str, object] | None, ra
     unwrapped = _unwrapped(schema, arguments)  # before the violations: they cost µs each
     if unwrapped is not None:
         return unwrapped
+    quick = _top_level_coerced(schema, arguments)
+    if quick is not None:
+        return quick
     problems = tuple(schema.violations(arguments))
     if not problems:  # `is_valid` and `iter_errors` disagree: never act on a doubt
         return FITS
@@ -130,6 +133,29 @@ def _unwrapped(schema: CheckedSchema, arguments: dict[str, object]) -> Fit | Non
     if repaired is None:
         return None
     return Fit(Verdict.REPAIRED, repaired, (wrapper, *repairs))
+
+
+def _top_level_coerced(schema: CheckedSchema, arguments: dict[str, object]) -> Fit | None:
+    """The common case without asking the validator why (each violation it explains costs
+    µs): string values of top-level properties whose `type` admits no string, given the
+    one meaning they have; kept only if the whole call then fits."""
+    typed = schema.typed
+    repairs: list[ArgumentRepair] = []
+    fixed: dict[str, object] | None = None
+    for name, value in arguments.items():
+        kinds = typed.get(name)
+        if kinds is None or not isinstance(value, str):
+            continue
+        meaning = _one_meaning(value, kinds)
+        if meaning is None:
+            return None  # a string no repair gives: the validator explains it
+        if fixed is None:
+            fixed = dict(arguments)
+        fixed[name] = meaning[1]
+        repairs.append(ArgumentRepair(meaning[0], json_path((name,))))
+    if fixed is None or not schema.fits(fixed):
+        return None
+    return Fit(Verdict.REPAIRED, fixed, tuple(repairs))
 
 
 def _coerced(

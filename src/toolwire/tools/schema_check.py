@@ -69,12 +69,17 @@ def json_path(path: tuple[PathPart, ...]) -> str:
 class CheckedSchema:
     """A tool's parameters, compiled: `fits` for the common case, `violations` to explain."""
 
-    __slots__ = ("_validator", "properties")
+    __slots__ = ("_validator", "properties", "typed")
 
-    def __init__(self, validator: Any, properties: frozenset[str]) -> None:
+    def __init__(
+        self, validator: Any, properties: frozenset[str], typed: dict[str, tuple[str, ...]]
+    ) -> None:
         self._validator = validator
         self.properties = properties
         """The top-level property names the schema declares."""
+        self.typed = typed
+        """Top-level properties whose `type` admits no string, with those types: where a
+        string value is wrong whatever else the schema says (the repairs' fast path)."""
 
     def fits(self, arguments: object) -> bool:
         """True also for a value the validator cannot read (no JSON: a library tool's call
@@ -146,8 +151,15 @@ def _compile(schema: Mapping[str, object], nullable: bool) -> CheckedSchema | No
     except Exception:  # any refusal (invalid schema, unreachable $ref, bad regex): unchecked
         return None
     properties = schema.get("properties")
-    names = frozenset(properties) if isinstance(properties, Mapping) else frozenset()
-    return CheckedSchema(validator, names)
+    if not isinstance(properties, Mapping):
+        return CheckedSchema(validator, frozenset(), {})
+    typed: dict[str, tuple[str, ...]] = {}
+    for name, spec in properties.items():
+        kind = spec.get("type") if isinstance(spec, Mapping) else None
+        kinds = (kind,) if isinstance(kind, str) else tuple(kind) if isinstance(kind, list) else ()
+        if kinds and "string" not in kinds and all(isinstance(k, str) for k in kinds):
+            typed[name] = kinds
+    return CheckedSchema(validator, frozenset(properties), typed)
 
 
 def _admit_nullable(schema: Mapping[str, object]) -> dict[str, Any]:
