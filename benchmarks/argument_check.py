@@ -17,8 +17,8 @@ keeps them):
 - `misfit`: `{}` for a tool with a required property: judged, explained for the re-ask;
 - `compile`: the schema's first sight in a process (canonical hash + compile), once.
 
-Then the per-chunk cost: a 500-chunk streamed call through the driver and the Responses
-builder (as `chunk_path.py`), with the check on and off: the check runs once per call, at the
+Then the per-chunk cost: a 500-chunk streamed call through the driver and the Responses door's
+sink (as `chunk_path.py`), with the check on and off: the check runs once per call, at the
 turn's end, so the two figures should match (and with the check on the held call sends no
 per-chunk delta at all). It is a benchmark, not a test: it exits 0 and says MISSED.
 
@@ -178,12 +178,12 @@ def table(rounds: int, calls: int) -> list[tuple[str, str, list[float]]]:
 
 
 async def per_chunk(rounds: int) -> dict[bool, float]:
-    """µs per chunk of a 500-chunk streamed call through driver + Responses builder."""
-    from chunk_path import CHUNKS, _header, frames, transport
+    """µs per chunk of a 500-chunk streamed call through the driver and the Responses door's
+    sink (as `chunk_path.py` runs them)."""
+    from chunk_path import CHUNKS, _header, _sink, frames, transport
     from mock_upstream import TOOL_NAME
     from toolwire.loop.driver import LoopDriver
     from toolwire.loop.state import LoopRequest, LoopSettings
-    from toolwire.server.responses.sink import ResponseBuilder
     from toolwire.transcript import ToolSpec, UserMessage
     from toolwire.upstream.chat_completions import ChatCompletionsUpstream
 
@@ -201,7 +201,7 @@ async def per_chunk(rounds: int) -> dict[bool, float]:
         driver = LoopDriver(adapter)
         best = float("inf")
         for _ in range(rounds):
-            builder = ResponseBuilder(_header(spec), lambda event: None)
+            builder = _sink(_header(spec), lambda event: None)  # the Responses door's sink
             request = LoopRequest(
                 model="mock-stream",
                 input=[UserMessage("go")],
@@ -236,7 +236,7 @@ def main() -> None:
     print(f"\ncheck and repair, worst tool: {worst:.2f} µs (target <= {TARGET_US:g} µs): {verdict}")
     chunk = asyncio.run(per_chunk(max(args.rounds, 5)))
     print(
-        f"per streamed chunk (500-chunk call, driver + Responses builder): "
+        f"per streamed chunk (500-chunk call, driver + Responses sink): "
         f"check on {chunk[True]:.2f} µs, off {chunk[False]:.2f} µs"
     )
 

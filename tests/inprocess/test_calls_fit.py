@@ -14,16 +14,27 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
+import pytest_asyncio
 
-from tests.inprocess_gateway import AppGateway
-from toolwire.testing import Reply
+from tests.inprocess.test_messages import events_of
+from tests.inprocess_gateway import (
+    AppGateway,
+    app_gateway,
+    chat_chunks,
+    sse_events,
+    websocket_scope,
+)
+from toolwire.testing import Reply, ScriptedUpstream
+
+#: One gateway for the module (its tests reset the script): a gateway a test costs ~50 ms.
+pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 DATA = Path(__file__).parents[1] / "data"
 CLAUDE = {
@@ -108,19 +119,23 @@ class Seen:
         return [orjson.loads(text) for _, _, text in self.calls]
 
 
+@pytest_asyncio.fixture(loop_scope="module", scope="module")
+async def shared_gateway() -> AsyncIterator[AppGateway]:
+    async with app_gateway(ScriptedUpstream.in_process()) as gateway:
+        yield gateway
+
+
+@pytest.fixture
+def gw(shared_gateway: AppGateway) -> AppGateway:
+    shared_gateway.upstream.reset()
+    return shared_gateway
+
+
 # -- each door, as its clients speak it ------------------------------------------------------
 
 
 async def ask(gw: AppGateway, door: str, tool: Tool) -> Seen:
     return await ASK[family(door)](gw, door.endswith("stream") or door == "websocket", door, tool)
-
-
-def sse_data(raw: bytes) -> list[dict[str, Any]]:
-    out = []
-    for line in raw.decode().splitlines():
-        if line.startswith("data: ") and line != "data: [DONE]":
-            out.append(orjson.loads(line[6:]))
-    return out
 
 
 async def ask_chat(gw: AppGateway, stream: bool, door: str, tool: Tool) -> Seen:
@@ -149,7 +164,8 @@ async def ask_chat(gw: AppGateway, stream: bool, door: str, tool: Tool) -> Seen:
         seen.shown = len(seen.calls)
         return seen
     built: dict[int, list[str]] = {}
-    for chunk in sse_data(answer.content):
+    chunks, _ = chat_chunks(answer.content)
+    for chunk in chunks:
         if "error" in chunk:
             seen.error = chunk["error"]["message"]
             continue
@@ -207,7 +223,7 @@ async def ask_responses(gw: AppGateway, stream: bool, door: str, tool: Tool) -> 
     answer = await gw.http.post("/v1/responses", json=responses_body(tool, stream=stream))
     assert answer.status_code == 200, answer.text
     if stream:
-        return from_response_events(sse_data(answer.content))
+        return from_response_events(sse_events(answer.content))
     body = answer.json()
     seen = Seen()
     for item in body["output"]:
@@ -239,20 +255,7 @@ async def websocket_events(gw: AppGateway, create: dict[str, Any]) -> list[dict[
             if event["type"] in ("response.completed", "response.failed", "response.incomplete"):
                 finished.set()
 
-    scope = {
-        "type": "websocket",
-        "asgi": {"version": "3.0"},
-        "scheme": "ws",
-        "path": "/v1/responses",
-        "raw_path": b"/v1/responses",
-        "root_path": "",
-        "query_string": b"",
-        "headers": [(b"host", b"127.0.0.1")],
-        "client": ("127.0.0.1", 50000),
-        "server": ("127.0.0.1", 80),
-        "subprotocols": [],
-    }
-    await asyncio.wait_for(gw.app(scope, receive, send), 30)
+    await asyncio.wait_for(gw.app(websocket_scope(), receive, send), 30)
     return events
 
 
@@ -278,7 +281,7 @@ async def ask_messages(gw: AppGateway, stream: bool, door: str, tool: Tool) -> S
         seen.shown = len(seen.calls)
         return seen
     blocks: dict[int, list[str]] = {}
-    for event in sse_data(answer.content):
+    for event in events_of(answer.content):
         if event["type"] == "content_block_start" and event["content_block"]["type"] == "tool_use":
             block = event["content_block"]
             blocks[event["index"]] = [block["name"], block["id"], ""]
@@ -596,9 +599,7 @@ async def test_repairs_and_re_asks_are_on_the_timeline_metrics_and_ui(tmp_path: 
 
 @pytest.mark.parametrize("door", ["chat_stream", "responses_stream", "messages_stream"])
 async def test_the_check_is_off_when_the_deployment_says_so(door: str) -> None:
-    from tests.inprocess_gateway import app_gateway
     from toolwire.loop.state import LoopSettings
-    from toolwire.testing import ScriptedUpstream
 
     off = LoopSettings(check_arguments=False)
     async with app_gateway(ScriptedUpstream.in_process(), settings=off) as gw:
@@ -618,7 +619,6 @@ async def test_strict_is_asked_only_of_an_upstream_that_enforces_it(
 ) -> None:
     # vLLM renders `strict` into the prompt before it enforces it (vllm #52741): elsewhere it
     # is dropped, and the gateway's check is the enforcement
-    from toolwire.testing import ScriptedUpstream
     from toolwire.transcript import ToolSpec, UserMessage
     from toolwire.upstream.base import TurnRequest
 
