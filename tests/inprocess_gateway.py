@@ -111,6 +111,24 @@ async def app_gateway(
         await store.close()
 
 
+def websocket_scope(path: str = "/v1/responses") -> dict[str, Any]:
+    """The ASGI scope of a WebSocket a client on loopback opens (tests drive the app with it
+    as raw ASGI, to see exactly what the server takes from the socket and sends)."""
+    return {
+        "type": "websocket",
+        "asgi": {"version": "3.0"},
+        "scheme": "ws",
+        "path": path,
+        "raw_path": path.encode(),
+        "root_path": "",
+        "query_string": b"",
+        "headers": [(b"host", b"127.0.0.1")],
+        "client": ("127.0.0.1", 50000),
+        "server": ("127.0.0.1", 80),
+        "subprotocols": [],
+    }
+
+
 def sse_events(raw: bytes) -> list[dict[str, Any]]:
     """Decode a Responses SSE body: each frame's `data` as JSON, checking `event:` names it."""
     events: list[dict[str, Any]] = []

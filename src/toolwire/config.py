@@ -152,6 +152,20 @@ class ServerConfig(BaseModel):
     )
     leaked_calls: Literal["retry", "salvage", "off"] = "retry"
     leak_retries: int = 2
+    check_tool_arguments: bool = Field(
+        default=True,
+        description="check every tool call against its tool's schema: one-meaning repairs, "
+        "else one hidden re-ask (docs/tool-calls.md); false: calls go on as the model wrote "
+        "them, and their arguments stream live",
+    )
+    argument_retries: int = Field(
+        default=1, ge=0, description="re-asks in a row for calls that do not fit their tool"
+    )
+    strict_tools: Literal["auto", "enforced", "ignored"] = Field(
+        default="auto",
+        description="does the upstream enforce `strict` tools' schemas (then `strict` is "
+        "passed on): auto learns it (vLLM >= 0.27, OpenAI)",
+    )
     max_iterations: int = 20
     log_level: str = "info"
     access_log: bool = Field(

@@ -68,6 +68,7 @@ from toolwire.loop.events import (
     ToolListingFinished,
     ToolListingStarted,
 )
+from toolwire.loop.fitting import Fitting, Misfits
 from toolwire.loop.holdback import Holdback
 from toolwire.loop.state import (
     AwaitApproval,
@@ -261,6 +262,8 @@ class _Run:
             request.tools, limits=driver.limits, max_concurrency=self.settings.max_concurrent_tools
         )
         self.client_names = {spec.name for spec in request.client_tools}
+        self.fitting = Fitting(request, self.executor.tools, driver.upstream)
+        """Calls checked against their tools' schemas (`loop/fitting.py`)."""
         self.judged: dict[int, tuple[ToolCall, str | None]] = {}
         """Caller-tool calls already judged (`judge_calls`), by identity: ids may repeat."""
         self.replay: tuple[list[ModelEvent], BaseException | None] | None = None
@@ -385,8 +388,8 @@ class _Run:
         """Where a call that just began streaming goes, if it may be shown live: a caller's
         function, or a server tool whose calls never wait for approval (one that might must
         first be judged on its final arguments)."""
-        if self.state.tools_exhausted:
-            return None
+        if self.state.tools_exhausted or not self.fitting.streams_live(name):
+            return None  # judged first (`loop/fitting.py`), then sent whole
         tool = self.executor.tools.get(name)
         if tool is None:
             return (CallTarget.CALLER, "") if name in self.client_names else None
@@ -532,6 +535,12 @@ class _Run:
         if thinking.holding:  # no leak in it: the reasoning held back goes out whole
             self.emit(ReasoningTextDelta(thinking.release()))
 
+        if calls:  # calls that fit their tools: repaired in place, or re-asked
+            misfits = self.fitting.judge(calls, self.emit)
+            if misfits:
+                turn_end = (full_text, full_reasoning, finish_reason)
+                return self.reask_misfits(turn_end, calls, misfits, held, usage)
+
         shown = held.release()
         if shown and not self.repeats_leak_prose(shown):
             self.emit(OutputTextDelta(shown))
@@ -555,6 +564,30 @@ class _Run:
         if finish_reason == "content_filter":
             return Finish(RunOutcome(StopReason.CONTENT_FILTER, "the upstream filtered the answer"))
         return Finish(RunOutcome(StopReason.ANSWERED))
+
+    def reask_misfits(
+        self,
+        turn_end: tuple[str, str, str],
+        calls: list[ToolCall],
+        misfits: Misfits,
+        held: Holdback,
+        usage: Usage,
+    ) -> NextAction:
+        """Re-ask a turn whose calls do not fit their tools (`loop/fitting.py`): the model
+        reads its turn back with an error result for each call; sinks see a turn without
+        calls, so nothing of them reaches the client."""
+        text, reasoning, finish_reason = turn_end
+        state = self.state
+        shown = held.release()
+        if shown and not self.repeats_leak_prose(shown):
+            self.emit(OutputTextDelta(shown))
+        state.transcript.append(AssistantMessage(text, calls, reasoning))
+        state.transcript.extend(
+            self.fitting.reask(calls, misfits, self.executor.error, self.rejection_of)
+        )
+        state.leak_prose = state.leak_prose or text.strip()  # the retry's prose is shown once
+        self.emit(ModelTurnCompleted(AssistantMessage(text, [], reasoning), finish_reason, usage))
+        return CallModel()
 
     # -- compaction (`context_management`) ------------------------------------------------
 
@@ -762,6 +795,10 @@ class _Run:
         else:
             parts.append(f"Available tools: {available}")
         return " ".join(parts)
+
+    def rejection_of(self, call: ToolCall) -> str | None:
+        """`rejection(call)` for a call that cannot run at all; None for one that can."""
+        return self.rejection(call) if self.plan(call).target is CallTarget.REJECTED else None
 
     def needs_decision(self, call: ToolCall) -> bool:
         tool = self.executor.tools.get(call.name)

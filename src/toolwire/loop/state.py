@@ -35,6 +35,12 @@ class LoopSettings:
     """The same failing call (name and arguments) this many times ends the run."""
     stream: bool = True
     max_concurrent_tools: int = 8
+    check_arguments: bool = True
+    """Check every call against its tool's declared schema: one-meaning repairs, else a
+    hidden re-ask (`loop/fitting.py`, docs/tool-calls.md). False: calls go on unchecked, and
+    a call's arguments stream live as the model writes them."""
+    argument_retries: int = 1
+    """Re-asks in a row for calls that do not fit; past it such a call goes on as written."""
     deadline: float | None = None
     """Seconds the whole run may take (model calls, tools, approvals claimed); past it the run
     ends `incomplete` (`StopReason.DEADLINE`) with what it had. None: no deadline."""

@@ -195,6 +195,7 @@ async def build_app(config: ServerConfig) -> Starlette:
             reasoning_replay=config.upstream_reasoning_replay if config.upstream else "off",
             idle_timeout=config.upstream_idle_timeout,
             fallback_seconds=config.upstream_fallback_seconds,
+            strict_tools=config.strict_tools,
         )
     )
     for server in config.mcp_servers:
@@ -214,6 +215,8 @@ async def build_app(config: ServerConfig) -> Starlette:
         loop_settings=LoopSettings(
             leak_mode=config.leaked_calls,
             leak_retries=config.leak_retries,
+            check_arguments=config.check_tool_arguments,
+            argument_retries=config.argument_retries,
             max_iterations=config.max_iterations,
             deadline=config.response_deadline or None,
         ),
