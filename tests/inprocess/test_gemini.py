@@ -559,6 +559,12 @@ async def test_structured_output(gw: AppGateway) -> None:
             "Files API",
         ),
         ([1, 2], "", "object"),
+        # a number's field holding an object (found by the fuzz suite: it was a 500)
+        (
+            body(generationConfig={"frequencyPenalty": {}}),
+            "generationConfig.frequencyPenalty",
+            "number",
+        ),
     ],
 )
 async def test_bad_requests_are_google_400s(

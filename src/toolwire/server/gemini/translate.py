@@ -141,8 +141,8 @@ def _number(config: Mapping[str, Any], name: str, low: float, high: float | None
     if value is None:
         return None
     where = f"generationConfig.{name}"
-    bounded = high is None or value <= high
-    if isinstance(value, bool) or not isinstance(value, int | float) or value < low or not bounded:
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    if not number or value < low or (high is not None and value > high):
         limit = f"between {low:g} and {high:g}" if high is not None else f"at least {low:g}"
         raise _invalid(f"must be a number {limit}", where)
     return float(value)
