@@ -121,7 +121,7 @@ def _sink(header: Any, emit: Any) -> Any:
 
 def _header_class() -> Any:
     try:
-        from toolwire.server.responses.draft import ResponseHeader
+        from toolwire.server.responses.response_object import ResponseHeader
     except ImportError:
         from toolwire.server.responses.sink import ResponseHeader  # type: ignore[import-not-found,no-redef]
     return ResponseHeader

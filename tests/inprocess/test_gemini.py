@@ -19,7 +19,8 @@ import pytest
 from tests.inprocess_gateway import AppGateway, app_gateway
 from tests.integration.test_claude_code import call_chunks
 from toolwire.loop.state import LoopSettings
-from toolwire.server.gemini.translate import GeminiSettings, ThoughtSeal
+from toolwire.server.gemini.contents import ThoughtSeal
+from toolwire.server.gemini.translate import GeminiSettings
 from toolwire.testing import Body, Chunks, Reply, ScriptedUpstream
 
 DATA = Path(__file__).parents[1] / "data" / "gemini"

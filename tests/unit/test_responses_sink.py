@@ -18,7 +18,8 @@ from toolwire.loop.events import (
     PlannedCall,
     RunStarted,
 )
-from toolwire.server.responses.draft import ResponseDraft, ResponseHeader
+from toolwire.server.responses.draft import ResponseDraft
+from toolwire.server.responses.response_object import ResponseHeader
 from toolwire.server.responses.stream import ResponseStream
 from toolwire.transcript import AssistantMessage, ToolCall
 from toolwire.upstream.events import Usage

@@ -28,6 +28,7 @@ from toolwire.loop.state import LoopRequest
 from toolwire.runtime import Runtime
 from toolwire.server.gate.auth import owner_of
 from toolwire.server.gate.quotas import admit_tokens
+from toolwire.server.gemini.contents import ThoughtSeal
 from toolwire.server.gemini.errors import (
     error_frame,
     gemini_shape,
@@ -40,7 +41,6 @@ from toolwire.server.gemini.translate import (
     Context,
     GeminiCall,
     GeminiSettings,
-    ThoughtSeal,
     count_request,
     translate,
 )

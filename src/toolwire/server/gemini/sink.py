@@ -25,7 +25,7 @@ from toolwire.loop.events import (
     OutputTextDelta,
     ReasoningTextDelta,
 )
-from toolwire.server.gemini.translate import ThoughtSeal
+from toolwire.server.gemini.contents import ThoughtSeal
 from toolwire.transcript import ToolCall
 from toolwire.upstream.events import Usage
 from toolwire.wire import gemini

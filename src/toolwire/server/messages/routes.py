@@ -34,6 +34,7 @@ from toolwire.server.messages.errors import (
     error_frame,
     unexpected_response,
 )
+from toolwire.server.messages.history import ThinkingSeal
 from toolwire.server.messages.schemas import register as register_operations
 from toolwire.server.messages.sink import (
     RELAYED,
@@ -42,12 +43,7 @@ from toolwire.server.messages.sink import (
     stop_reason,
     usage_of,
 )
-from toolwire.server.messages.translate import (
-    MessagesCall,
-    MessagesSettings,
-    ThinkingSeal,
-    translate,
-)
+from toolwire.server.messages.translate import MessagesCall, MessagesSettings, translate
 from toolwire.upstream.window import UpstreamWindows, capped
 from toolwire.wire import anthropic
 

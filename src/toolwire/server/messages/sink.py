@@ -28,8 +28,8 @@ from toolwire.loop.events import (
     ReasoningTextDelta,
     ToolExecutionFinished,
 )
+from toolwire.server.messages.history import ThinkingSeal
 from toolwire.server.messages.server_tools import server_blocks
-from toolwire.server.messages.translate import ThinkingSeal
 from toolwire.transcript import ToolCall
 from toolwire.upstream.arguments import SettledArguments, continuation
 from toolwire.upstream.events import Usage

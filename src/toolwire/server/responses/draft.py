@@ -11,10 +11,9 @@ from it; without one, nothing of the event machinery runs.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Protocol
 
-from toolwire.errors import RunStatus, error_code
+from toolwire.errors import RunStatus
 from toolwire.loop.events import (
     ApprovalRequest,
     ApprovalRequested,
@@ -34,35 +33,13 @@ from toolwire.loop.events import (
     ToolListingFinished,
     ToolListingStarted,
 )
-from toolwire.loop.tool_types import ClientTool, ClientTools, custom_input
+from toolwire.loop.tool_types import ClientTool, custom_input
 from toolwire.server.responses.citations import sources, url_citations, urls
-from toolwire.server.responses.prepare.tools import SearchBackend
+from toolwire.server.responses.response_object import ResponseHeader, response_object
 from toolwire.transcript import ToolCall
 from toolwire.upstream.events import Usage
 from toolwire.wire import responses as wire
 from toolwire.wire.items import Item, ResponseObject
-
-
-@dataclass(slots=True, frozen=True)
-class ResponseHeader:
-    """What the response object echoes of its request, and how its tools were declared:
-    fixed before the run starts."""
-
-    response_id: str
-    created_at: int
-    model: str
-    settings: dict[str, object]
-    """The request's settings as the response object echoes them (the client's JSON)."""
-    client_tools: ClientTools = field(default_factory=ClientTools)
-    """Caller-side tools by the name the model knows them: a call goes back as the client
-    declared the tool (`function_call` with its `namespace`, or `custom_tool_call`)."""
-    web_search: SearchBackend | None = None
-    """The MCP tool serving `web_search`: its calls are `web_search_call` items."""
-    include: frozenset[str] = frozenset()
-    """The request's `include`: the optional output data it asked for."""
-    reasoning_summary: bool = False
-    """`reasoning.summary` was asked for: reasoning items carry a `summary_text` part, which
-    is the upstream's reasoning text itself (toolwire makes no call to summarize it)."""
 
 
 class DraftListener(Protocol):
@@ -124,40 +101,8 @@ class ResponseDraft:
         finished: LoopFinished | None = None,
         usage: Usage | None = None,
     ) -> ResponseObject:
-        header = self.header
-        error = None
-        incomplete = None
-        if finished is not None:
-            reason = finished.reason
-            if reason.status is RunStatus.FAILED:
-                error = wire.error_object(
-                    error_code(reason, finished.error), finished.message or reason.value
-                )
-            if reason.incomplete_reason is not None:
-                incomplete = reason.incomplete_reason
-        body = wire.response_object(
-            response_id=header.response_id,
-            created_at=header.created_at,
-            status=status,
-            model=header.model,
-            output=self.output,
-            settings=header.settings,
-            usage=wire.usage_object(
-                usage.input_tokens, usage.output_tokens, usage.reasoning_tokens, usage.cached_tokens
-            )
-            if usage is not None
-            else None,
-            error=error,
-            incomplete_reason=incomplete,
-            completed_at=wire.now() if status not in ("queued", "in_progress") else None,
-        )
-        details = body["incomplete_details"]
-        if details is not None and finished is not None:
-            if incomplete != finished.reason.value:  # toolwire's own reason (errors.py)
-                details["toolwire_reason"] = finished.reason.value
-            if finished.message:
-                details["message"] = finished.message
-        return body
+        """The response object as it stands, with `status` (and the outcome, once finished)."""
+        return response_object(self.header, self.output, status, finished, usage)
 
     def settle(self, event: LoopFinished) -> ResponseObject:
         """The final response object for an outcome the driver is about to announce: the

@@ -16,7 +16,7 @@ import orjson
 
 from toolwire.errors import RunStatus
 from toolwire.loop.events import LoopFinished
-from toolwire.server.responses.draft import ResponseHeader
+from toolwire.server.responses.response_object import ResponseHeader
 from toolwire.wire import responses as wire
 from toolwire.wire.items import Item, ResponseObject, StreamEvent
 from toolwire.wire.sse import FramedEvent, delta_template

@@ -20,7 +20,6 @@ from toolwire.loop.approvals import ApprovalDecisions, ApprovalSigner
 from toolwire.loop.compaction import CompactionCodec, ContextPolicy
 from toolwire.loop.items import items_to_transcript
 from toolwire.loop.state import LoopRequest, LoopSettings, RunServices
-from toolwire.server.responses.draft import ResponseHeader
 from toolwire.server.responses.prepare.approval_tools import restore as restore_tools
 from toolwire.server.responses.prepare.item_ids import check_storable, check_unique
 from toolwire.server.responses.prepare.item_references import resolve_stored_references
@@ -34,6 +33,7 @@ from toolwire.server.responses.prepare.validation.items import (
     check_outputs_answer_calls,
     normalize_input,
 )
+from toolwire.server.responses.response_object import ResponseHeader
 from toolwire.store.database import Store
 from toolwire.tools.base import Tool
 from toolwire.tools.mcp.pool import McpPool
