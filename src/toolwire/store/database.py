@@ -19,7 +19,7 @@ import secrets
 import time
 from collections.abc import Callable
 from functools import partial
-from typing import TypeVar, cast
+from typing import Any, TypeVar, cast
 
 import sqlalchemy as sa
 
@@ -495,13 +495,12 @@ def _response(response_id: str, owner: Owner) -> sa.ColumnElement[bool]:
     )
 
 
-def _history(connection: sa.Connection, response_id: str) -> list[Item]:
-    """The items a response's model had seen: walk `previous_response_id` back (one
-    recursive query) to a row with a full copy (schema 1), a conversation prefix, or the
-    start; then each response's input and output items, oldest first."""
+def _history_query() -> sa.Select[Any]:
+    """The chain of responses behind `:start` (itself first), one recursive query: built once
+    (its construction cost several times its execution)."""
     start = (
         sa.select(responses.c.id, responses.c.previous_response_id, sa.literal(0).label("depth"))
-        .where(responses.c.id == response_id)
+        .where(responses.c.id == sa.bindparam("start"))
         .cte("chain", recursive=True)
     )
     parent = responses.alias("parent")
@@ -510,7 +509,7 @@ def _history(connection: sa.Connection, response_id: str) -> list[Item]:
             parent.c.id == start.c.previous_response_id, start.c.depth < MAX_CHAIN
         )
     )
-    rows = connection.execute(
+    return (
         sa.select(
             responses.c.history,
             responses.c.input_items,
@@ -520,7 +519,17 @@ def _history(connection: sa.Connection, response_id: str) -> list[Item]:
         )
         .join(chain, chain.c.id == responses.c.id)
         .order_by(chain.c.depth)
-    ).all()
+    )
+
+
+_HISTORY = _history_query()
+
+
+def _history(connection: sa.Connection, response_id: str) -> list[Item]:
+    """The items a response's model had seen: walk `previous_response_id` back (one
+    recursive query) to a row with a full copy (schema 1), a conversation prefix, or the
+    start; then each response's input and output items, oldest first."""
+    rows = connection.execute(_HISTORY, {"start": response_id}).all()
     parts: list[list[Item]] = []
     for row in rows:
         if row.history is not None:
