@@ -5,7 +5,9 @@ under noise (a shared machine), ratios of the same run are the figure, not absol
 
 Both servers run against one mock upstream (`mock_upstream.py`); each round sends a block of
 sequential requests to A, then to B (the order alternating), and reads each server's CPU time
-from /proc before and after its block. Reports, per variant, the median over rounds of the
+from /proc before and after its block. Workloads: `chat`, `chat-stream`, `chat-long`, `resp`,
+`resp-stream`, `resp-long`, and `resp-continue` (each request continues one stored response
+with its tool's output, `previous_response_id`: a read of the stored history and a write). Reports, per variant, the median over rounds of the
 per-round p50 latency and of CPU per request, and the median of the per-round B/A ratios.
 `--concurrency N` adds a block of N concurrent connections per round (CPU per request there).
 `--a-env` / `--b-env KEY=VALUE`: an environment variable for one variant only (the same tree
@@ -28,6 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -87,12 +90,27 @@ def body_for(workload: str) -> tuple[str, dict[str, Any], bool, str]:
         stream = workload != "chat"
         body = {"model": model, "messages": MESSAGES, "tools": TOOLS, "stream": stream}
         return "/v1/chat/completions", body, stream, "chat"
-    stream = workload != "resp"
+    stream = workload not in ("resp", "resp-continue")
     model = "mock-stream" if workload == "resp-long" else "mock-tool"
     body = {"model": model, "input": "What is the weather in Paris?", "tools": RESPONSES_TOOLS}
     if stream:
         body["stream"] = True
     return "/v1/responses", body, stream, "responses"
+
+
+def continuing(port: int, body: dict[str, Any]) -> dict[str, Any]:
+    """`body` made a continuation of a response stored first on the server at `port`: its
+    tool call answered, with `previous_response_id`."""
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{port}/v1/responses",
+        data=json.dumps(body).encode(),
+        headers={"content-type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=30) as answer:
+        stored = json.load(answer)
+    call = next(item for item in stored["output"] if item["type"] == "function_call")
+    output = {"type": "function_call_output", "call_id": call["call_id"], "output": '{"temp": 21}'}
+    return {**body, "previous_response_id": stored["id"], "input": [output]}
 
 
 def main() -> None:
@@ -174,6 +192,9 @@ def main() -> None:
             wait_up(port, proc)
             servers[name] = (port, proc)
         path, body, stream, kind = body_for(args.workload)
+        bodies = {name: body for name in servers}
+        if args.workload == "resp-continue":
+            bodies = {name: continuing(port, body) for name, (port, _) in servers.items()}
         expected = json.dumps({"city": "Paris", "unit": "celsius"})
         if args.workload.endswith("long"):
             from mock_upstream import long_arguments
@@ -183,7 +204,6 @@ def main() -> None:
             n: {"p50_us": [], "cpu_us": [], "cpu_c_us": [], "rps_c": [], "rss_mb": []}
             for n in servers
         }
-        raw = json.dumps(body).encode()
         for round_no in range(args.rounds + 1):  # round 0 warms up
             order = ["A", "B"] if round_no % 2 == 0 else ["B", "A"]
             for name in order:
@@ -191,7 +211,7 @@ def main() -> None:
                 url = f"http://127.0.0.1:{port}{path}"
                 spec = {
                     "targets": {name: url},
-                    "body": body,
+                    "body": bodies[name],
                     "stream": stream,
                     "kind": kind,
                     "expected_args": expected,
@@ -210,6 +230,7 @@ def main() -> None:
                     rows[name]["cpu_us"].append(used / (args.requests + 5) * 1e6)
                 if args.concurrency:
                     before = cpu_seconds(proc.pid)
+                    raw = json.dumps(bodies[name]).encode()
                     thr = loadgen.throughput(url, raw, args.concurrency, args.seconds)
                     used = cpu_seconds(proc.pid) - before
                     if round_no and thr["requests"]:

@@ -81,7 +81,7 @@ async def app_gateway(
         upstream.base_url, transport=upstream_transport or upstream.transport, **options
     )
     # In-memory SQLite by default (one shared connection; a third of a file's set-up time).
-    store = await Store.open(f"sqlite:///{db}" if db else "sqlite+aiosqlite:///:memory:")
+    store = await Store.open(f"sqlite:///{db}" if db else "sqlite:///:memory:")
     runtime = await compose(
         upstream=adapter,
         store=store,

@@ -531,24 +531,14 @@ app.add_typer(db_app, name="db")
 def db_upgrade(db: KeysDb = None, config: KeysConfig = None) -> None:
     """Upgrade the database schema to this toolwire's (what `serve` does on start)."""
     from toolwire.config import load_config
-    from toolwire.store.database import normalize_url
-    from toolwire.store.migrate import current, head
+    from toolwire.store.migrate import head
 
     async def upgrade() -> tuple[str | None, str]:
-        from sqlalchemy.ext.asyncio import create_async_engine
+        from toolwire.store.database import Store
 
-        from toolwire.store.database import Store, default_database_url
-
-        url = load_config(config, {"db": db}).db
-        engine = create_async_engine(normalize_url(url or default_database_url()))
-        try:
-            async with engine.connect() as connection:
-                before = await connection.run_sync(current)
-        finally:
-            await engine.dispose()
-        store = await Store.open(url, migrate=True)
+        store = await Store.open(load_config(config, {"db": db}).db, migrate=True)
         await store.close()
-        return before, head()
+        return store.schema_before, head()
 
     try:
         before, after = asyncio.run(upgrade())

@@ -246,7 +246,7 @@ def test_toolwire_demo_answers_right_from_the_tool(tmp_path: Path) -> None:
         try:
             body = await store.get_response(found.group(1), owner=None)
         finally:
-            await store.engine.dispose()
+            await store.close()
         assert body is not None
         return body
 

@@ -360,8 +360,8 @@ async def test_wrong_content_type(gw: AppGateway) -> None:
 
 
 async def stored_statuses(gw: AppGateway) -> list[str]:
-    async with gw.store.engine.connect() as connection:
-        return list((await connection.execute(sa.select(responses.c.status))).scalars())
+    query = sa.select(responses.c.status)
+    return await gw.store.read(lambda connection: list(connection.scalars(query)))
 
 
 async def test_item_id_reused_across_the_database(gw: AppGateway) -> None:

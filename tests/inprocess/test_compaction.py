@@ -5,6 +5,7 @@ refusal), and that refusal answered as OpenAI's 400 `context_length_exceeded`.""
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import openai
@@ -22,6 +23,7 @@ from toolwire.loop.compaction import (
 )
 from toolwire.loop.events import ContextCompacted
 from toolwire.store import tables
+from toolwire.store.engine import scalar
 from toolwire.testing import Body, Chunks, Reply, ScriptedUpstream
 
 SUMMARY = "The user is planning a trip to Lisbon in May; the assistant suggested three hotels."
@@ -441,9 +443,8 @@ async def test_a_foreign_compaction_item_is_not_stored_in_a_conversation(gw: App
     created = await gw.http.post("/v1/conversations", json={"items": [item]})
     assert created.status_code == 400
     assert created.json()["error"]["param"] == "items[0].encrypted_content"
-    async with gw.store.engine.connect() as connection:
-        count = sa.select(sa.func.count()).select_from(tables.conversations)
-        assert (await connection.execute(count)).scalar() == 0  # refused before it was made
+    count = sa.select(sa.func.count()).select_from(tables.conversations)
+    assert await gw.store.read(partial(scalar, count)) == 0  # refused before it was made
     conversation = (await gw.http.post("/v1/conversations", json={})).json()
     added = await gw.http.post(
         f"/v1/conversations/{conversation['id']}/items", json={"items": [item]}

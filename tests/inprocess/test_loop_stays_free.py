@@ -16,9 +16,9 @@ the process waits for a core, so 100 ms of wall time would fail for reasons that
 subject; 500 ms still lies far below every stall the attacks caused.
 
 `/health` is asked as a tight prober would, every few milliseconds, not back to back: a client
-that asks with no pause at all keeps the loop busy every instant, and the database's worker
-thread (aiosqlite) then waits for the GIL at each statement, so the run under test crawls for
-a reason that is not the subject here."""
+that asks with no pause at all keeps the loop busy every instant, and the store's threads
+(the writer's, the readers') then wait for the GIL, so the run under test crawls for a reason
+that is not the subject here."""
 
 from __future__ import annotations
 

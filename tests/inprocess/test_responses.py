@@ -428,7 +428,7 @@ async def test_a_non_streaming_response_is_stored_once_with_its_timeline_before_
         answer = await pending
         assert writes == ["completed"]
         assert (await gw.client.responses.retrieve(answer.id)).status == "completed"
-        entries = await gw.service.timelines.get(answer.id)
+        entries = await gw.store.ui.timeline(answer.id)
         assert entries and entries[-1]["type"] == "finished"
 
 

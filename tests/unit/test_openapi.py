@@ -20,7 +20,7 @@ async def test_every_route_is_documented_and_nothing_else() -> None:
     each app's `/openapi.json` lists exactly the routes it serves."""
     upstream = ScriptedUpstream.in_process()
     adapter = upstream.adapter()
-    store = await Store.open("sqlite+aiosqlite:///:memory:")
+    store = await Store.open("sqlite:///:memory:")
     try:
         bare = create_app(await compose(upstream=adapter, store=store))
         observability = Observability.from_env(upstream_name="u", tools=[], log_format="off")

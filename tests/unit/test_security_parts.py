@@ -263,8 +263,11 @@ async def test_sealed_mcp_credentials_come_back_only_to_their_owner(tmp_path: Pa
         sealed = await approval_tools.seal(store, [tool])
         assert sealed is not None
         await store.transact(partial(keep_in, "resp_1", "key_alice", sealed))
-        async with store.engine.connect() as connection:
-            row = (await connection.exec_driver_sql("SELECT sealed FROM sealed_tools")).scalar()
+        row = await store.read(
+            lambda connection: connection.exec_driver_sql(
+                "SELECT sealed FROM sealed_tools"
+            ).scalar()
+        )
         assert row is not None and "tok-alice" not in row and "abc123secret" not in row
         assert await approval_tools.restore(store, "resp_1", [echo], "key_alice") == [tool]
         # another key, another response, or a tool not exactly as echoed: the copy stays redacted

@@ -26,10 +26,11 @@ from toolwire.server.gemini.translate import GeminiSettings
 from toolwire.server.messages.translate import MessagesSettings
 from toolwire.server.responses.durable import DurabilitySettings
 from toolwire.server.responses.prepare.mcp_tools import configured_server
-from toolwire.server.startup import check_port, check_upstream, shown_database, summary_lines
+from toolwire.server.startup import check_port, check_upstream, summary_lines
 from toolwire.server.workers import reuse_port_socket, run_workers
-from toolwire.store.database import Store, default_database_url
+from toolwire.store.database import Store
 from toolwire.store.timelines import TimelineStore
+from toolwire.store.urls import default_database_url, shown_database
 from toolwire.tools.base import Tool
 from toolwire.tools.loading import load_tools
 from toolwire.tools.mcp.pool import McpPool
@@ -116,7 +117,7 @@ async def compose(
         driver=LoopDriver(stack, observe=observe),
         signer=ApprovalSigner(secret),
         compaction=CompactionCodec(secret),
-        timelines=TimelineStore(store.engine, store.write),
+        timelines=TimelineStore(),
         loop_settings=loop_settings or LoopSettings(),
         default_model=default_model,
         server_tools=list(server_tools),

@@ -1,8 +1,9 @@
 """Schema migrations (Alembic, run in process; the scripts are in `store/migrations/`).
 
-`ensure_schema` is what `Store.open` runs: an empty database gets the current schema at once
-(created from `tables.metadata`, stamped at the head revision); an older one is upgraded (or,
-with `migrate=False`, refused with the command that upgrades it). On PostgreSQL the check runs
+`ensure_schema` is what `Store.open` runs, a write job on the database's one engine (off the
+event loop): an empty database gets the current schema at once (created from
+`tables.metadata`, stamped at the head revision); an older one is upgraded (or, with
+`migrate=False`, refused with the command that upgrades it). On PostgreSQL the check runs
 under an advisory lock, so replicas starting together migrate once.
 """
 
@@ -99,22 +100,26 @@ def _alembic_current(connection: sa.Connection) -> str | None:
     return MigrationContext.configure(connection).get_current_revision()
 
 
-def ensure_schema(connection: sa.Connection, *, migrate: bool = True) -> None:
+def ensure_schema(connection: sa.Connection, *, migrate: bool = True) -> str | None:
+    """A write job (`Store.open` runs it off the event loop): the schema brought to the head
+    revision; the revision it was at (None: an empty database, or one from before
+    migrations)."""
     if connection.dialect.name == "postgresql":
         connection.execute(sa.text(f"SELECT pg_advisory_xact_lock({_ADVISORY_LOCK})"))
     revision = current(connection)
     if revision == head():
-        return
+        return revision
     if revision is None and not sa.inspect(connection).get_table_names():
         metadata.create_all(connection)
         _stamp_head(connection)
-        return
+        return None
     if not migrate:
         raise ConfigError(
             f"the database schema is at revision {revision or '(before migrations)'}, this "
             f"toolwire needs {head()}: run `toolwire db upgrade` (or start without --no-migrate)"
         )
     upgrade(connection)
+    return revision
 
 
 def _stamp_head(connection: sa.Connection) -> None:

@@ -4,9 +4,12 @@ response's final transaction, read back when the same owner continues it
 
 from __future__ import annotations
 
+from functools import partial
+
 import sqlalchemy as sa
 
 from toolwire.store.database import Store
+from toolwire.store.engine import scalar
 from toolwire.store.owner import Owner, owner_key
 from toolwire.store.tables import sealed_tools
 
@@ -21,13 +24,9 @@ def keep_in(response_id: str, owner: Owner, sealed: str, connection: sa.Connecti
 
 async def read(store: Store, response_id: str, owner: Owner) -> str | None:
     """The owner's sealed tools of `response_id`, if any (another owner's are never found)."""
-    async with store.engine.connect() as connection:
-        token = (
-            await connection.execute(
-                sa.select(sealed_tools.c.sealed).where(
-                    sealed_tools.c.response_id == response_id,
-                    sealed_tools.c.owner == owner_key(owner),
-                )
-            )
-        ).scalar()
+    query = sa.select(sealed_tools.c.sealed).where(
+        sealed_tools.c.response_id == response_id,
+        sealed_tools.c.owner == owner_key(owner),
+    )
+    token = await store.read(partial(scalar, query))
     return None if token is None else str(token)

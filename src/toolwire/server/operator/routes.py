@@ -36,7 +36,7 @@ class OperatorWing:
             return Response(body, media_type=content_type)
 
         runtime = self.runtime
-        ui = ui_routes(runtime.timelines, runtime.store, runtime.upstream.name)
+        ui = ui_routes(runtime.store, runtime.upstream.name)
         return [Route("/metrics", metrics, methods=["GET"]), *ui]
 
     def request_observer(self) -> RequestObserver:

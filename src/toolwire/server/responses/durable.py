@@ -43,7 +43,6 @@ from toolwire.server.responses.draft import ResponseDraft
 from toolwire.server.responses.prepare.preparer import Prepared, Resumption, request_body
 from toolwire.server.responses.record import ResponseRecorder, resumable
 from toolwire.store.database import Store
-from toolwire.store.notify import Listener
 from toolwire.store.records import QueuedRequest
 from toolwire.store.runs import TERMINAL, Job, RunChange, host_key
 from toolwire.wire import responses as wire
@@ -118,7 +117,7 @@ class Replica:
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._runner: JobRunner | None = None
-        self._listener = Listener(store.engine, lambda _payload: self.wake())
+        self._listener = store.listener(lambda _payload: self.wake())
 
     async def start(self, runner: JobRunner) -> None:
         """Register, sweep what dead replicas left, then keep the lease and take jobs."""

@@ -22,7 +22,6 @@ from functools import partial
 from typing import Any, TypeVar
 
 import orjson
-import sqlalchemy as sa
 
 from toolwire.errors import ConflictingWrite, StopReason, StoreError
 from toolwire.loop.compaction import CompactionCodec
@@ -35,6 +34,8 @@ from toolwire.server.responses.prepare.approval_tools import seal as seal_tools
 from toolwire.server.responses.prepare.item_ids import is_duplicate_key, taken_item
 from toolwire.server.responses.prepare.preparer import Prepared
 from toolwire.store.database import Store, add_items_in
+from toolwire.store.engine import Connection, Job
+from toolwire.store.failures import transient
 from toolwire.store.runs import RunChange
 from toolwire.store.sealed_tools import keep_in as keep_sealed_in
 from toolwire.store.timelines import TimelineStore
@@ -110,7 +111,7 @@ class ResponseRecorder:
         return record
 
     def _save_timeline(
-        self, prepared: Prepared, timeline: Timeline, fresh: bool, connection: sa.Connection
+        self, prepared: Prepared, timeline: Timeline, fresh: bool, connection: Connection
     ) -> None:
         """In the response's final transaction (one commit). A lost timeline must lose no
         answer: the entries are checked to serialize first (the one way they could fail), and
@@ -145,7 +146,7 @@ class ResponseRecorder:
         *,
         stored: bool = True,
         start_written: bool = True,
-        also: Callable[[sa.Connection], None] | None = None,
+        also: Job[None] | None = None,
     ) -> None:
         """`stored`: the response was stored when it started (it holds a lease to release);
         else this is its first and only write. `start_written`: that first write finished; a
@@ -207,7 +208,7 @@ class ResponseRecorder:
         run: RunChange | None = None,
         finished: bool = False,
         fresh: bool = False,
-        also: Callable[[sa.Connection], None] | None = None,
+        also: Job[None] | None = None,
         conversation: bool = True,
     ) -> bool:
         """The response's write, in one transaction: its row (`fresh`: the first write, an
@@ -219,7 +220,7 @@ class ResponseRecorder:
         output = body["output"]
         conversation_id = request.conversation_id
         ended = body["status"] not in ("queued", "in_progress")
-        writes: list[Callable[[sa.Connection], object]] = []
+        writes: list[Job[object]] = []
         if conversation and conversation_id is not None and ended:
             new_items = prepared.input_items + output
             writes.append(
@@ -232,7 +233,7 @@ class ResponseRecorder:
         if also is not None:
             writes.append(also)
 
-        def more(connection: sa.Connection) -> None:
+        def more(connection: Connection) -> None:
             for write in writes:
                 write(connection)
 
@@ -292,16 +293,6 @@ def resumable(output: list[Item]) -> list[Item]:
                 item["status"] = "incomplete"
         kept.append(item)
     return kept
-
-
-def transient(exc: BaseException) -> bool:
-    """A database failure that may pass (a server restarting, a lock held too long, a dropped
-    connection), as opposed to a write the database refuses (a constraint) or a bug."""
-    if isinstance(exc, sa.exc.DBAPIError):
-        return exc.connection_invalidated or isinstance(
-            exc, sa.exc.OperationalError | sa.exc.InterfaceError
-        )
-    return isinstance(exc, OSError | TimeoutError)
 
 
 async def retrying(
