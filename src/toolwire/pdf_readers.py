@@ -19,6 +19,9 @@ from __future__ import annotations
 
 import asyncio
 import multiprocessing
+import os
+import threading
+import time
 from collections.abc import Iterator
 from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -89,8 +92,24 @@ def _process_pool() -> ProcessPoolExecutor:
     copy a lock another thread holds)."""
     global _processes
     if _processes is None:
-        _processes = ProcessPoolExecutor(READERS, mp_context=multiprocessing.get_context("spawn"))
+        _processes = ProcessPoolExecutor(
+            READERS, mp_context=multiprocessing.get_context("spawn"), initializer=_watch_parent
+        )
     return _processes
+
+
+def _watch_parent() -> None:
+    """In a worker process: exit once the server that started it is gone. A worker holds both
+    ends of its task queue, so a server killed (or gone without shutting its pool down) would
+    otherwise leave it waiting forever."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(1)
+        os._exit(0)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
 
 
 def _discard(pool: ProcessPoolExecutor) -> None:
