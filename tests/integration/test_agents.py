@@ -66,6 +66,8 @@ class Agent:
     run: Callable[[str], Call]
     gave_up: tuple[str, ...]
     """What it shows when toolwire gives up on a stuck leak (each must appear)."""
+    after: tuple[str, ...] = ()
+    """A command (after the binary) to run once the agent is done: what it leaves running."""
 
     @property
     def binary(self) -> Path:
@@ -181,6 +183,8 @@ AGENTS = {
         edit=lambda path, old, new: ("editor", {"path": path, "old_text": old, "new_text": new}),
         run=lambda command: ("run_commands", {"commands": [command]}),
         gave_up=("error:", f"the model {GAVE_UP}"),
+        # a run starts a hub daemon on loopback that outlives it: stopped, as the CLI stops it
+        after=("hub", "stop"),
     ),
 }
 
@@ -208,15 +212,20 @@ def run_agent(
     home, work = tmp_path / "home", tmp_path / "work"
     home.mkdir(exist_ok=True)
     command, env = agent.configure(binary, home, gateway.base_url.removesuffix("/v1"))
-    return subprocess.run(
-        [*command, prompt],
-        cwd=work,
-        env={"PATH": os.environ["PATH"], "HOME": str(home), "NO_COLOR": "1", **env},
-        capture_output=True,
-        text=True,
-        timeout=90,
-        stdin=subprocess.DEVNULL,
-    )
+    env = {"PATH": os.environ["PATH"], "HOME": str(home), "NO_COLOR": "1", **env}
+    try:
+        return subprocess.run(
+            [*command, prompt],
+            cwd=work,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=90,
+            stdin=subprocess.DEVNULL,
+        )
+    finally:
+        if agent.after:
+            subprocess.run([str(binary), *agent.after], cwd=work, env=env, timeout=60)
 
 
 def _split(call: Call, call_id: str) -> tuple[str, list[str], str]:
