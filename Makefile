@@ -93,16 +93,17 @@ serve: $(RUNTIME)
 	  $(if $(PORT),--port $(PORT))
 
 # The client tests drive the real Codex CLI, opencode, the AI SDK and openai-node, Claude Code,
-# pi-coding-agent, qwen-code (with the Node 22 it asks for, from npm) and the Cline CLI:
-# installed once, pinned, into .tools/ (needs npm; without it those tests skip and say why).
-# crush is not among them: its npm package downloads its binary from GitHub at install time
-# (docs/clients.md).
+# pi-coding-agent, Gemini CLI, qwen-code (with the Node 22 it asks for, from npm) and the Cline
+# CLI: installed once, pinned, into .tools/ (needs npm; without it those tests skip and say
+# why). crush is not among them: its npm package downloads its binary from GitHub at install
+# time (docs/clients.md).
 clients:
 	@.ci/install-codex
 	@.ci/install-opencode
 	@.ci/install-aisdk
 	@.ci/install-claude-code
 	@.ci/install-pi
+	@.ci/install-gemini-cli
 	@.ci/install-qwen-code
 	@.ci/install-cline
 

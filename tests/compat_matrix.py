@@ -39,6 +39,7 @@ FEATURES = (
 #: agent -> (its install script, the variable `make clients-latest` points at the newest one)
 AGENTS = {
     "Claude Code": ("install-claude-code", "TOOLWIRE_CLAUDE_CODE"),
+    "Gemini CLI": ("install-gemini-cli", "TOOLWIRE_GEMINI_CLI"),
     "Codex CLI": ("install-codex", "TOOLWIRE_CODEX"),
     "opencode": ("install-opencode", "TOOLWIRE_OPENCODE"),
     "pi-coding-agent": ("install-pi", "TOOLWIRE_PI"),

@@ -25,6 +25,7 @@ from toolwire.demo_tools import ALL as DEMO_TOOLS
 from toolwire.loop.state import LoopSettings
 from toolwire.runtime import Runtime
 from toolwire.server.app import create_app
+from toolwire.server.gemini.translate import GeminiSettings
 from toolwire.server.main import compose
 from toolwire.server.messages.translate import MessagesSettings
 from toolwire.server.responses.service import ResponsesService
@@ -67,11 +68,12 @@ async def app_gateway(
     settings: LoopSettings | None = None,
     upstream_transport: httpx.AsyncBaseTransport | None = None,
     messages: MessagesSettings | None = None,
+    gemini: GeminiSettings | None = None,
     **adapter_options: Any,
 ) -> AsyncIterator[AppGateway]:
     """`db`: a SQLite file, or None for an in-memory database. `upstream_transport` replaces the transport to the scripted upstream (e.g. one that
     holds the upstream's answer until the test lets it go); `messages`: the Anthropic door's
-    settings (model names, context window); `adapter_options` are
+    settings (model names, context window), `gemini` the Gemini door's; `adapter_options` are
     `ChatCompletionsConfig` fields (defaults as the integration gateway: one retry)."""
     options: dict[str, Any] = {"max_retries": 1, "initial_backoff": 0.01, "max_backoff": 0.02}
     options.update(adapter_options)
@@ -86,7 +88,7 @@ async def app_gateway(
         server_tools=list(tools),
         loop_settings=settings or LoopSettings(),
     )
-    app = create_app(runtime, messages=messages)
+    app = create_app(runtime, messages=messages, gemini=gemini)
     service: ResponsesService = app.state.responses
     transport = StreamingASGITransport(app)
     http = httpx.AsyncClient(transport=transport, base_url=BASE)
@@ -107,6 +109,24 @@ async def app_gateway(
         await http.aclose()
         await runtime.aclose()  # MCP sessions, the upstream stack
         await store.close()
+
+
+def websocket_scope(path: str = "/v1/responses") -> dict[str, Any]:
+    """The ASGI scope of a WebSocket a client on loopback opens (tests drive the app with it
+    as raw ASGI, to see exactly what the server takes from the socket and sends)."""
+    return {
+        "type": "websocket",
+        "asgi": {"version": "3.0"},
+        "scheme": "ws",
+        "path": path,
+        "raw_path": path.encode(),
+        "root_path": "",
+        "query_string": b"",
+        "headers": [(b"host", b"127.0.0.1")],
+        "client": ("127.0.0.1", 50000),
+        "server": ("127.0.0.1", 80),
+        "subprotocols": [],
+    }
 
 
 def sse_events(raw: bytes) -> list[dict[str, Any]]:

@@ -260,6 +260,14 @@ def serve(
             "upstream model, e.g. sonnet=qwen3-coder; repeatable",
         ),
     ] = [],  # noqa: B006
+    gemini_model: Annotated[
+        list[str],
+        typer.Option(
+            "--gemini-model",
+            help="on /v1beta/models/...: requested name or family (pro, flash, flash-lite, "
+            "default) = upstream model, e.g. flash=qwen3-coder; repeatable",
+        ),
+    ] = [],  # noqa: B006
     context_window: Annotated[
         int | None,
         typer.Option(help="the upstream's context window in tokens (default: asked of it)"),
@@ -303,6 +311,7 @@ def serve(
         "log_format": log_format,
         "migrate": False if no_migrate else None,
         "anthropic_models": anthropic_model,
+        "gemini_models": gemini_model,
         "context_window": context_window,
     }
     try:

@@ -65,5 +65,9 @@ def test_request_bodies_come_from_the_validating_models() -> None:
             for status, answer in op["responses"].items():
                 if status != "200":
                     schema = answer["content"]["application/json"]["schema"]
-                    shape = "AnthropicError" if path.startswith("/v1/messages") else "ErrorResponse"
+                    shape = "ErrorResponse"
+                    if path.startswith("/v1/messages"):
+                        shape = "AnthropicError"
+                    elif path.startswith(("/v1beta/", "/v1/models/")):
+                        shape = "GeminiError"
                     assert schema == {"$ref": f"#/components/schemas/{shape}"}, (path, method)

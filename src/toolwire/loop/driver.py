@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import secrets
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Coroutine
 from typing import Any, Literal
 
 import orjson
@@ -68,6 +68,7 @@ from toolwire.loop.events import (
     ToolListingFinished,
     ToolListingStarted,
 )
+from toolwire.loop.fitting import Fitting, Misfits
 from toolwire.loop.holdback import Holdback
 from toolwire.loop.state import (
     AwaitApproval,
@@ -146,14 +147,16 @@ def caller_problem(request: LoopRequest, call: ToolCall) -> str | None:
     return None if call.ok else (call.parse_error or "arguments are not a JSON object")
 
 
-def find_leak(text: str, reasoning: str) -> tuple[leaks.LeakMatch, bool] | None:
-    """A leaked call at the end of the visible text, or of the reasoning if nothing is
-    visible (True: found in the reasoning)."""
-    match = leaks.detect_leak(text)
+def find_leak(
+    text: str, reasoning: str, names: Collection[str] | None = None
+) -> tuple[leaks.LeakMatch, bool] | None:
+    """Leaked calls in the visible text, or in the reasoning if nothing is visible (True:
+    found in the reasoning). `names`: the declared tools (`leaks.detect_leak`)."""
+    match = leaks.detect_leak(text, names)
     if match is not None:
         return match, False
     if not text.strip() and reasoning:
-        match = leaks.detect_leak_in_reasoning(reasoning, text)
+        match = leaks.detect_leak_in_reasoning(reasoning, text, names)
         if match is not None:
             return match, True
     return None
@@ -259,6 +262,8 @@ class _Run:
             request.tools, limits=driver.limits, max_concurrency=self.settings.max_concurrent_tools
         )
         self.client_names = {spec.name for spec in request.client_tools}
+        self.fitting = Fitting(request, self.executor.tools, driver.upstream)
+        """Calls checked against their tools' schemas (`loop/fitting.py`)."""
         self.judged: dict[int, tuple[ToolCall, str | None]] = {}
         """Caller-tool calls already judged (`judge_calls`), by identity: ids may repeat."""
         self.replay: tuple[list[ModelEvent], BaseException | None] | None = None
@@ -383,8 +388,8 @@ class _Run:
         """Where a call that just began streaming goes, if it may be shown live: a caller's
         function, or a server tool whose calls never wait for approval (one that might must
         first be judged on its final arguments)."""
-        if self.state.tools_exhausted:
-            return None
+        if self.state.tools_exhausted or not self.fitting.streams_live(name):
+            return None  # judged first (`loop/fitting.py`), then sent whole
         tool = self.executor.tools.get(name)
         if tool is None:
             return (CallTarget.CALLER, "") if name in self.client_names else None
@@ -450,7 +455,9 @@ class _Run:
             source = turn_batches(self.upstream, turn)
         else:
             source = _replayed(*replay)
-        held = Holdback(hold_all=bool(state.leak_prose))
+        names = self.declared_names()
+        held = Holdback(hold_all=bool(state.leak_prose), names=names)
+        thinking = Holdback(names=names)  # calls written in the reasoning are leaks too
         turn_work = Slice()  # the hold-back's judging must not hold the event loop
         text: list[str] = []
         reasoning: list[str] = []
@@ -464,16 +471,20 @@ class _Run:
                 for event in batch:
                     if isinstance(event, TextDelta):
                         text.append(event.text)
-                        shown = held.feed(event.text)
+                        if thinking.holding and event.text.strip():
+                            # the answer began: the reasoning's calls are no leaks any more
+                            self.emit(ReasoningTextDelta(thinking.release()))
+                        shown = await held.take(event.text, turn_work)
                         if shown:
                             self.emit(OutputTextDelta(shown))
-                        await turn_work.tick()
                     elif isinstance(event, ToolCallArgumentsDelta):
                         if event.key in live:
                             self.emit(CallArgumentsDelta(event.key, event.delta))
                     elif isinstance(event, ReasoningDelta):
                         reasoning.append(event.text)
-                        self.emit(ReasoningTextDelta(event.text))
+                        thought = await thinking.take(event.text, turn_work)
+                        if thought:
+                            self.emit(ReasoningTextDelta(thought))
                     elif isinstance(event, ToolCallStarted):
                         target = self.live_target(event.name)
                         if target is not None:
@@ -516,7 +527,19 @@ class _Run:
             else:
                 leak = self.find_leak(full_text, full_reasoning)
             if leak is not None:
+                in_reasoning = leak[1]
+                if thinking.holding:  # the reasoning before a call in it, or all of it
+                    upto = leak[0].start if in_reasoning else None
+                    self.emit(ReasoningTextDelta(thinking.release(upto)))
                 return self.on_leak(full_text, full_reasoning, leak, held, usage)
+        if thinking.holding:  # no leak in it: the reasoning held back goes out whole
+            self.emit(ReasoningTextDelta(thinking.release()))
+
+        if calls:  # calls that fit their tools: repaired in place, or re-asked
+            misfits = self.fitting.judge(calls, self.emit)
+            if misfits:
+                turn_end = (full_text, full_reasoning, finish_reason)
+                return self.reask_misfits(turn_end, calls, misfits, held, usage)
 
         shown = held.release()
         if shown and not self.repeats_leak_prose(shown):
@@ -541,6 +564,30 @@ class _Run:
         if finish_reason == "content_filter":
             return Finish(RunOutcome(StopReason.CONTENT_FILTER, "the upstream filtered the answer"))
         return Finish(RunOutcome(StopReason.ANSWERED))
+
+    def reask_misfits(
+        self,
+        turn_end: tuple[str, str, str],
+        calls: list[ToolCall],
+        misfits: Misfits,
+        held: Holdback,
+        usage: Usage,
+    ) -> NextAction:
+        """Re-ask a turn whose calls do not fit their tools (`loop/fitting.py`): the model
+        reads its turn back with an error result for each call; sinks see a turn without
+        calls, so nothing of them reaches the client."""
+        text, reasoning, finish_reason = turn_end
+        state = self.state
+        shown = held.release()
+        if shown and not self.repeats_leak_prose(shown):
+            self.emit(OutputTextDelta(shown))
+        state.transcript.append(AssistantMessage(text, calls, reasoning))
+        state.transcript.extend(
+            self.fitting.reask(calls, misfits, self.executor.error, self.rejection_of)
+        )
+        state.leak_prose = state.leak_prose or text.strip()  # the retry's prose is shown once
+        self.emit(ModelTurnCompleted(AssistantMessage(text, [], reasoning), finish_reason, usage))
+        return CallModel()
 
     # -- compaction (`context_management`) ------------------------------------------------
 
@@ -584,12 +631,17 @@ class _Run:
 
     # -- leaks ----------------------------------------------------------------------------
 
+    def declared_names(self) -> set[str]:
+        """The tools a model call offers by name: a call written as text with prose after it
+        is a leak only if it calls one of them (`leaks.standalone`)."""
+        return {*self.executor.tools, *self.client_names}
+
     def find_leak(self, text: str, reasoning: str) -> tuple[leaks.LeakMatch, bool] | None:
-        """A leaked call at the end of the visible text, or of the reasoning if nothing is
-        visible. Only when tools were on offer: otherwise there is nothing to call."""
+        """Leaked calls in the visible text, or in the reasoning if nothing is visible. Only
+        when tools were on offer: otherwise there is nothing to call."""
         if not self.executor.tools and not self.request.client_tools:
             return None
-        return find_leak(text, reasoning)
+        return find_leak(text, reasoning, self.declared_names())
 
     def on_leak(
         self,
@@ -743,6 +795,10 @@ class _Run:
         else:
             parts.append(f"Available tools: {available}")
         return " ".join(parts)
+
+    def rejection_of(self, call: ToolCall) -> str | None:
+        """`rejection(call)` for a call that cannot run at all; None for one that can."""
+        return self.rejection(call) if self.plan(call).target is CallTarget.REJECTED else None
 
     def needs_decision(self, call: ToolCall) -> bool:
         tool = self.executor.tools.get(call.name)

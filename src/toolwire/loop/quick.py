@@ -9,7 +9,8 @@ with (observers see the same model call, tokens, returned calls and outcome they
 
 The moment the turn needs the driver (a call that must be re-asked because its name or
 arguments are wrong, a tool call leaked into the text, an upstream error, an adapter failure),
-it hands over: `LoopDriver.take_over` replays the turn already received and goes on exactly as
+it hands over (a call to repair or re-ask against its tool's schema included):
+`LoopDriver.take_over` replays the turn already received and goes on exactly as
 a run that had started in the driver, with no second model call for the same turn. Which
 requests qualify (`eligible`) is narrow on purpose: no server-side tools, MCP servers,
 approvals, resumed calls or context management, and a non-streaming turn.
@@ -40,6 +41,7 @@ from toolwire.loop.events import (
     ReasoningTextDelta,
     ToolCallsReturned,
 )
+from toolwire.loop.fitting import Fitting
 from toolwire.loop.state import LoopRequest, LoopState, RunOutcome
 from toolwire.transcript import AssistantMessage, SystemMessage, ToolCall, Transcript
 from toolwire.upstream.base import TurnRequest
@@ -138,19 +140,22 @@ async def run_single_turn(driver: LoopDriver, request: LoopRequest, sink: Sink) 
     full_reasoning = "".join(reasoning)
     names = {spec.name for spec in tools}
     declared = request.caller_tools
+    fitting = Fitting(request, {}, driver.upstream)
     if any(
         call.name not in names
         # a grammar's check is CPU-bound in the model's text: the driver judges it in slices
         or (declared is not None and getattr(declared.get(call.name), "syntax", None) is not None)
         or caller_problem(request, call)
+        or not fitting.untouched(call)  # to be repaired or re-asked (`loop/fitting.py`)
         for call in calls
     ):
         return await driver.take_over(request, observed, events)  # to be re-asked
     if not calls and finish_reason != "length" and request.settings.leak_mode != "off" and tools:
         if len(full_text) + len(full_reasoning) > OFF_LOOP_LEAK_CHECK_CHARS:
-            leak = await asyncio.to_thread(find_leak, full_text, full_reasoning)  # off the loop
+            # off the loop
+            leak = await asyncio.to_thread(find_leak, full_text, full_reasoning, names)
         else:
-            leak = find_leak(full_text, full_reasoning)
+            leak = find_leak(full_text, full_reasoning, names)
         if leak is not None:
             return await driver.take_over(request, observed, events)  # retried or salvaged
     state.usage.add(usage)

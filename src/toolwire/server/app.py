@@ -2,8 +2,8 @@
 
 Each wing registers its own routes, error shape and `/openapi.json` rows; this module only puts
 them side by side: `responses/` (Responses, Conversations, compaction, WebSocket mode), `chat/`,
-`messages/` (Anthropic), `operator/` (`/metrics`, `/ui`) and the routes every app serves
-(`http/root.py`). The routes parse no model output: the driver does.
+`messages/` (Anthropic), `gemini/` (Google's Gemini API), `operator/` (`/metrics`, `/ui`) and
+the routes every app serves (`http/root.py`). The routes parse no model output: the driver does.
 """
 
 from __future__ import annotations
@@ -23,6 +23,8 @@ from toolwire.runtime import Runtime
 from toolwire.server.chat.routes import ChatWing
 from toolwire.server.gate.limits import read_limited_json
 from toolwire.server.gate.security import Security, middleware
+from toolwire.server.gemini.routes import GeminiDoor
+from toolwire.server.gemini.translate import GeminiSettings
 from toolwire.server.http.errors import toolwire_error_handler, unexpected_error_handler
 from toolwire.server.http.fallback import http_error_handler
 from toolwire.server.http.root import root_routes
@@ -40,6 +42,7 @@ def create_app(
     messages: MessagesSettings | None = None,
     durability: DurabilitySettings | None = None,
     observability: Observability | None = None,
+    gemini: GeminiSettings | None = None,
 ) -> Starlette:
     """The app, behind the gate (`server/gate/security.py`): with the default `Security()`,
     keys are checked whenever the store holds one, Origin and Host are checked as for a
@@ -56,11 +59,13 @@ def create_app(
     responses = ResponsesWing(runtime, limits=limits, read_json=read_json, durability=durability)
     chat = ChatWing(runtime, read_json=read_json)
     anthropic = MessagesDoor(runtime, settings=messages or MessagesSettings(), read_json=read_json)
+    google = GeminiDoor(runtime, settings=gemini or GeminiSettings(), read_json=read_json)
     routes: list[BaseRoute] = [
         *responses.routes(),
         *chat.routes(),
         *anthropic.routes(),
-        *root_routes(runtime.upstream, [anthropic.model_list()]),
+        *google.routes(),
+        *root_routes(runtime.upstream, [anthropic.model_list(), google.model_list()]),
     ]
     observer = None
     if observability is not None:

@@ -22,6 +22,7 @@ from toolwire.server.app import create_app
 from toolwire.server.gate.limits import Limits
 from toolwire.server.gate.quotas import QuotaUpstream
 from toolwire.server.gate.security import startup_security
+from toolwire.server.gemini.translate import GeminiSettings
 from toolwire.server.messages.translate import MessagesSettings
 from toolwire.server.responses.durable import DurabilitySettings
 from toolwire.server.responses.prepare.mcp_tools import configured_server
@@ -194,6 +195,7 @@ async def build_app(config: ServerConfig) -> Starlette:
             reasoning_replay=config.upstream_reasoning_replay if config.upstream else "off",
             idle_timeout=config.upstream_idle_timeout,
             fallback_seconds=config.upstream_fallback_seconds,
+            strict_tools=config.strict_tools,
         )
     )
     for server in config.mcp_servers:
@@ -213,6 +215,8 @@ async def build_app(config: ServerConfig) -> Starlette:
         loop_settings=LoopSettings(
             leak_mode=config.leaked_calls,
             leak_retries=config.leak_retries,
+            check_arguments=config.check_tool_arguments,
+            argument_retries=config.argument_retries,
             max_iterations=config.max_iterations,
             deadline=config.response_deadline or None,
         ),
@@ -223,16 +227,17 @@ async def build_app(config: ServerConfig) -> Starlette:
         observe=observability.observe,
         closers=[store.close, *shutdown, observability.shutdown],
     )
+    window = config.context_window or (None if config.upstream else config.local_n_ctx)
     app = create_app(
         runtime,
         security=security,
         messages=MessagesSettings(
             models=config.anthropic_models,
             ping_interval=config.anthropic_ping_interval,
-            context_window=config.context_window
-            or (None if config.upstream else config.local_n_ctx),
+            context_window=window,
             web=web,
         ),
+        gemini=GeminiSettings(models=config.gemini_models, context_window=window),
         durability=DurabilitySettings(
             heartbeat_seconds=config.lease_heartbeat_seconds,
             lease_seconds=config.lease_seconds,

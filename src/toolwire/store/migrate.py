@@ -106,10 +106,8 @@ def ensure_schema(connection: sa.Connection, *, migrate: bool = True) -> None:
     if revision == head():
         return
     if revision is None and not sa.inspect(connection).get_table_names():
-        from alembic.runtime.migration import MigrationContext
-
         metadata.create_all(connection)
-        MigrationContext.configure(connection).stamp(_script(), "head")
+        _stamp_head(connection)
         return
     if not migrate:
         raise ConfigError(
@@ -117,6 +115,20 @@ def ensure_schema(connection: sa.Connection, *, migrate: bool = True) -> None:
             f"toolwire needs {head()}: run `toolwire db upgrade` (or start without --no-migrate)"
         )
     upgrade(connection)
+
+
+def _stamp_head(connection: sa.Connection) -> None:
+    """Record the head revision in a new database as Alembic's `stamp` does (its version table,
+    as Alembic creates it), without importing Alembic: a server started on a fresh database
+    would otherwise hold it (~8 MB of its RSS, benchmarks/STACK.md) for the rest of its life."""
+    version = sa.Table(
+        "alembic_version",
+        sa.MetaData(),
+        sa.Column("version_num", sa.String(32), nullable=False),
+        sa.PrimaryKeyConstraint("version_num", name="alembic_version_pkc"),
+    )
+    version.create(connection)
+    connection.execute(version.insert().values(version_num=head()))
 
 
 def upgrade(connection: sa.Connection, target: str = "head") -> None:

@@ -289,7 +289,9 @@ def _row(row: Any, entries: list[TimelineEntry]) -> UiResponseRow:
     count: SavedCounts = {"repairs": 0, "leaks": 0, "retries": 0, "refused": 0}
     for entry in entries:
         kind = entry.get("type")
-        if kind == "repair":
+        if kind in ("repair", "arguments_repaired") or (
+            kind == "arguments_misfit" and entry.get("action") == "retry"
+        ):
             count["repairs"] += 1
         elif kind == "leak":
             count["leaks"] += 1

@@ -53,12 +53,12 @@ async def http_error_handler(request: Request, exc: Exception) -> Response:
             f"allowed: {', '.join(allowed)}."
         )
         error = RouteError(message, code="method_not_allowed", status=405)
-        status, body = shape_for(request.url.path)(error)
+        status, body = shape_for(request.url.path, request.scope)(error)
         return JSONResponse(body, status_code=status, headers=headers)
     else:
         message = str(exc.detail)
     if status in (204, 304):
         return Response(status_code=status, headers=exc.headers)
     error = RouteError(message, code=_CODES.get(status, "http_error"), status=status)
-    status, body = shape_for(request.url.path)(error)
+    status, body = shape_for(request.url.path, request.scope)(error)
     return JSONResponse(body, status_code=status, headers=exc.headers)

@@ -13,6 +13,7 @@ the OpenAI shape (`ErrorResponse`).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -38,6 +39,7 @@ ERROR_STATUSES: dict[int, str] = {
     429: "The upstream model server is rate limiting.",
     500: "An internal error (a bug: please report it).",
     502: "The upstream model server failed.",
+    503: "The upstream model server failed or is unavailable (the Gemini door's status for it).",
     504: "The upstream model server did not answer in time.",
     529: "The upstream model server is overloaded (Anthropic's status for it).",
 }
@@ -149,7 +151,8 @@ class ApiSpec:
                 "description": (
                     "An OpenAI-compatible agent gateway. Errors are "
                     '`{"error": {"message", "type", "param", "code"}}`, except on the '
-                    "Anthropic door (`/v1/messages`), where they are Anthropic's shape."
+                    "Anthropic door (`/v1/messages`) and the Gemini door (`/v1beta/...`, "
+                    "`/v1/models/...`), where they are Anthropic's and Google's shapes."
                 ),
                 "license": {"name": "Apache-2.0", "identifier": "Apache-2.0"},
             },
@@ -239,11 +242,12 @@ def _operation(op: Operation, ref: Any, error_ref: dict[str, object]) -> dict[st
 
 
 def served_operations(routes: list[Any]) -> frozenset[tuple[str, str]]:
-    """(method, path) of each plain route an app serves (`HEAD` is implied by `GET`)."""
+    """(method, path) of each plain route an app serves (`HEAD` is implied by `GET`); a typed
+    path parameter (`{model:gemini_model}`) is documented by its name alone."""
     from starlette.routing import Route
 
     return frozenset(
-        (method.lower(), route.path)
+        (method.lower(), re.sub(r"\{(\w+):\w+\}", r"{\1}", route.path))
         for route in routes
         if isinstance(route, Route)
         for method in route.methods or ()
@@ -252,7 +256,9 @@ def served_operations(routes: list[Any]) -> frozenset[tuple[str, str]]:
 
 
 def _path_names(path: str) -> list[str]:
-    return [part[1:-1] for part in path.split("/") if part.startswith("{") and part.endswith("}")]
+    """The path's parameters, also one followed by more text in its segment (Gemini's
+    `/models/{model}:generateContent`)."""
+    return re.findall(r"\{([^{}/]+)\}", path)
 
 
 API = ApiSpec()

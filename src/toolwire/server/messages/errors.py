@@ -13,7 +13,6 @@ from collections.abc import Mapping
 from starlette.responses import Response
 
 from toolwire.errors import ToolwireError, UpstreamError
-from toolwire.server.http.errors import error_response as shaped_response
 from toolwire.server.http.helpers import ORJSONResponse
 from toolwire.wire import anthropic
 
@@ -31,10 +30,6 @@ def anthropic_shape(error: ToolwireError) -> tuple[int, Mapping[str, object]]:
     """The door's error shape (registered for its paths with `http/errors.py`)."""
     status = status_of(error)
     return status, anthropic.error_body(status, error.message)
-
-
-def error_response(error: ToolwireError) -> Response:
-    return shaped_response(error, "/v1/messages")
 
 
 def unexpected_response(exc: Exception) -> Response:

@@ -10,9 +10,7 @@ makes Claude Code compact.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
-from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -29,13 +27,12 @@ from toolwire.pdf_readers import read_ahead
 from toolwire.runtime import Runtime
 from toolwire.server.gate.auth import owner_of
 from toolwire.server.gate.quotas import admit_tokens
-from toolwire.server.http.errors import register_error_shape
+from toolwire.server.http.errors import in_shape_of, register_error_shape
 from toolwire.server.http.helpers import ORJSONResponse, started, until_disconnected
 from toolwire.server.http.root import ModelListShape
 from toolwire.server.messages.errors import (
     anthropic_shape,
     error_frame,
-    error_response,
     unexpected_response,
 )
 from toolwire.server.messages.schemas import register as register_operations
@@ -52,25 +49,15 @@ from toolwire.server.messages.translate import (
     ThinkingSeal,
     translate,
 )
-from toolwire.upstream.base import TurnRequest
+from toolwire.upstream.window import UpstreamWindows, capped
 from toolwire.wire import anthropic
 
-Handler = Callable[[Request], Awaitable[Response]]
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _ORDER = {"thinking": 0, "text": 1, "tool_use": 2}
-LISTING_SECONDS = 300.0
 
 
-def anthropic_errors(handler: Handler) -> Handler:
-    async def guarded(request: Request) -> Response:
-        try:
-            return await handler(request)
-        except ToolwireError as exc:
-            return error_response(exc)
-        except Exception as exc:  # the door answers in its own shape, always
-            return unexpected_response(exc)
-
-    return guarded
+anthropic_errors = in_shape_of("/v1/messages")
+"""The door's handlers: every error in Anthropic's shape (registered in `routes`)."""
 
 
 class MessagesDoor:
@@ -92,7 +79,7 @@ class MessagesDoor:
         self.server_tools = runtime.server_tools
         self.read_json = read_json
         self._seal: ThinkingSeal | None = None
-        self._listing: tuple[float, list[dict[str, object]]] | None = None
+        self._windows = UpstreamWindows(runtime.upstream, settings.context_window)
 
     def routes(self) -> list[Route]:
         register_operations()  # the door in /openapi.json (schemas.py)
@@ -134,35 +121,15 @@ class MessagesDoor:
         )
 
     async def _prompt_tokens(self, request: LoopRequest) -> int:
-        tools = [tool.spec for tool in request.tools] + list(request.client_tools)
-        turn = TurnRequest(request.model, request.input, tools)
-        return await count_tokens(self.upstream, turn)
+        return await count_tokens(self.upstream, request.prompt_turn())
 
     async def count(self, request: Request) -> Response:
         call = await self._translate(request, counting=True)
         return ORJSONResponse({"input_tokens": await self._prompt_tokens(call.request)})
 
     async def _window(self, model: str) -> int | None:
-        """The configured window, else the one the upstream's `/v1/models` names for the model
-        (vLLM and SGLang: `max_model_len`; LM Studio, OpenRouter: `context_length`). The
-        listing is asked at most every `LISTING_SECONDS`, whatever names clients send."""
-        if self.settings.context_window is not None:
-            return self.settings.context_window
-        if self._listing is None or time.monotonic() - self._listing[0] > LISTING_SECONDS:
-            try:
-                listed = await self.upstream.list_models()
-            except ToolwireError:
-                listed = []
-            self._listing = (time.monotonic(), listed)
-        listed = self._listing[1]
-        entry = next((m for m in listed if m.get("id") == model), None)
-        if entry is None and len(listed) == 1:
-            entry = listed[0]
-        for key in ("max_model_len", "context_length", "context_window"):
-            value = (entry or {}).get(key)
-            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-                return value
-        return None
+        """The upstream's window for `model` (`upstream/window.py`)."""
+        return await self._windows.window(model)
 
     async def _fit(self, call: MessagesCall, prompt: int) -> None:
         """`max_tokens` within what the upstream's window leaves; a prompt that does not fit
@@ -174,10 +141,7 @@ class MessagesDoor:
             raise InvalidRequestError(
                 f"prompt is too long: {prompt} tokens > {window} maximum", param="messages"
             )
-        sampling = call.request.sampling
-        left = window - prompt
-        if sampling.max_output_tokens is not None and sampling.max_output_tokens > left:
-            call.request.sampling = replace(sampling, max_output_tokens=left)
+        call.request.sampling = capped(call.request.sampling, window - prompt)
 
     async def create(self, request: Request) -> Response:
         call = await self._translate(request)

@@ -11,7 +11,6 @@ the values known (`known_value`).
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -21,7 +20,7 @@ import orjson
 from toolwire.documents import DocumentError, decode_base64, pdf_text
 from toolwire.errors import InvalidRequestError
 from toolwire.loop.state import LoopRequest, LoopSettings
-from toolwire.sealed import Sealer, SealError
+from toolwire.sealed import ReasoningSeal
 from toolwire.server.http.compat import known_value, unknown_value
 from toolwire.server.messages.server_tools import server_tool_history
 from toolwire.tools.base import Tool
@@ -36,6 +35,7 @@ from toolwire.transcript import (
     UserMessage,
 )
 from toolwire.upstream.base import Sampling
+from toolwire.upstream.model_map import map_model
 from toolwire.wire.chat import ChatPart
 
 BILLING_PREFIX = "x-anthropic-billing-header"
@@ -105,43 +105,18 @@ class MessagesSettings:
     connection."""
 
     def upstream_model(self, requested: str, default: str | None) -> str:
-        if requested in self.models:
-            return self.models[requested]
-        lowered = requested.lower()
-        for tier in TIERS:
-            if tier in lowered and tier in self.models:
-                return self.models[tier]
-        return self.models.get("default") or default or requested
+        return map_model(requested, self.models, TIERS, default)
 
 
-class ThinkingSeal:
-    """Signatures of `thinking` blocks: the reasoning itself, sealed (Fernet) for the key that
-    asked, under a secret only the server holds. A block coming back in history is replayed
-    to the upstream from its signature, so a forged or altered block (or one signed for
-    another key, or by Anthropic) carries no reasoning: it is dropped, never replayed. With
-    `display: "omitted"` the text is not shown, yet still goes back to the upstream."""
+class ThinkingSeal(ReasoningSeal):
+    """Signatures of `thinking` blocks (`sealed.py` `ReasoningSeal`): a block coming back in
+    history is replayed to the upstream from its signature, so a forged or altered block (or
+    one signed for another key, or by Anthropic) carries no reasoning: it is dropped, never
+    replayed. With `display: "omitted"` the text is not shown, yet still goes back to the
+    upstream."""
 
     def __init__(self, secret: bytes) -> None:
-        self._sealer = Sealer(secret, label=b"toolwire anthropic thinking v1")
-
-    @staticmethod
-    def _owner(owner: str | None) -> str:
-        return hashlib.sha256((owner or "").encode()).hexdigest()[:32]
-
-    def sign(self, reasoning: str, owner: str | None) -> str:
-        return self._sealer.seal({"o": self._owner(owner), "r": reasoning})
-
-    def open(self, signature: Any, owner: str | None) -> str | None:
-        if not isinstance(signature, str) or not signature:
-            return None
-        try:
-            payload = self._sealer.open(signature)
-        except (SealError, UnicodeEncodeError):
-            return None
-        if not isinstance(payload, dict) or payload.get("o") != self._owner(owner):
-            return None
-        reasoning = payload.get("r")
-        return reasoning if isinstance(reasoning, str) else None
+        super().__init__(secret, label=b"toolwire anthropic thinking v1")
 
 
 @dataclass(slots=True)
