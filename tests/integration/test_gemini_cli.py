@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from tests.integration.conftest import Gateway, running_gateway
-from tests.integration.test_claude_code import call_chunks
+from tests.integration.test_claude_code import parallel_call_chunks
 from toolwire.testing import Reply
 from toolwire.testing.scripted import Turn
 
@@ -109,7 +109,15 @@ def run_gemini(
     )
 
 
-@pytest.mark.compat("Gemini CLI", "Gemini", "streaming", "tool use", "leaks recovered", "thinking")
+@pytest.mark.compat(
+    "Gemini CLI",
+    "Gemini",
+    "streaming",
+    "tool use",
+    "parallel calls",
+    "leaks recovered",
+    "thinking",
+)
 def test_gemini_cli_reads_edits_and_runs_through_quirks(
     gemini_gateway: Gateway, tmp_path: Path
 ) -> None:
@@ -121,13 +129,16 @@ def test_gemini_cli_reads_edits_and_runs_through_quirks(
     work.mkdir()
     notes = work / "notes.txt"
     notes.write_text("status: draft\n")
+    (work / "todo.txt").write_text("next: ship it\n")
     script.turns.extend(
         [
-            # 1. read_file, split oddly with the name repeated, after some reasoning
-            call_chunks(
-                "read_file",
-                ['{"file_', 'path": "notes', '.txt"}'],
-                "call_read",
+            # 1. two read_file calls in one turn, each split oddly with the name repeated,
+            # after some reasoning
+            parallel_call_chunks(
+                [
+                    ("read_file", ['{"file_', 'path": "notes', '.txt"}'], "call_read"),
+                    ("read_file", ['{"file_path"', ': "todo.txt"}'], "call_todo"),
+                ],
                 "First read the file.",
             ),
             # 2. replace, leaked as Hermes <tool_call> text
@@ -163,7 +174,8 @@ def test_gemini_cli_reads_edits_and_runs_through_quirks(
         if m["role"] == "assistant"
         for c in m.get("tool_calls", [])
     ]
-    assert calls == ["read_file", "replace", "run_shell_command"]  # the leaks came back as calls
+    # both reads ran; the leaks came back as calls
+    assert calls == ["read_file", "read_file", "replace", "run_shell_command"]
     first_turn = next(m for m in agent[1]["messages"] if m["role"] == "assistant")
     # the thoughtSignature Gemini CLI kept on the call (sealed here) came back as reasoning
     assert first_turn["reasoning_content"] == "First read the file."
@@ -172,4 +184,6 @@ def test_gemini_cli_reads_edits_and_runs_through_quirks(
         results[0]["tool_call_id"].endswith("call_read")
         and "status: draft" in results[0]["content"]
     )
+    assert results[1]["tool_call_id"].endswith("call_todo")
+    assert "next: ship it" in results[1]["content"]  # the second read, answered in turn
     assert any("status: final" in m["content"] for m in results), results
