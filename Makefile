@@ -93,9 +93,10 @@ serve: $(RUNTIME)
 	  $(if $(PORT),--port $(PORT))
 
 # The client tests drive the real Codex CLI, opencode, the AI SDK and openai-node, Claude Code,
-# pi-coding-agent and Gemini CLI:
-# installed once, pinned, into .tools/
-# (needs npm; without it those tests skip and say why).
+# pi-coding-agent, Gemini CLI, qwen-code (with the Node 22 it asks for, from npm) and the Cline
+# CLI: installed once, pinned, into .tools/ (needs npm; without it those tests skip and say
+# why). crush is not among them: its npm package downloads its binary from GitHub at install
+# time (docs/clients.md).
 clients:
 	@.ci/install-codex
 	@.ci/install-opencode
@@ -103,10 +104,12 @@ clients:
 	@.ci/install-claude-code
 	@.ci/install-pi
 	@.ci/install-gemini-cli
+	@.ci/install-qwen-code
+	@.ci/install-cline
 
-# The same client tests against the newest releases on npm (Claude Code, Codex CLI, Gemini
-# CLI), and what changed in their requests: .tools/latest/report.md (.ci/clients-latest; weekly in
-# .github/workflows/clients-latest.yml).
+# The same client tests against the newest releases on npm (every agent above), their
+# compatibility matrix, and what changed in Claude Code's and Codex's requests:
+# .tools/latest/report.md (.ci/clients-latest; weekly in .github/workflows/clients-latest.yml).
 clients-latest: $(STAMP)
 	@.ci/clients-latest
 

@@ -41,11 +41,17 @@ AGENTS = {
     "Claude Code": ("install-claude-code", "TOOLWIRE_CLAUDE_CODE"),
     "Gemini CLI": ("install-gemini-cli", "TOOLWIRE_GEMINI_CLI"),
     "Codex CLI": ("install-codex", "TOOLWIRE_CODEX"),
-    "opencode": ("install-opencode", ""),
-    "pi-coding-agent": ("install-pi", ""),
-    "qwen-code": ("install-qwen-code", ""),
-    "Cline CLI": ("install-cline", ""),
-    "crush": ("install-crush", ""),
+    "opencode": ("install-opencode", "TOOLWIRE_OPENCODE"),
+    "pi-coding-agent": ("install-pi", "TOOLWIRE_PI"),
+    "qwen-code": ("install-qwen-code", "TOOLWIRE_QWEN_CODE"),
+    "Cline CLI": ("install-cline", "TOOLWIRE_CLINE"),
+}
+#: What an agent has no way to ask a model server for: its cell reads "n/a" (with the reason
+#: below the table) instead of blank, which means "not tested".
+CANNOT_ASK = {
+    (agent, "web search"): "its web search, if it has one, runs in the agent itself (a search "
+    "API it calls), never through the model server"
+    for agent in ("opencode", "pi-coding-agent", "qwen-code", "Cline CLI")
 }
 
 
@@ -93,7 +99,8 @@ class Matrix:
             "shipped on npm, at the version shown) through toolwire's door in front of a "
             "chat-completions server with the quirks open model servers have (split and "
             "repeated deltas, calls at one index, arguments as objects, calls leaked as text). "
-            "✗: a test of that cell failed (named below); blank: not tested. `make test` "
+            "✗: a test of that cell failed (named below); n/a: the agent has no way to ask "
+            "for it (why below); blank: not tested. `make test` "
             "regenerates this page; `make clients-latest` runs the same tests on the newest "
             "releases.",
             "",
@@ -101,11 +108,15 @@ class Matrix:
             "|---|---|---|" + "---|" * len(FEATURES) + "---|",
         ]
         failures: list[str] = []
+        cannot: dict[str, str] = {}
         for agent, door in rows:
             marks = []
             for feature in FEATURES:
                 cell = self.cells.get((agent, door, feature))
-                if cell is None:
+                if cell is None and (agent, feature) in CANNOT_ASK:
+                    marks.append("n/a")
+                    cannot[f"{agent}, {feature}"] = CANNOT_ASK[agent, feature]
+                elif cell is None:
                     marks.append("")
                 elif cell.failed:
                     marks.append("✗")
@@ -114,6 +125,8 @@ class Matrix:
                     marks.append("✓")
             version = version_of(agent)
             lines.append(f"| {agent} | {version} | {door} | " + " | ".join(marks) + f" | {today} |")
+        if cannot:
+            lines += ["", "n/a:", "", *(f"- {cell}: {why}" for cell, why in cannot.items())]
         if failures:
             lines += ["", "Failed:", "", *failures]
         return "\n".join(lines) + "\n"

@@ -535,7 +535,7 @@ async def test_structured_output(gw: AppGateway) -> None:
             "toolConfig.functionCallingConfig.mode",
             "toolwire knows AUTO, MODE_UNSPECIFIED, VALIDATED, ANY, NONE",
         ),
-        (body(tools=[{"googleSearch": {}}]), "tools[0].googleSearch", "not served"),
+        (body(tools=[{"codeExecution": {}}]), "tools[0].codeExecution", "not served"),
         (
             with_read(
                 toolConfig={
@@ -739,3 +739,23 @@ async def test_model_mapping_listing_and_context_window() -> None:
         assert too_long.json()["error"]["message"].startswith("The input token count (")
         openai_list = await gw.http.get("/v1/models")
         assert openai_list.json()["object"] == "list"  # OpenAI's, without a Google key
+
+
+async def test_google_search_runs_in_the_loop_and_says_so_without_a_backend(
+    gw: AppGateway,
+) -> None:
+    """`googleSearch` (what Gemini CLI's google_web_search asks for) is served inside the loop
+    by the operator's search backend: the model is offered `web_search`. On a gateway without
+    one, its call is an error the model reads and can act on, not a failed request
+    (tests/integration/test_gemini_cli.py runs the search on a backend)."""
+    gw.upstream.add(
+        Reply(tool_calls=[("web_search", {"query": "toolwire"})]),
+        Reply(text="I cannot search here."),
+    )
+    answer = await generate(gw, body(tools=[{"googleSearch": {}}]))
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["candidates"][0]["content"]["parts"] == [{"text": "I cannot search here."}]
+    first, second = (r.body for r in gw.upstream.chat_requests)
+    assert "web_search" in [t["function"]["name"] for t in first["tools"]]
+    (result,) = [m["content"] for m in second["messages"] if m["role"] == "tool"]
+    assert "web search is not configured" in result, result

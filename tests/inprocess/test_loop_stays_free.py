@@ -23,6 +23,7 @@ that is not the subject here."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import time
 from typing import Any
@@ -232,3 +233,64 @@ async def _probe_health_until_done(gw: AppGateway, run: asyncio.Task[Any]) -> tu
         asks += 1
         assert health.status_code == 200
     return slowest, asks
+
+
+def _large_pdf(door: str) -> bytes:
+    """500 pages (all that is read of one PDF) of a few lines, distinct per door (the gateway
+    remembers a PDF it has read): ~1 s of pypdf's pure-Python parsing on an idle core."""
+    from tests.pdfs import make_pdf
+
+    lines = "\n".join(["Costs fell in every region but one.", "Margins held."] * 2)
+    return make_pdf([f"{door} report, page {n}: revenue grew {n}%\n{lines}" for n in range(1, 501)])
+
+
+def _pdf_request(door: str, pdf: bytes) -> tuple[str, dict[str, Any]]:
+    data = base64.b64encode(pdf).decode()
+    if door == "messages":
+        document = {
+            "type": "document",
+            "source": {"type": "base64", "media_type": "application/pdf", "data": data},
+        }
+        content = [document, {"type": "text", "text": "Summarize."}]
+        return "/v1/messages", {
+            "model": "m",
+            "max_tokens": 100,
+            "messages": [{"role": "user", "content": content}],
+        }
+    url = f"data:application/pdf;base64,{data}"
+    if door == "responses":
+        part = {"type": "input_file", "filename": "report.pdf", "file_data": url}
+        return "/v1/responses", {"model": "m", "input": [{"role": "user", "content": [part]}]}
+    part = {"type": "file", "file": {"filename": "report.pdf", "file_data": url}}
+    return "/v1/chat/completions", {"model": "m", "messages": [{"role": "user", "content": [part]}]}
+
+
+@pytest.fixture(scope="module")
+def pdf_read_seconds() -> float:
+    """How long reading one of these PDFs takes here, on this thread (with pypdf imported)."""
+    from toolwire.documents import read_pdf
+
+    pdf = _large_pdf("timed")
+    started = time.perf_counter()
+    read_pdf(pdf)
+    return time.perf_counter() - started
+
+
+@pytest.mark.parametrize("door", ["messages", "responses", "chat"])
+async def test_health_answers_while_a_large_pdf_is_read(
+    gw: AppGateway, pdf_read_seconds: float, door: str
+) -> None:
+    """A 500-page PDF on each door that takes documents: its text is read off the loop (a
+    worker process: `pdf_readers.read_ahead`), so `/health` answers meanwhile, and the model
+    still reads every page of it. Read on the loop, `/health` waited the whole read (~1 s on an
+    idle core, more loaded); in a thread, a full garbage collection it set off (0.4-1.3 s)."""
+    gw.upstream.add(Reply(text="Revenue grew."))
+    path, body = _pdf_request(door, _large_pdf(door))
+    run = asyncio.create_task(gw.http.post(path, json=body, timeout=RUN_TIMEOUT))
+    slowest, asked_while_running = await _probe_health_until_done(gw, run)
+    answer = await run
+    assert answer.status_code == 200, answer.text
+    sent = str(gw.upstream.chat_requests[-1].body["messages"])
+    assert "--- page 500 ---" in sent and f"{door} report, page 500: revenue grew 500%" in sent
+    assert asked_while_running > 1
+    assert slowest < max(0.5, pdf_read_seconds / 2), (slowest, pdf_read_seconds)

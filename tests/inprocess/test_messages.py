@@ -828,3 +828,38 @@ async def test_web_search_without_a_backend_is_a_tool_error_the_model_reads(
     assert "web_search" in {tool["function"]["name"] for tool in first["tools"]}
     (result,) = [m for m in second["messages"] if m["role"] == "tool"]
     assert "web search is not configured on this gateway" in result["content"]
+
+
+async def test_a_deferred_tool_is_offered_once_a_tool_search_loaded_it(gw: AppGateway) -> None:
+    """Claude Code's ToolSearch answers with a `tool_reference` block and keeps
+    `defer_loading` on the tool it loaded (WebSearch, WebFetch, ...): from then on the model is
+    offered it, as Anthropic's API does; a deferred tool no search loaded is not offered."""
+    search = {**READ, "name": "ToolSearch"}
+    web = {**READ, "name": "WebSearch", "defer_loading": True}
+    later = {**READ, "name": "Later", "defer_loading": True}
+    loaded = [
+        {"role": "user", "content": "search the web"},
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "tool_use", "id": "toolu_1", "name": "ToolSearch", "input": {}},
+            ],
+        },
+        {
+            "role": "user",
+            "content": [
+                {
+                    "type": "tool_result",
+                    "tool_use_id": "toolu_1",
+                    "content": [{"type": "tool_reference", "tool_name": "WebSearch"}],
+                }
+            ],
+        },
+    ]
+    gw.upstream.add(Reply(text="ok"), Reply(text="ok"))
+    for messages in (HI, loaded):
+        answer = await post(gw, body(messages=messages, tools=[search, web, later]))
+        assert answer.status_code == 200, answer.text
+    before, after = (r.body for r in gw.upstream.chat_requests)
+    assert [t["function"]["name"] for t in before["tools"]][-1:] == ["ToolSearch"]
+    assert [t["function"]["name"] for t in after["tools"]][-2:] == ["ToolSearch", "WebSearch"]

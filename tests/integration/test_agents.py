@@ -1,17 +1,22 @@
 """More agents as they ship from npm (pinned, installed into .tools/ by .ci/install-*), against
 a real `toolwire serve` in front of a scripted chat-completions server with the quirks open
-servers have: each must finish a read → edit → run task through toolwire whatever the quirks,
-and a model stuck leaking its calls as text must end with an error the user sees, never a
-silent "done".
+servers have: each must finish a read → edit → run task through toolwire whatever the quirks
+(two reads in parallel, streamed split mid-token with the name on every delta, after
+reasoning; an edit leaked as text; a command whose arguments come as an object), and a model
+stuck leaking its calls as text must end with an error the user sees, never a silent "done".
 
-pi-coding-agent runs with both of its providers for custom models (`openai-completions`: the
-chat door; `anthropic-messages`: the Messages door), headless (`pi -p`), with HOME in a
-temporary directory and every request on loopback. The gateway re-asks a leaked call (the
-default `leaked_calls: retry`, two retries), so a leak costs one more model turn.
+Each agent runs headless with HOME in a temporary directory and every request on loopback:
+pi-coding-agent (`pi -p`) with both of its providers for custom models (`openai-completions`:
+the chat door; `anthropic-messages`: the Messages door); qwen-code (`qwen --yolo`, on the
+Node 22 its install script puts beside it) with its `openai` and `anthropic` auth types; the
+Cline CLI (`cline`, configured by `cline auth` with its OpenAI-compatible provider). The
+gateway re-asks a leaked call (the default `leaked_calls: retry`, two retries), so a leak costs
+one more model turn.
 
 What each agent shows for a stuck leak (toolwire gives up after the retries: a 422 on the chat
-door, an `invalid_request_error` on the Messages door) is asserted below and listed in
-docs/clients.md.
+door, an `invalid_request_error` on the Messages door) is asserted below (`Agent.gave_up`) and
+listed in docs/clients.md. crush is not here: its npm package downloads its binary from GitHub
+at install time, which these machines cannot reach (docs/clients.md).
 """
 
 from __future__ import annotations
@@ -28,12 +33,19 @@ from typing import Any
 import pytest
 
 from tests.integration.conftest import Gateway, running_gateway
-from tests.integration.test_claude_code import call_chunks
+from tests.integration.test_claude_code import parallel_call_chunks
 from toolwire.testing import Reply
 
 ROOT = Path(__file__).parents[2]
 TOOLS = ROOT / ".tools"
 HERMES = '<tool_call>\n{{"name": "{name}", "arguments": {arguments}}}\n</tool_call>'
+#: toolwire's words when it gives up on a model that keeps writing its call as text.
+GAVE_UP = "wrote its tool call as text"
+
+
+CHAT, MESSAGES = "Chat Completions", "Anthropic Messages"
+Configure = Callable[[Path, Path, str], tuple[list[str], dict[str, str]]]
+Call = tuple[str, dict[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -42,17 +54,28 @@ class Agent:
     """As docs/compatibility.md names it."""
     install: str
     """Its script in .ci/."""
-    binary: Path
+    variable: str
+    """The variable `make clients-latest` points at the newest release's binary."""
+    default_binary: Path
     door: str
-    configure: Callable[[Path, str], tuple[list[str], dict[str, str]]]
-    """(HOME, the gateway's root URL) -> (the command line before the prompt, its env)."""
-    read: Callable[[str], tuple[str, dict[str, Any]]]
-    edit: Callable[[str, str, str], tuple[str, dict[str, Any]]]
-    run: Callable[[str], tuple[str, dict[str, Any]]]
+    configure: Configure
+    """(the binary, HOME, the gateway's root URL) -> (the command line before the prompt, the
+    variables it runs with beside PATH and HOME)."""
+    read: Callable[[str], Call]
+    edit: Callable[[str, str, str], Call]
+    run: Callable[[str], Call]
+    gave_up: tuple[str, ...]
+    """What it shows when toolwire gives up on a stuck leak (each must appear)."""
+    after: tuple[str, ...] = ()
+    """A command (after the binary) to run once the agent is done: what it leaves running."""
+
+    @property
+    def binary(self) -> Path:
+        return Path(os.environ.get(self.variable, self.default_binary))
 
 
-def _pi(api: str) -> Callable[[Path, str], tuple[list[str], dict[str, str]]]:
-    def configure(home: Path, root: str) -> tuple[list[str], dict[str, str]]:
+def _pi(api: str) -> Configure:
+    def configure(binary: Path, home: Path, root: str) -> tuple[list[str], dict[str, str]]:
         agent_dir = home / ".pi" / "agent"
         agent_dir.mkdir(parents=True, exist_ok=True)
         base = root + "/v1" if api == "openai-completions" else root
@@ -63,17 +86,17 @@ def _pi(api: str) -> Callable[[Path, str], tuple[list[str], dict[str, str]]]:
             "models": [{"id": "scripted-model"}],
         }
         (agent_dir / "models.json").write_text(json.dumps({"providers": {"toolwire": provider}}))
-        binary = str(TOOLS / "pi" / "node_modules" / ".bin" / "pi")
-        return [binary, "-p", "--model", "toolwire/scripted-model"], {}
+        return [str(binary), "-p", "--model", "toolwire/scripted-model"], {}
 
     return configure
 
 
-def _pi_agent(api: str, door: str) -> Agent:
+def _pi_agent(api: str, door: str, gave_up: tuple[str, ...]) -> Agent:
     return Agent(
         name="pi-coding-agent",
         install="install-pi",
-        binary=TOOLS / "pi" / "node_modules" / ".bin" / "pi",
+        variable="TOOLWIRE_PI",
+        default_binary=TOOLS / "pi" / "node_modules" / ".bin" / "pi",
         door=door,
         configure=_pi(api),
         read=lambda path: ("read", {"path": path}),
@@ -82,17 +105,92 @@ def _pi_agent(api: str, door: str) -> Agent:
             {"path": path, "edits": [{"oldText": old, "newText": new}]},
         ),
         run=lambda command: ("bash", {"command": command}),
+        gave_up=gave_up,
     )
 
 
+def _qwen(auth_type: str) -> Configure:
+    """`~/.qwen/settings.json` as its docs set up a provider (the key in an env variable);
+    background memory extraction off (it would add a model call after every task)."""
+
+    def configure(binary: Path, home: Path, root: str) -> tuple[list[str], dict[str, str]]:
+        base = root + "/v1" if auth_type == "openai" else root
+        provider = {"id": "scripted-model", "baseUrl": base, "envKey": "TOOLWIRE_API_KEY"}
+        settings = {
+            "modelProviders": {auth_type: [provider]},
+            "security": {"auth": {"selectedType": auth_type}},
+            "model": {"name": "scripted-model"},
+            "memory": {"enableManagedAutoMemory": False, "enableManagedAutoDream": False},
+            "privacy": {"usageStatisticsEnabled": False},
+        }
+        (home / ".qwen").mkdir(parents=True, exist_ok=True)
+        (home / ".qwen" / "settings.json").write_text(json.dumps(settings))
+        node_bin = binary.parent  # the Node 22 .ci/install-qwen-code installs beside it
+        return [str(binary), "--yolo"], {
+            "PATH": f"{node_bin}{os.pathsep}{os.environ['PATH']}",
+            "TOOLWIRE_API_KEY": "sk-toolwire-unused",
+            "QWEN_CODE_SUPPRESS_YOLO_WARNING": "1",
+        }
+
+    return configure
+
+
+def _qwen_agent(auth_type: str, door: str, gave_up: tuple[str, ...]) -> Agent:
+    return Agent(
+        name="qwen-code",
+        install="install-qwen-code",
+        variable="TOOLWIRE_QWEN_CODE",
+        default_binary=TOOLS / "qwen-code" / "node_modules" / ".bin" / "qwen",
+        door=door,
+        configure=_qwen(auth_type),
+        read=lambda path: ("read_file", {"file_path": path}),
+        edit=lambda path, old, new: (
+            "edit",
+            {"file_path": path, "old_string": old, "new_string": new},
+        ),
+        run=lambda command: ("run_shell_command", {"command": command}),
+        gave_up=gave_up,
+    )
+
+
+def _cline(binary: Path, home: Path, root: str) -> tuple[list[str], dict[str, str]]:
+    """`cline auth` with its OpenAI-compatible provider, as its docs set one up."""
+    auth = [str(binary), "auth", "-p", "openai", "-k", "sk-toolwire-unused"]
+    auth += ["-m", "scripted-model", "-b", root + "/v1"]
+    env = {"PATH": os.environ["PATH"], "HOME": str(home), "NO_COLOR": "1"}
+    subprocess.run(auth, env=env, check=True, capture_output=True, timeout=60)
+    return [str(binary)], {}
+
+
 AGENTS = {
-    "pi-openai-completions": _pi_agent("openai-completions", "Chat Completions"),
-    "pi-anthropic-messages": _pi_agent("anthropic-messages", "Anthropic Messages"),
+    # the chat door's 422 with toolwire's reason; the Messages door's error JSON with it
+    "pi-openai-completions": _pi_agent("openai-completions", CHAT, (f"422 the model {GAVE_UP}",)),
+    "pi-anthropic-messages": _pi_agent(
+        "anthropic-messages", MESSAGES, ('"type":"invalid_request_error"', GAVE_UP)
+    ),
+    "qwen-openai": _qwen_agent("openai", CHAT, (f"[API Error: 422 the model {GAVE_UP}",)),
+    "qwen-anthropic": _qwen_agent(
+        "anthropic", MESSAGES, ("[API Error: ", '"type":"invalid_request_error"', GAVE_UP)
+    ),
+    "cline-openai": Agent(
+        name="Cline CLI",
+        install="install-cline",
+        variable="TOOLWIRE_CLINE",
+        default_binary=TOOLS / "cline" / "node_modules" / ".bin" / "cline",
+        door=CHAT,
+        configure=_cline,
+        read=lambda path: ("read_files", {"files": [{"path": path}]}),
+        edit=lambda path, old, new: ("editor", {"path": path, "old_text": old, "new_text": new}),
+        run=lambda command: ("run_commands", {"commands": [command]}),
+        gave_up=("error:", f"the model {GAVE_UP}"),
+        # a run starts a hub daemon on loopback that outlives it: stopped, as the CLI stops it
+        after=("hub", "stop"),
+    ),
 }
 
 
 def binary_of(agent: Agent) -> Path:
-    if not agent.binary.exists():
+    if not agent.binary.exists() and agent.variable not in os.environ:
         if shutil.which("npm") is None:
             pytest.skip(f"the {agent.name} tests need npm to install it")
         subprocess.run([str(ROOT / ".ci" / agent.install)], check=True, timeout=600)
@@ -110,28 +208,32 @@ def agents_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway
 def run_agent(
     agent: Agent, gateway: Gateway, tmp_path: Path, prompt: str
 ) -> subprocess.CompletedProcess[str]:
-    binary_of(agent)
+    binary = binary_of(agent)
     home, work = tmp_path / "home", tmp_path / "work"
     home.mkdir(exist_ok=True)
-    command, env = agent.configure(home, gateway.base_url.removesuffix("/v1"))
-    return subprocess.run(
-        [*command, prompt],
-        cwd=work,
-        env={"PATH": os.environ["PATH"], "HOME": str(home), "NO_COLOR": "1", **env},
-        capture_output=True,
-        text=True,
-        timeout=90,
-        stdin=subprocess.DEVNULL,
-    )
+    command, env = agent.configure(binary, home, gateway.base_url.removesuffix("/v1"))
+    env = {"PATH": os.environ["PATH"], "HOME": str(home), "NO_COLOR": "1", **env}
+    try:
+        return subprocess.run(
+            [*command, prompt],
+            cwd=work,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=90,
+            stdin=subprocess.DEVNULL,
+        )
+    finally:
+        if agent.after:
+            subprocess.run([str(binary), *agent.after], cwd=work, env=env, timeout=60)
 
 
-def _chunks_of(call: tuple[str, dict[str, Any]], call_id: str) -> Any:
-    """A call split mid-token with its name repeated on every delta (call_chunks)."""
+def _split(call: Call, call_id: str) -> tuple[str, list[str], str]:
+    """A call's arguments cut in three, mid-token."""
     name, arguments = call
     text = json.dumps(arguments)
     third = max(1, len(text) // 3)
-    pieces = [text[:third], text[third : 2 * third], text[2 * third :]]
-    return call_chunks(name, pieces, call_id, "Read it first.")
+    return name, [text[:third], text[third : 2 * third], text[2 * third :]], call_id
 
 
 def _params(*features: str) -> list[Any]:
@@ -141,7 +243,9 @@ def _params(*features: str) -> list[Any]:
     ]
 
 
-@pytest.mark.parametrize("key", _params("streaming", "tool use", "leaks recovered", "thinking"))
+@pytest.mark.parametrize(
+    "key", _params("streaming", "tool use", "parallel calls", "leaks recovered", "thinking")
+)
 def test_agent_reads_edits_and_runs_through_quirks(
     agents_gateway: Gateway, tmp_path: Path, key: str
 ) -> None:
@@ -149,13 +253,20 @@ def test_agent_reads_edits_and_runs_through_quirks(
     gw.reset()
     work = tmp_path / "work"
     work.mkdir()
-    notes = work / "notes.txt"
+    notes, todo = work / "notes.txt", work / "todo.txt"
     notes.write_text("status: draft\n")
+    todo.write_text("next: ship it\n")
     edit_name, edit_arguments = agent.edit(str(notes), "draft", "final")
     run_name, run_arguments = agent.run("cat notes.txt")
     gw.upstream.add(
-        # 1. the read, split oddly, the name on every delta, after reasoning
-        _chunks_of(agent.read(str(notes)), "call_read"),
+        # 1. two reads in one turn, after reasoning, each split oddly with its name on every delta
+        parallel_call_chunks(
+            [
+                _split(agent.read(str(notes)), "call_notes"),
+                _split(agent.read(str(todo)), "call_todo"),
+            ],
+            "Read both first.",
+        ),
         # 2. the edit leaked as Hermes text: re-asked, then sent properly
         Reply(
             text="I will edit it.\n"
@@ -173,8 +284,18 @@ def test_agent_reads_edits_and_runs_through_quirks(
     assert "<tool_call>" not in result.stdout  # the leak was never shown
     requests = [r.body for r in gw.upstream.chat_requests]
     assert len(requests) == 5
+    # the reasoning stayed reasoning: never replayed to the model as the turn's text
+    (reads,) = [m for m in requests[1]["messages"] if m["role"] == "assistant"]
+    assert "Read both first." not in json.dumps(reads.get("content")), reads
+    # both parallel reads ran, each answered under its own call's id
+    read = {m["tool_call_id"]: json.dumps(m["content"]) for m in tool_messages(requests[1])}
+    assert "status: draft" in read["call_notes"] and "next: ship it" in read["call_todo"], read
     last = json.dumps(requests[-1]["messages"])
     assert "status: final" in last  # the command's output reached the model
+
+
+def tool_messages(request: dict[str, Any]) -> list[dict[str, Any]]:
+    return [m for m in request["messages"] if m["role"] == "tool"]
 
 
 @pytest.mark.parametrize("key", _params("leaks recovered"))
@@ -192,6 +313,7 @@ def test_a_stuck_leak_ends_with_an_error_the_user_sees(
     result = run_agent(agent, gw, tmp_path, "List the files.")
     shown = result.stdout + result.stderr
     assert result.returncode != 0, shown  # not a silent "done"
-    assert "wrote its tool call as text" in shown, shown  # toolwire's reason, as pi shows it
+    for words in agent.gave_up:  # toolwire's reason, as the agent shows it
+        assert words in shown, shown
     assert "<tool_call>" not in result.stdout
     assert len(gw.upstream.chat_requests) == 3  # the call, then two re-asks: no more

@@ -27,7 +27,7 @@ import httpx
 import pytest
 
 from tests.integration import claude_code_shapes as shapes
-from tests.integration.conftest import Gateway, running_gateway
+from tests.integration.conftest import Gateway, running_gateway, search_backend_config
 from tests.integration.request_log import RequestLog
 from toolwire.testing import Chunks, Reply
 
@@ -63,11 +63,14 @@ class ClaudeGateway:
 
 @pytest.fixture(scope="module")
 def claude_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClaudeGateway]:
+    """One gateway for the module, with a search backend (for Claude Code's WebSearch)."""
     claude_binary()
+    root = tmp_path_factory.mktemp("claude")
+    config = ("--config", str(search_backend_config(root)))
     os.environ["TOOLWIRE_LEAKED_CALLS"] = "salvage"  # leaked calls become real calls at once
     try:
         with (
-            running_gateway(tmp_path_factory.mktemp("db") / "toolwire.db") as running,
+            running_gateway(root / "toolwire.db", config) as running,
             RequestLog(running.base_url.removesuffix("/v1")).running() as log,
         ):
             yield ClaudeGateway(running, log)
@@ -103,19 +106,26 @@ def run_claude(
 def call_chunks(name: str, pieces: list[str], call_id: str, reasoning: str = "") -> Chunks:
     """A streamed call as quirky servers send it: the name repeated on every delta, the
     arguments cut mid-token; after `reasoning` (as `reasoning_content`), if any."""
-    first = {"index": 0, "id": call_id, "type": "function", "function": {"name": name}}
-    deltas = [first] + [
-        {"index": 0, "function": {"name": name, "arguments": piece}} for piece in pieces
-    ]
+    return parallel_call_chunks([(name, pieces, call_id)], reasoning)
+
+
+def parallel_call_chunks(calls: list[tuple[str, list[str], str]], reasoning: str = "") -> Chunks:
+    """Calls made in parallel in one turn, streamed one after the other at their own index,
+    each as `call_chunks` streams one."""
     chunks: list[dict[str, Any]] = [
         {"choices": [{"index": 0, "delta": {"role": "assistant", "reasoning_content": part}}]}
         for part in ([reasoning[: len(reasoning) // 2], reasoning[len(reasoning) // 2 :]])
         if reasoning
     ]
-    chunks += [
-        {"choices": [{"index": 0, "delta": {"role": "assistant", "tool_calls": [d]}}]}
-        for d in deltas
-    ]
+    for index, (name, pieces, call_id) in enumerate(calls):
+        first = {"index": index, "id": call_id, "type": "function", "function": {"name": name}}
+        deltas = [first] + [
+            {"index": index, "function": {"name": name, "arguments": piece}} for piece in pieces
+        ]
+        chunks += [
+            {"choices": [{"index": 0, "delta": {"role": "assistant", "tool_calls": [d]}}]}
+            for d in deltas
+        ]
     chunks.append({"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]})
     return Chunks(chunks)
 
@@ -125,11 +135,18 @@ def claude_requests(gateway: Gateway) -> list[dict[str, Any]]:
 
 
 def quirky_task(gateway: Gateway, notes: Path) -> None:
-    """Read (split oddly, the name repeated, after reasoning), Edit (leaked as Hermes
-    `<tool_call>` text), Bash (leaked as Qwen3-Coder XML), then the answer."""
+    """Two Reads in parallel (notes.txt and todo.txt beside it, each split oddly with the name
+    repeated, after reasoning), Edit (leaked as Hermes `<tool_call>` text), Bash (leaked as
+    Qwen3-Coder XML), then the answer."""
+    todo = notes.with_name("todo.txt")
+    todo.write_text("next: ship it\n")
     gateway.upstream.add(
-        call_chunks(
-            "Read", ['{"file_', f'path": "{notes}', '"}'], "call_read", "First read the file."
+        parallel_call_chunks(
+            [
+                ("Read", ['{"file_', f'path": "{notes}', '"}'], "call_read"),
+                ("Read", ['{"file_path": "', f'{todo}"', "}"], "call_todo"),
+            ],
+            "First read the file.",
         ),
         Reply(
             text="I will edit it.\n<tool_call>\n"
@@ -149,7 +166,7 @@ def assert_finished(result: subprocess.CompletedProcess[str]) -> None:
     assert result.returncode == 0, f"stdout:\n{result.stdout}\nstderr:\n{result.stderr[-3000:]}"
 
 
-FEATURES = ("streaming", "tool use", "leaks recovered", "thinking")
+FEATURES = ("streaming", "tool use", "parallel calls", "leaks recovered", "thinking")
 DOOR = "Anthropic Messages"
 
 
@@ -203,9 +220,10 @@ def test_claude_code_reads_edits_and_runs_through_quirks(
         if m["role"] == "assistant"
         for call in m.get("tool_calls", [])
     ]
-    assert calls == ["Read", "Edit", "Bash"]  # the two leaked calls came back as real ones
+    assert calls == ["Read", "Read", "Edit", "Bash"]  # the two leaked calls came back as real ones
     tool_results = [m for m in requests[-1]["messages"] if m["role"] == "tool"]
-    assert tool_results[0]["tool_call_id"] == "call_read"
+    read = {m["tool_call_id"]: m["content"] for m in tool_results[:2]}  # both parallel reads ran
+    assert "status: draft" in read["call_read"] and "next: ship it" in read["call_todo"], read
     assert any("status: final" in m["content"] for m in tool_results), tool_results
     thinking = next(r.body for r in cg.log.requests if r.path.startswith("/v1/messages"))
     first_turn = next(m for m in requests[1]["messages"] if m["role"] == "assistant")
@@ -321,3 +339,45 @@ def test_claude_code_reads_a_pdf_through_the_door(
     second = claude_requests(gw)[1]
     read = json.dumps(second["messages"])
     assert "--- page 2 ---" in read and "Total due: 310 EUR" in read
+
+
+@pytest.mark.compat("Claude Code", DOOR, "web search")
+def test_claude_code_searches_the_web_through_the_operators_backend(
+    claude_gateway: ClaudeGateway, tmp_path: Path
+) -> None:
+    """Claude Code's own WebSearch: a deferred tool the model loads with ToolSearch (whose
+    answer is a `tool_reference`; the tool keeps `defer_loading`), then calls. Claude Code runs
+    it as a second request with Anthropic's `web_search` server tool, which toolwire serves
+    with the operator's search backend (an MCP server on loopback); the first model reads the
+    pages found."""
+    cg, gw = claude_gateway, claude_gateway.gateway
+    gw.reset()
+    cg.log.clear()
+    work = tmp_path / "work"
+    work.mkdir()
+    gw.upstream.add(
+        Reply(tool_calls=[("ToolSearch", {"query": "select:WebSearch", "max_results": 1})]),
+        Reply(tool_calls=[("WebSearch", {"query": "toolwire gateway"})]),
+        # Claude Code's search request: the model behind it searches, then sums up
+        Reply(tool_calls=[("web_search", {"query": "toolwire gateway"})]),
+        Reply(text="toolwire is an agent gateway."),
+        Reply(text="toolwire is an agent gateway: [docs](https://toolwire.example/docs)"),
+    )
+    result = run_claude(
+        cg, tmp_path / "home", work, "-p", "What is toolwire?", "--allowedTools", "WebSearch"
+    )
+    assert_finished(result)
+    assert "[docs](https://toolwire.example/docs)" in result.stdout
+    assert all(r.status == 200 for r in cg.log.requests), [
+        (r.path, r.status) for r in cg.log.requests
+    ]
+    # the search went out as a request of its own, with the server tool, and was served
+    (search,) = [r.body for r in cg.log.requests if len(r.body.get("tools", [])) == 1]
+    assert search["tools"][0]["type"].startswith("web_search_")
+    requests = claude_requests(gw)
+    offered = [t["function"]["name"] for t in requests[1]["tools"]]
+    assert "WebSearch" in offered  # loaded by the tool search, so offered
+    backend = json.dumps(requests[3]["messages"])
+    assert "https://toolwire.example/docs" in backend  # what the backend found
+    (found,) = [m for m in requests[-1]["messages"] if m["role"] == "tool"][-1:]
+    assert "https://toolwire.example/docs" in found["content"]  # the first model read it

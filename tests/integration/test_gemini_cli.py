@@ -21,8 +21,8 @@ from typing import Any
 
 import pytest
 
-from tests.integration.conftest import Gateway, running_gateway
-from tests.integration.test_claude_code import call_chunks
+from tests.integration.conftest import Gateway, running_gateway, search_backend_config
+from tests.integration.test_claude_code import parallel_call_chunks
 from toolwire.testing import Reply
 from toolwire.testing.scripted import Turn
 
@@ -78,10 +78,13 @@ class Script:
 
 @pytest.fixture(scope="module")
 def gemini_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
+    """One gateway for the module, with a search backend (for Gemini CLI's web search)."""
     gemini_binary()
+    root = tmp_path_factory.mktemp("gemini")
+    config = ("--config", str(search_backend_config(root)))
     os.environ["TOOLWIRE_LEAKED_CALLS"] = "salvage"  # leaked calls become real calls at once
     try:
-        with running_gateway(tmp_path_factory.mktemp("db") / "toolwire.db") as running:
+        with running_gateway(root / "toolwire.db", config) as running:
             yield running
     finally:
         os.environ.pop("TOOLWIRE_LEAKED_CALLS", None)
@@ -109,7 +112,15 @@ def run_gemini(
     )
 
 
-@pytest.mark.compat("Gemini CLI", "Gemini", "streaming", "tool use", "leaks recovered", "thinking")
+@pytest.mark.compat(
+    "Gemini CLI",
+    "Gemini",
+    "streaming",
+    "tool use",
+    "parallel calls",
+    "leaks recovered",
+    "thinking",
+)
 def test_gemini_cli_reads_edits_and_runs_through_quirks(
     gemini_gateway: Gateway, tmp_path: Path
 ) -> None:
@@ -121,13 +132,16 @@ def test_gemini_cli_reads_edits_and_runs_through_quirks(
     work.mkdir()
     notes = work / "notes.txt"
     notes.write_text("status: draft\n")
+    (work / "todo.txt").write_text("next: ship it\n")
     script.turns.extend(
         [
-            # 1. read_file, split oddly with the name repeated, after some reasoning
-            call_chunks(
-                "read_file",
-                ['{"file_', 'path": "notes', '.txt"}'],
-                "call_read",
+            # 1. two read_file calls in one turn, each split oddly with the name repeated,
+            # after some reasoning
+            parallel_call_chunks(
+                [
+                    ("read_file", ['{"file_', 'path": "notes', '.txt"}'], "call_read"),
+                    ("read_file", ['{"file_path"', ': "todo.txt"}'], "call_todo"),
+                ],
                 "First read the file.",
             ),
             # 2. replace, leaked as Hermes <tool_call> text
@@ -163,7 +177,8 @@ def test_gemini_cli_reads_edits_and_runs_through_quirks(
         if m["role"] == "assistant"
         for c in m.get("tool_calls", [])
     ]
-    assert calls == ["read_file", "replace", "run_shell_command"]  # the leaks came back as calls
+    # both reads ran; the leaks came back as calls
+    assert calls == ["read_file", "read_file", "replace", "run_shell_command"]
     first_turn = next(m for m in agent[1]["messages"] if m["role"] == "assistant")
     # the thoughtSignature Gemini CLI kept on the call (sealed here) came back as reasoning
     assert first_turn["reasoning_content"] == "First read the file."
@@ -172,4 +187,50 @@ def test_gemini_cli_reads_edits_and_runs_through_quirks(
         results[0]["tool_call_id"].endswith("call_read")
         and "status: draft" in results[0]["content"]
     )
+    assert results[1]["tool_call_id"].endswith("call_todo")
+    assert "next: ship it" in results[1]["content"]  # the second read, answered in turn
     assert any("status: final" in m["content"] for m in results), results
+
+
+@pytest.mark.compat("Gemini CLI", "Gemini", "web search")
+def test_gemini_cli_searches_the_web_through_the_operators_backend(
+    gemini_gateway: Gateway, tmp_path: Path
+) -> None:
+    """Gemini CLI's google_web_search runs as a request of its own asking for Google's
+    `googleSearch`; toolwire serves it inside the loop with the operator's search backend (an
+    MCP server on loopback), and the agent's model reads what was found."""
+    gw = gemini_gateway
+    gw.reset()
+    script = Script()
+    script.turns.extend(
+        [
+            Reply(tool_calls=[("google_web_search", {"query": "toolwire gateway"})]),
+            Reply(text="toolwire is an agent gateway, its docs say."),
+        ]
+    )
+
+    def answer(body: Any) -> Turn:
+        names = [t["function"]["name"] for t in body.get("tools", [])]
+        if "web_search" not in names:
+            return script(body)
+        # Gemini CLI's search request: the model behind it searches, then sums up
+        if any(m["role"] == "tool" for m in body["messages"]):
+            return Reply(text="toolwire is an agent gateway (https://toolwire.example/docs).")
+        return Reply(tool_calls=[("web_search", {"query": "toolwire gateway"})])
+
+    gw.upstream.default = answer
+    work = tmp_path / "work"
+    work.mkdir()
+    try:
+        result = run_gemini(gw, tmp_path / "home", work, "What is toolwire? Search the web.")
+    finally:
+        gw.upstream.default = None
+    assert result.returncode == 0, f"stdout:\n{result.stdout}\nstderr:\n{result.stderr[-3000:]}"
+    assert "toolwire is an agent gateway, its docs say." in result.stdout
+    assert not script.turns, "every scripted turn was asked for"
+    requests = [r.body for r in gw.upstream.chat_requests]
+    searched = [r for r in requests if any(m["role"] == "tool" for m in r["messages"])]
+    backend, agent = searched[0], searched[-1]
+    assert "https://toolwire.example/docs" in json.dumps(backend["messages"])  # it found this
+    (found,) = [m["content"] for m in agent["messages"] if m["role"] == "tool"]
+    assert "toolwire is an agent gateway (https://toolwire.example/docs)." in found

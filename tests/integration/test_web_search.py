@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,10 +15,9 @@ import jsonschema
 import pytest
 
 from tests.inprocess_gateway import sse_events
-from tests.integration.conftest import Gateway, running_gateway
+from tests.integration.conftest import Gateway, running_gateway, search_backend_config
 from toolwire.testing import Reply
 
-SEARCH_SERVER = Path(__file__).parents[1] / "mcp_servers" / "search_server.py"
 DOCUMENT = Path(__file__).parents[1] / "data" / "openai-openapi-toolwire.json.gz"
 WEB_SEARCH = {"type": "web_search", "external_web_access": False}
 
@@ -27,25 +25,7 @@ WEB_SEARCH = {"type": "web_search", "external_web_access": False}
 @pytest.fixture(scope="module")
 def search_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
     root = tmp_path_factory.mktemp("search")
-    config = root / "toolwire.yaml"
-    config.write_text(
-        json.dumps(  # JSON is YAML
-            {
-                "mcp_servers": [
-                    {
-                        "label": "searcher",
-                        "command": sys.executable,
-                        "args": [str(SEARCH_SERVER)],
-                        # as an MCP server it would ask; as the search backend it does not
-                        "require_approval": "always",
-                    }
-                ],
-                "web_search": {"server": "searcher", "tool": "search"},
-                "web_fetch": {"server": "searcher", "tool": "fetch"},
-            }
-        ),
-        encoding="utf-8",
-    )
+    config = search_backend_config(root)
     with running_gateway(root / "toolwire.db", ("--config", str(config))) as gateway:
         yield gateway
 

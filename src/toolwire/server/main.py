@@ -204,7 +204,7 @@ async def build_app(config: ServerConfig) -> Starlette:
     pool = McpPool(
         idle_seconds=config.mcp_idle_seconds, allow_private_urls=config.mcp_allow_private_urls
     )
-    web = web_tools(config, pool)  # Anthropic's web_search / web_fetch on /v1/messages
+    web = web_tools(config, pool)  # web_search / web_fetch (Messages), googleSearch (Gemini)
     observability = Observability.from_env(  # observe/: metrics, traces, request logs, /ui
         upstream_name=upstream.name, tools=tools, log_format=config.log_format
     )
@@ -238,7 +238,7 @@ async def build_app(config: ServerConfig) -> Starlette:
             context_window=window,
             web=web,
         ),
-        gemini=GeminiSettings(models=config.gemini_models, context_window=window),
+        gemini=GeminiSettings(models=config.gemini_models, context_window=window, web=web),
         durability=DurabilitySettings(
             heartbeat_seconds=config.lease_heartbeat_seconds,
             lease_seconds=config.lease_seconds,

@@ -9,6 +9,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
+from toolwire.pdf_readers import read_ahead
 from toolwire.runtime import Runtime
 from toolwire.server.chat.operations import register
 from toolwire.server.chat.proxy import ChatProxy
@@ -32,6 +33,7 @@ class ChatWing:
 
         async def chat_completions(request: Request) -> Response:
             body = await read_json(request)
+            await read_ahead(body)  # its PDFs, read off the event loop
             call = proxy.prepare(body)
             await admit(store, owner_of(request), body, call.request.sampling.max_output_tokens)
             if call.stream:

@@ -47,8 +47,8 @@ class FunctionDeclaration(BaseModel):
 
 
 class Tool(BaseModel):
-    """Function declarations. Google's own tools (`googleSearch`, `codeExecution`,
-    `urlContext`...) are refused by name."""
+    """Function declarations; `googleSearch` and `urlContext` (served by the operator's web
+    backends). Google's other tools (`codeExecution`, `fileSearch`...) are refused by name."""
 
     model_config = ConfigDict(extra="allow", title="GeminiTool")
     functionDeclarations: list[FunctionDeclaration] | None = None

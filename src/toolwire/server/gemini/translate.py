@@ -28,6 +28,7 @@ from toolwire.server.gemini.fields import (
 from toolwire.server.gemini.schema import json_schema
 from toolwire.server.http.compat import known_value, unknown_value
 from toolwire.tools.base import Tool
+from toolwire.tools.web import FETCH, SEARCH, WebTools
 from toolwire.transcript import (
     ToolSpec,
 )
@@ -37,13 +38,14 @@ from toolwire.upstream.model_map import map_model
 FAMILIES = ("flash-lite", "flash", "pro")
 """Gemini model families, as a requested name contains them (`flash-lite` before `flash`)."""
 
-#: Google's own tools (run on Google's servers): refused by name, as toolwire does not serve
+#: Google's own tools toolwire serves, inside the loop, with the operator's web backends
+#: (`tools/web.py`): search grounding (Gemini CLI's `google_web_search`) and URL context (its
+#: `web_fetch`). The model reads what they found; the answer is its text.
+WEB_TOOLS = {"googleSearch": SEARCH, "googleSearchRetrieval": SEARCH, "urlContext": FETCH}
+#: Google's other tools (run on Google's servers): refused by name, as toolwire does not serve
 #: them; the gateway's tools (workspace, MCP) run inside the loop instead.
 GOOGLE_TOOLS = (
-    "googleSearch",
-    "googleSearchRetrieval",
     "codeExecution",
-    "urlContext",
     "computerUse",
     "fileSearch",
     "googleMaps",
@@ -73,6 +75,9 @@ class GeminiSettings:
     keepalive_interval: float = 10.0
     """Seconds without an event after which a stream sends a blank line, so proxies do not
     take a slow model or a long server-side tool for a dead connection."""
+    web: WebTools = field(default_factory=WebTools)
+    """What serves `googleSearch` and `urlContext` (`tools/web.py`; shared with the Messages
+    door's `web_search` / `web_fetch`)."""
 
     def upstream_model(self, requested: str, default: str | None) -> str:
         return map_model(requested, self.models, FAMILIES, default)
@@ -111,7 +116,7 @@ def translate(body: Any, context: Context, *, stream: bool) -> GeminiCall:
         raise invalid("contents is required", "contents")
     transcript = contents_transcript(contents, context.seal, context.owner)
     system = system_transcript(read_field(body, "systemInstruction"))
-    specs = _tools(read_field(body, "tools"))
+    specs, web = _tools(read_field(body, "tools"))
     specs, choice = _tool_config(read_field(body, "toolConfig"), specs)
     config = read_field(body, "generationConfig")
     sampling, show = _generation(
@@ -121,7 +126,7 @@ def translate(body: Any, context: Context, *, stream: bool) -> GeminiCall:
     request = LoopRequest(
         model=context.settings.upstream_model(context.model, context.default_model),
         input=system + transcript,
-        tools=list(context.server_tools),
+        tools=[*context.server_tools, *(context.settings.web.tool(name) for name in web)],
         client_tools=specs,
         tool_choice=choice,
         sampling=sampling,
@@ -151,10 +156,13 @@ def count_request(body: Any, context: Context) -> GeminiCall:
 # -- tools -----------------------------------------------------------------------------------
 
 
-def _tools(value: Any) -> list[ToolSpec]:
+def _tools(value: Any) -> tuple[list[ToolSpec], list[str]]:
+    """The client's functions, and the web tools of Google's it asked for that toolwire
+    serves (`WEB_TOOLS`: run inside the loop)."""
     if value is None:
-        return []
+        return [], []
     specs: list[ToolSpec] = []
+    web: list[str] = []
     seen: set[str] = set()
     for n, raw in enumerate(expect_list(value, "tools")):
         at = f"tools[{n}]"
@@ -162,6 +170,10 @@ def _tools(value: Any) -> list[ToolSpec]:
         for key in tool:
             camel = camel_case(key)
             if camel == "functionDeclarations":
+                continue
+            if camel in WEB_TOOLS:  # its settings (dynamic retrieval, ...): not acted on
+                if WEB_TOOLS[camel] not in web:
+                    web.append(WEB_TOOLS[camel])
                 continue
             label = "Google's own tool" if camel in GOOGLE_TOOLS else "the tool kind"
             raise invalid(
@@ -184,7 +196,7 @@ def _tools(value: Any) -> list[ToolSpec]:
                 )
             seen.add(spec.name)
             specs.append(spec)
-    return specs
+    return specs, web
 
 
 def _declaration(declaration: dict[str, Any], at: str) -> ToolSpec:

@@ -23,6 +23,7 @@ from toolwire.loop.compaction import count_tokens
 from toolwire.loop.events import LoopEvent, LoopFinished
 from toolwire.loop.pump import pump_batches
 from toolwire.loop.state import LoopRequest
+from toolwire.pdf_readers import read_ahead
 from toolwire.runtime import Runtime
 from toolwire.server.gate.auth import owner_of
 from toolwire.server.gate.quotas import admit_tokens
@@ -103,6 +104,7 @@ class MessagesDoor:
 
     async def _translate(self, request: Request, *, counting: bool = False) -> MessagesCall:
         body = await self.read_json(request)
+        await read_ahead(body)  # its PDFs, read off the event loop
         return translate(
             body,
             settings=self.settings,

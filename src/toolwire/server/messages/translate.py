@@ -150,7 +150,7 @@ def translate(
     show, omit = _thinking(body.get("thinking"))  # IGNORED fields are never read
     system = system_transcript(body.get("system"))
     transcript = messages_transcript(body.get("messages"), seal, owner)
-    specs, web = _tools(body.get("tools"))
+    specs, web = _tools(body.get("tools"), _referenced_tools(body["messages"]))
     tool_choice, parallel = _tool_choice(body.get("tool_choice"), specs)
     model = settings.upstream_model(requested, default_model)
     request = LoopRequest(
@@ -186,9 +186,23 @@ def _thinking(value: Any) -> tuple[bool, bool]:
     return True, thinking.get("display") == "omitted"
 
 
-def _tools(value: Any) -> tuple[list[ToolSpec], list[str]]:
+def _referenced_tools(messages: list[Any]) -> frozenset[str]:
+    """The tools a tool search loaded: a `tool_reference` block in a tool result names one
+    (Claude Code's ToolSearch answers so, and keeps `defer_loading` on the tool it loaded)."""
+    names: set[str] = set()
+    for message in messages:
+        for block in message.get("content") if isinstance(message.get("content"), list) else ():
+            content = block.get("content") if block.get("type") == "tool_result" else None
+            for part in content if isinstance(content, list) else ():
+                if part.get("type") == "tool_reference" and isinstance(part.get("tool_name"), str):
+                    names.add(part["tool_name"])
+    return frozenset(names)
+
+
+def _tools(value: Any, loaded: frozenset[str] = frozenset()) -> tuple[list[ToolSpec], list[str]]:
     """The client's tools, and the Anthropic server tools toolwire serves that it declared
-    (`web_search_*`, `web_fetch_*`: run inside the loop by `tools/web.py`)."""
+    (`web_search_*`, `web_fetch_*`: run inside the loop by `tools/web.py`). A `defer_loading`
+    tool is offered once a tool search loaded it (`loaded`), as Anthropic's API does."""
     if value is None:
         return [], []
     if not isinstance(value, list):
@@ -222,7 +236,7 @@ def _tools(value: Any) -> tuple[list[ToolSpec], list[str]]:
             raise invalid(f"{at}.name: tool names must be unique ({name!r})", f"{at}.name")
         seen.add(name)
         schema = expect_object(tool.get("input_schema"), f"{at}.input_schema")
-        if tool.get("defer_loading") is True:
+        if tool.get("defer_loading") is True and name not in loaded:
             continue  # loaded later through the client's tool search: not offered yet
         description = tool.get("description")
         specs.append(

@@ -17,6 +17,7 @@ from starlette.routing import Route
 from toolwire.errors import MISSING_MODEL, InvalidRequestError
 from toolwire.loop.compaction import Compactor
 from toolwire.loop.items import items_to_transcript
+from toolwire.pdf_readers import read_ahead
 from toolwire.runtime import Runtime
 from toolwire.server.gate.auth import owner_of
 from toolwire.server.gate.quotas import admit
@@ -121,6 +122,7 @@ class CompactionService:
                 "Nothing to compact: give input items or a previous_response_id.", param="input"
             )
         items = expand_compactions(history, input_items, runtime.compaction, owner)
+        await read_ahead(items)  # their PDFs, read off the event loop
         compactor = Compactor(runtime.upstream, model)
         context = await compactor.compact(items_to_transcript(items), request.instructions)
         output = [

@@ -20,6 +20,7 @@ from toolwire.loop.approvals import ApprovalDecisions, ApprovalSigner
 from toolwire.loop.compaction import CompactionCodec, ContextPolicy
 from toolwire.loop.items import items_to_transcript
 from toolwire.loop.state import LoopRequest, LoopSettings, RunServices
+from toolwire.pdf_readers import read_ahead
 from toolwire.server.responses.prepare.approval_tools import restore as restore_tools
 from toolwire.server.responses.prepare.item_ids import check_storable, check_unique
 from toolwire.server.responses.prepare.item_references import resolve_stored_references
@@ -184,6 +185,7 @@ class Preparer:
             include=frozenset(request.include or ()),
             reasoning_summary=bool((request.reasoning or {}).get("summary")),
         )
+        await read_ahead(history, input_items, kept)  # their PDFs, read off the event loop
         transcript = items_to_transcript(
             expand_compactions(history, input_items + kept, self.compaction, owner),
             frozenset(approvals.decisions),
