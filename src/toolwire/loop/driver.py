@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import secrets
-from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from typing import Any, Literal
 
 import orjson
@@ -82,12 +82,12 @@ from toolwire.loop.state import (
     RunOutcome,
     RunServices,
 )
+from toolwire.loop.turn import TurnRead, answered, leaked_call, turn_request
 from toolwire.tools.base import ToolArgumentsError
 from toolwire.tools.envelope import EnvelopeLimits
 from toolwire.tools.executor import ToolExecutor, ToolResult
 from toolwire.transcript import (
     AssistantMessage,
-    SystemMessage,
     ToolCall,
     ToolMessage,
     Transcript,
@@ -132,11 +132,6 @@ async def _finish_despite_cancellation(finish: Coroutine[Any, Any, None]) -> Non
     task.result()
 
 
-#: Turns longer than this (characters of text and reasoning) are judged for leaked calls
-#: off the event loop; shorter ones cost less than the hand-over to a thread.
-OFF_LOOP_LEAK_CHECK_CHARS = 64 * 1024
-
-
 def caller_problem(request: LoopRequest, call: ToolCall) -> str | None:
     """Why a call of a caller-side tool cannot be handed back (None: it can). A `custom`
     tool's call is judged by its kind (free-form input, its grammar), not as JSON."""
@@ -145,21 +140,6 @@ def caller_problem(request: LoopRequest, call: ToolCall) -> str | None:
     if tool is not None:
         return tool.problem(call)
     return None if call.ok else (call.parse_error or "arguments are not a JSON object")
-
-
-def find_leak(
-    text: str, reasoning: str, names: Collection[str] | None = None
-) -> tuple[leaks.LeakMatch, bool] | None:
-    """Leaked calls in the visible text, or in the reasoning if nothing is visible (True:
-    found in the reasoning). `names`: the declared tools (`leaks.detect_leak`)."""
-    match = leaks.detect_leak(text, names)
-    if match is not None:
-        return match, False
-    if not text.strip() and reasoning:
-        match = leaks.detect_leak_in_reasoning(reasoning, text, names)
-        if match is not None:
-            return match, True
-    return None
 
 
 async def _replayed(
@@ -363,17 +343,8 @@ class _Run:
             if offer_tools
             else []
         )
-        transcript: Transcript = list(self.state.transcript)
-        if req.instructions:
-            transcript.insert(0, SystemMessage(req.instructions))
-        return TurnRequest(
-            model=req.model,
-            transcript=transcript,
-            tools=specs,
-            tool_choice=self.tool_choice() if specs else None,
-            parallel_tool_calls=req.parallel_tool_calls if specs else None,
-            sampling=req.sampling,
-            stream=self.settings.stream,
+        return turn_request(
+            req, self.state.transcript, specs, self.tool_choice(), stream=self.settings.stream
         )
 
     def tool_choice(self) -> str | dict[str, Any] | None:
@@ -459,13 +430,9 @@ class _Run:
         held = Holdback(hold_all=bool(state.leak_prose), names=names)
         thinking = Holdback(names=names)  # calls written in the reasoning are leaks too
         turn_work = Slice()  # the hold-back's judging must not hold the event loop
-        text: list[str] = []
-        reasoning: list[str] = []
-        calls: list[ToolCall] = []
+        read = TurnRead()
+        text, reasoning, calls, usage = read.text, read.reasoning, read.calls, read.usage
         live: set[int] = set()
-        usage = Usage()
-        finish_reason = "stop"
-        stop_sequence: str | None = None
         try:
             async for batch in source:
                 for event in batch:
@@ -490,18 +457,13 @@ class _Run:
                         if target is not None:
                             live.add(event.key)
                             self.emit(CallStreamStarted(event.key, event.id, event.name, *target))
-                    elif isinstance(event, ToolCallDone):
-                        calls.append(event.call)
-                    elif isinstance(event, Usage):
-                        usage.add(event)
-                    elif isinstance(event, TurnEnd):
-                        finish_reason = event.finish_reason
-                        stop_sequence = event.stop_sequence
+                    elif isinstance(event, ToolCallDone | Usage | TurnEnd):
+                        read.take(event)
                     elif isinstance(event, UpstreamNote):
                         self.emit(event)  # repairs, retries, first token: for observers only
         except ToolwireError as exc:
             state.usage.add(usage)
-            if self.compacts_for(exc) and not (text or reasoning or calls or live):
+            if self.compacts_for(exc) and not (read.said_anything or live):
                 state.compacted_for_overflow = True
                 state.iterations -= 1  # the refused call is made again, compacted
                 window = context_window(exc)
@@ -516,16 +478,13 @@ class _Run:
         full_text = "".join(text)
         full_reasoning = "".join(reasoning)
 
+        finish_reason = read.finish_reason
         if state.tools_exhausted:
             calls = []  # the last call was offered no tools; whatever it wrote is its answer
-        elif not calls and finish_reason != "length" and self.settings.leak_mode != "off":
+        else:
             await turn_work.give_way()  # judging the whole text is a step of its own
-            if len(full_text) + len(full_reasoning) > OFF_LOOP_LEAK_CHECK_CHARS:
-                # a long turn is judged on a worker thread: the interpreter hands the event
-                # loop's thread the GIL every few ms, so /health and other requests go on
-                leak = await asyncio.to_thread(self.find_leak, full_text, full_reasoning)
-            else:
-                leak = self.find_leak(full_text, full_reasoning)
+            names = self.declared_names()
+            leak = await leaked_call(self.request, read, full_text, full_reasoning, names)
             if leak is not None:
                 in_reasoning = leak[1]
                 if thinking.holding:  # the reasoning before a call in it, or all of it
@@ -550,20 +509,14 @@ class _Run:
         plans = [self.plan(call) for call in calls]
         state.transcript.append(message)
         self.emit(
-            ModelTurnCompleted(message, finish_reason, usage, plans, stop_sequence=stop_sequence)
+            ModelTurnCompleted(
+                message, finish_reason, usage, plans, stop_sequence=read.stop_sequence
+            )
         )
         if calls:
             return ExecuteTools(calls)
         state.final_text = full_text
-        if finish_reason == "length":
-            return Finish(
-                RunOutcome(
-                    StopReason.MAX_OUTPUT_TOKENS, "the answer was cut off by the token limit"
-                )
-            )
-        if finish_reason == "content_filter":
-            return Finish(RunOutcome(StopReason.CONTENT_FILTER, "the upstream filtered the answer"))
-        return Finish(RunOutcome(StopReason.ANSWERED))
+        return Finish(answered(finish_reason))
 
     def reask_misfits(
         self,
@@ -635,13 +588,6 @@ class _Run:
         """The tools a model call offers by name: a call written as text with prose after it
         is a leak only if it calls one of them (`leaks.standalone`)."""
         return {*self.executor.tools, *self.client_names}
-
-    def find_leak(self, text: str, reasoning: str) -> tuple[leaks.LeakMatch, bool] | None:
-        """Leaked calls in the visible text, or in the reasoning if nothing is visible. Only
-        when tools were on offer: otherwise there is nothing to call."""
-        if not self.executor.tools and not self.request.client_tools:
-            return None
-        return find_leak(text, reasoning, self.declared_names())
 
     def on_leak(
         self,

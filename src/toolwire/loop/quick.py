@@ -23,11 +23,9 @@ import asyncio
 from toolwire.errors import StopReason
 from toolwire.loop.driver import (
     CANCELLED,
-    OFF_LOOP_LEAK_CHECK_CHARS,
     LoopDriver,
     Sink,
     caller_problem,
-    find_leak,
     turn_batches,
 )
 from toolwire.loop.events import (
@@ -43,22 +41,14 @@ from toolwire.loop.events import (
 )
 from toolwire.loop.fitting import Fitting
 from toolwire.loop.state import LoopRequest, LoopState, RunOutcome
-from toolwire.transcript import AssistantMessage, SystemMessage, ToolCall, Transcript
-from toolwire.upstream.base import TurnRequest
+from toolwire.loop.turn import TurnRead, answered, leaked_call, turn_request
+from toolwire.transcript import AssistantMessage, ToolCall, Transcript
 from toolwire.upstream.events import (
     ModelEvent,
     ReasoningDelta,
     TextDelta,
-    ToolCallDone,
-    TurnEnd,
     UpstreamNote,
-    Usage,
 )
-
-_FINISH = {
-    "length": (StopReason.MAX_OUTPUT_TOKENS, "the answer was cut off by the token limit"),
-    "content_filter": (StopReason.CONTENT_FILTER, "the upstream filtered the answer"),
-}
 
 
 def eligible(request: LoopRequest) -> bool:
@@ -84,26 +74,12 @@ async def run_single_turn(driver: LoopDriver, request: LoopRequest, sink: Sink) 
     observed = driver.observe(request, sink) if driver.observe is not None else sink
     transcript: Transcript = [*request.history, *request.input]
     tools = list(request.client_tools)
-    turn = TurnRequest(
-        model=request.model,
-        transcript=[SystemMessage(request.instructions), *transcript]
-        if request.instructions
-        else list(transcript),
-        tools=tools,
-        tool_choice=request.tool_choice if tools else None,
-        parallel_tool_calls=request.parallel_tool_calls if tools else None,
-        sampling=request.sampling,
-        stream=False,
-    )
+    turn = turn_request(request, transcript, tools, request.tool_choice, stream=False)
     state = LoopState(transcript=transcript, output_start=len(request.history))
     observed(ModelCallStarted(1, bool(tools)))
     events: list[ModelEvent] = []
-    text: list[str] = []
-    reasoning: list[str] = []
-    calls: list[ToolCall] = []
-    usage = Usage()
-    finish_reason = "stop"
-    stop_sequence: str | None = None
+    read = TurnRead()
+    text, reasoning, calls, usage = read.text, read.reasoning, read.calls, read.usage
     deadline = request.settings.deadline
     timer = asyncio.timeout(deadline)
     try:
@@ -116,15 +92,10 @@ async def run_single_turn(driver: LoopDriver, request: LoopRequest, sink: Sink) 
                     events.append(event)
                     if isinstance(event, TextDelta):
                         text.append(event.text)
-                    elif isinstance(event, ToolCallDone):
-                        calls.append(event.call)
                     elif isinstance(event, ReasoningDelta):
                         reasoning.append(event.text)
-                    elif isinstance(event, Usage):
-                        usage.add(event)
-                    elif isinstance(event, TurnEnd):
-                        finish_reason = event.finish_reason
-                        stop_sequence = event.stop_sequence
+                    else:
+                        read.take(event)
     except TimeoutError as exc:
         if not timer.expired():
             return await driver.take_over(request, observed, events, exc)
@@ -150,14 +121,8 @@ async def run_single_turn(driver: LoopDriver, request: LoopRequest, sink: Sink) 
         for call in calls
     ):
         return await driver.take_over(request, observed, events)  # to be re-asked
-    if not calls and finish_reason != "length" and request.settings.leak_mode != "off" and tools:
-        if len(full_text) + len(full_reasoning) > OFF_LOOP_LEAK_CHECK_CHARS:
-            # off the loop
-            leak = await asyncio.to_thread(find_leak, full_text, full_reasoning, names)
-        else:
-            leak = find_leak(full_text, full_reasoning, names)
-        if leak is not None:
-            return await driver.take_over(request, observed, events)  # retried or salvaged
+    if await leaked_call(request, read, full_text, full_reasoning, names) is not None:
+        return await driver.take_over(request, observed, events)  # retried or salvaged
     state.usage.add(usage)
     if full_text:
         observed(OutputTextDelta(full_text))
@@ -166,14 +131,17 @@ async def run_single_turn(driver: LoopDriver, request: LoopRequest, sink: Sink) 
     said = AssistantMessage(full_text, calls, full_reasoning)
     transcript.append(said)
     plans = [PlannedCall(call, CallTarget.CALLER, "") for call in calls]
-    observed(ModelTurnCompleted(said, finish_reason, usage, plans, stop_sequence=stop_sequence))
+    finish_reason = read.finish_reason
+    observed(
+        ModelTurnCompleted(said, finish_reason, usage, plans, stop_sequence=read.stop_sequence)
+    )
     if calls:
         state.pending_calls = calls
         observed(ToolCallsReturned(calls))
         return _finish(state, observed, StopReason.TOOL_CALLS, None, calls)
     state.final_text = full_text
-    reason, why = _FINISH.get(finish_reason, (StopReason.ANSWERED, None))
-    return _finish(state, observed, reason, why, [])
+    outcome = answered(finish_reason)
+    return _finish(state, observed, outcome.reason, outcome.message, [])
 
 
 def _finish(
