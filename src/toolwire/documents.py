@@ -27,6 +27,8 @@ import logging
 from collections import OrderedDict
 from dataclasses import dataclass
 
+from toolwire.store.owner import current_owner, owner_key
+
 MAX_TEXT_CHARS = 200_000
 """Text kept from one document (about 50,000 tokens): the rest is named, not sent."""
 MAX_PAGES = 500
@@ -86,14 +88,17 @@ class PdfText:
     """What follows the header: page markers, pages, notes."""
 
 
-MemoryKey = tuple[bytes, int]
-#: the file's digest and the cap -> its text, or why it cannot be read. Touched on the event
-#: loop only (the readers return what they read; the loop remembers it).
+MemoryKey = tuple[bytes, int, str]
+#: the file's digest, the cap and the API key that sent it -> its text, or why it cannot be
+#: read. Per key: another key's request must not learn, by how fast it is answered, that the
+#: same PDF was sent recently. Touched on the event loop only (the readers return what they
+#: read; the loop remembers it).
 _memory: OrderedDict[MemoryKey, PdfText | str] = OrderedDict()
 
 
 def memory_key(data: bytes, max_chars: int = MAX_TEXT_CHARS) -> MemoryKey:
-    return hashlib.blake2b(data, digest_size=16).digest(), max_chars
+    """The file, the cap, and the current request's owner (`store/owner.py`)."""
+    return hashlib.blake2b(data, digest_size=16).digest(), max_chars, owner_key(current_owner.get())
 
 
 def recall(key: MemoryKey) -> PdfText | str | None:

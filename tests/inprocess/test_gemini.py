@@ -8,6 +8,7 @@ and test_gemini_cli.py."""
 
 from __future__ import annotations
 
+import base64
 import json
 import threading
 from pathlib import Path
@@ -18,6 +19,7 @@ import pytest
 
 from tests.inprocess_gateway import AppGateway, app_gateway
 from tests.integration.test_claude_code import call_chunks
+from tests.pdfs import make_pdf
 from toolwire.loop.state import LoopSettings
 from toolwire.server.gemini.contents import ThoughtSeal
 from toolwire.server.gemini.translate import GeminiSettings
@@ -551,8 +553,8 @@ async def test_structured_output(gw: AppGateway) -> None:
                     {"parts": [{"inlineData": {"mimeType": "application/pdf", "data": "JVBE"}}]}
                 ]
             ),
-            "contents[0].parts[0].inlineData.mimeType",
-            "application/pdf",
+            "contents[0].parts[0].inlineData.data",
+            "PDF cannot be read",
         ),
         (
             body(contents=[{"parts": [{"fileData": {"fileUri": "files/abc"}}]}]),
@@ -759,3 +761,27 @@ async def test_google_search_runs_in_the_loop_and_says_so_without_a_backend(
     assert "web_search" in [t["function"]["name"] for t in first["tools"]]
     (result,) = [m["content"] for m in second["messages"] if m["role"] == "tool"]
     assert "web search is not configured" in result, result
+
+
+async def test_a_pdf_sent_inline_reaches_the_model_as_its_text(gw: AppGateway) -> None:
+    """What Gemini CLI's read tool sends for a `.pdf`: the door reads it (off the event loop)
+    and the upstream gets its text, page by page."""
+    data = base64.b64encode(make_pdf(["Quarterly revenue grew 12%"])).decode()
+    gw.upstream.add(Reply(text="It grew."))
+    answer = await generate(
+        gw,
+        body(
+            contents=[
+                {
+                    "role": "user",
+                    "parts": [
+                        {"text": "summarize"},
+                        {"inlineData": {"mimeType": "application/pdf", "data": data}},
+                    ],
+                }
+            ]
+        ),
+    )
+    assert answer.status_code == 200, answer.text
+    sent = orjson.dumps(gw.upstream.chat_requests[-1].body["messages"]).decode()
+    assert "Quarterly revenue grew 12%" in sent and "--- page 1 ---" in sent

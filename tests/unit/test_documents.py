@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from tests.pdfs import make_pdf
-from toolwire.documents import DocumentError, pdf_text
+from toolwire.documents import DocumentError, memory_key, pdf_text, recall
+from toolwire.store.owner import current_owner
 
 
 def test_pages_are_marked_and_a_page_without_text_says_so() -> None:
@@ -42,3 +43,17 @@ def test_text_past_the_cap_is_cut_and_the_cut_is_named() -> None:
 def test_what_is_not_a_readable_pdf_is_a_document_error(data: bytes, reason: str) -> None:
     with pytest.raises(DocumentError, match=reason):
         pdf_text(data)
+
+
+def test_a_pdf_read_for_one_key_is_not_remembered_for_another() -> None:
+    """The remembered text is per API key: another key's request reads the PDF itself, so how
+    fast it is answered says nothing of what other keys sent."""
+    data = make_pdf(["only for key a"])
+    token = current_owner.set("key_a")
+    try:
+        pdf_text(data)
+        assert recall(memory_key(data)) is not None
+        current_owner.set("key_b")
+        assert recall(memory_key(data)) is None
+    finally:
+        current_owner.reset(token)

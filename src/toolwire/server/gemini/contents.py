@@ -11,6 +11,7 @@ from typing import Any
 
 import orjson
 
+from toolwire.documents import PDF_MEDIA_TYPE, DocumentError, decode_base64, pdf_text
 from toolwire.sealed import ReasoningSeal
 from toolwire.server.gemini.fields import (
     expect_list,
@@ -132,9 +133,14 @@ def _inline(blob: dict[str, Any], at: str) -> ChatPart:
         except (binascii.Error, UnicodeDecodeError):
             raise invalid("is not base64 of UTF-8 text", f"{at}.data") from None
         return {"type": "text", "text": text}
+    if mime == PDF_MEDIA_TYPE:  # what Gemini CLI's read tool sends for a .pdf
+        try:
+            return {"type": "text", "text": pdf_text(decode_base64(data))}
+        except DocumentError as exc:
+            raise invalid(f"the PDF cannot be read: {exc}", f"{at}.data") from None
     raise invalid(
         f"{mime} cannot be passed to this upstream (a chat-completions server reads text and "
-        f"images: {', '.join(IMAGE_TYPES)}, text/*)",
+        f"images: {', '.join(IMAGE_TYPES)}, text/*; PDFs become their text)",
         f"{at}.mimeType",
     )
 

@@ -25,6 +25,7 @@ from toolwire.loop.compaction import count_tokens
 from toolwire.loop.events import LoopEvent, LoopFinished
 from toolwire.loop.pump import pump_batches
 from toolwire.loop.state import LoopRequest
+from toolwire.pdf_readers import read_ahead
 from toolwire.runtime import Runtime
 from toolwire.server.gate.auth import owner_of
 from toolwire.server.gate.quotas import admit_tokens
@@ -141,6 +142,7 @@ class GeminiDoor:
 
     async def _prepare(self, request: Request, *, stream: bool) -> GeminiCall:
         body = await self.read_json(request)
+        await read_ahead(body)  # its PDFs, read off the event loop
         call = translate(body, await self._context(request), stream=stream)
         call.prompt_tokens = await self._prompt_tokens(call.request)
         await self._fit(call)
@@ -291,6 +293,7 @@ class GeminiDoor:
 
     async def count(self, request: Request) -> Response:
         body = await self.read_json(request)
+        await read_ahead(body)
         call = count_request(body, await self._context(request))
         tokens = await self._prompt_tokens(call.request)
         answer: gemini.CountTokensResponse = {
