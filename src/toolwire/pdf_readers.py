@@ -50,15 +50,20 @@ STOPPED_THE_READER = (
 #: `file_data` / `file_url`, chat `file.file_data`.
 _DATA_KEYS = frozenset({"data", "file_data", "file_url"})
 _PDF_BASE64 = "JVBERi0"  # "%PDF-", base64-encoded
+_PDF_BASE64_BYTES = _PDF_BASE64.encode()
 
 _threads: ThreadPoolExecutor | None = None
 _processes: ProcessPoolExecutor | None = None
 
 
-async def read_ahead(*parts: object) -> None:
+async def read_ahead(*parts: object, raw: bytes | None = None) -> None:
     """Read, off the loop, every PDF these request parts carry (any JSON shape: a door's body,
     items, messages) and not yet remembered. What cannot be decoded is left for the
-    translator to report in the door's words."""
+    translator to report in the door's words. `raw`: the request body the parts were parsed
+    from, when the parts are all it holds: without a PDF's base64 opening in it (every PDF
+    the doors read starts so, data URLs included) nothing is walked."""
+    if raw is not None and _PDF_BASE64_BYTES not in raw:
+        return
     found = {memory_key(data): data for data in _pdfs_in(parts)}
     unread = [(key, data) for key, data in found.items() if recall(key) is None]
     if unread:

@@ -33,7 +33,7 @@ class ChatWing:
 
         async def chat_completions(request: Request) -> Response:
             body = await read_json(request)
-            await read_ahead(body)  # its PDFs, read off the event loop
+            await read_ahead(body, raw=await request.body())  # its PDFs, off the event loop
             call = proxy.prepare(body)
             await admit(store, owner_of(request), body, call.request.sampling.max_output_tokens)
             if call.stream:

@@ -142,7 +142,7 @@ class GeminiDoor:
 
     async def _prepare(self, request: Request, *, stream: bool) -> GeminiCall:
         body = await self.read_json(request)
-        await read_ahead(body)  # its PDFs, read off the event loop
+        await read_ahead(body, raw=await request.body())  # its PDFs, read off the event loop
         call = translate(body, await self._context(request), stream=stream)
         call.prompt_tokens = await self._prompt_tokens(call.request)
         await self._fit(call)
@@ -293,7 +293,7 @@ class GeminiDoor:
 
     async def count(self, request: Request) -> Response:
         body = await self.read_json(request)
-        await read_ahead(body)
+        await read_ahead(body, raw=await request.body())
         call = count_request(body, await self._context(request))
         tokens = await self._prompt_tokens(call.request)
         answer: gemini.CountTokensResponse = {

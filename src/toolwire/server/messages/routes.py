@@ -104,7 +104,7 @@ class MessagesDoor:
 
     async def _translate(self, request: Request, *, counting: bool = False) -> MessagesCall:
         body = await self.read_json(request)
-        await read_ahead(body)  # its PDFs, read off the event loop
+        await read_ahead(body, raw=await request.body())  # its PDFs, read off the event loop
         return translate(
             body,
             settings=self.settings,

@@ -58,7 +58,9 @@ class ResponsesWing:
 
         async def create(request: Request) -> Response:
             body = await read_json(request)
-            prepared = await service.prepare(body, owner=owner_of(request))
+            prepared = await service.prepare(
+                body, owner=owner_of(request), raw=await request.body()
+            )
             await admit(
                 store, prepared.owner, body, prepared.loop_request.sampling.max_output_tokens
             )

@@ -94,10 +94,11 @@ class ResponsesService:
         owner: str | None = None,
         local: LocalResponse | None = None,
         resume: Resumption | None = None,
+        raw: bytes | None = None,
     ) -> Prepared:
         """`local`: a response the caller holds (WebSocket mode), found by
         `previous_response_id` before the store is asked; `resume`: a queued job."""
-        return await self.preparer.prepare(body, owner=owner, local=local, resume=resume)
+        return await self.preparer.prepare(body, owner=owner, local=local, resume=resume, raw=raw)
 
     # -- the three ways to run ------------------------------------------------------------
 

@@ -130,10 +130,12 @@ class Preparer:
         owner: str | None = None,
         local: LocalResponse | None = None,
         resume: Resumption | None = None,
+        raw: bytes | None = None,
     ) -> Prepared:
         """`local`: a response the caller holds (WebSocket mode), found by
         `previous_response_id` before the store is asked. `resume`: a queued job, prepared
-        under its own id, going on after what an earlier attempt stored."""
+        under its own id, going on after what an earlier attempt stored. `raw`: the body as
+        it came, when there is one (its input's PDFs are looked for only if it may hold one)."""
         request = parse_create(body)
         model = request.model or self.default_model
         if not model:
@@ -185,7 +187,9 @@ class Preparer:
             include=frozenset(request.include or ()),
             reasoning_summary=bool((request.reasoning or {}).get("summary")),
         )
-        await read_ahead(history, input_items, kept)  # their PDFs, read off the event loop
+        # their PDFs, read off the event loop: the stored ones, and the input's
+        await read_ahead(history, kept)
+        await read_ahead(input_items, raw=raw)
         transcript = items_to_transcript(
             expand_compactions(history, input_items + kept, self.compaction, owner),
             frozenset(approvals.decisions),
