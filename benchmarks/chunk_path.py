@@ -76,7 +76,6 @@ async def responses(body: bytes, rounds: int) -> float:
     from toolwire.loop.driver import LoopDriver
     from toolwire.loop.state import LoopRequest, LoopSettings
     from toolwire.observe.setup import Observability
-    from toolwire.server.responses.sink import ResponseBuilder
     from toolwire.transcript import ToolSpec, UserMessage
     from toolwire.upstream.chat_completions import ChatCompletionsUpstream
     from toolwire.wire.sse import encode_event
@@ -93,7 +92,7 @@ async def responses(body: bytes, rounds: int) -> float:
             frame = getattr(event, "frame", None)  # as ResponsesService.stream frames them
             out.append(frame or encode_event(orjson.dumps(event), event["type"]))
 
-        builder = ResponseBuilder(header, emit)
+        builder = _sink(header, emit)
         request = LoopRequest(
             model="mock-stream",
             input=[UserMessage("go")],
@@ -107,14 +106,33 @@ async def responses(body: bytes, rounds: int) -> float:
     return best(times)
 
 
+def _sink(header: Any, emit: Any) -> Any:
+    """The Responses door's sink for a stream, whatever the tree (`ab.py` runs this against
+    older checkouts): the draft with its event stream, or the older one-piece builder."""
+    try:
+        from toolwire.server.responses.draft import ResponseDraft
+        from toolwire.server.responses.stream import ResponseStream
+    except ImportError:
+        from toolwire.server.responses.sink import ResponseBuilder  # type: ignore[import-not-found]
+
+        return ResponseBuilder(header, emit)
+    return ResponseDraft(header, ResponseStream(header, emit))
+
+
+def _header_class() -> Any:
+    try:
+        from toolwire.server.responses.response_object import ResponseHeader
+    except ImportError:
+        from toolwire.server.responses.sink import ResponseHeader  # type: ignore[import-not-found,no-redef]
+    return ResponseHeader
+
+
 def _header(spec: Any) -> Any:
     """A response header as the Responses door makes one (fields by name, whatever the
     tree)."""
     import dataclasses
 
-    from toolwire.server.responses import sink as responses_sink
-
-    cls = responses_sink.ResponseHeader
+    cls = _header_class()
     values: dict[str, Any] = {}
     for f in dataclasses.fields(cls):
         if f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING:

@@ -262,8 +262,13 @@ TOOLS = [
             "description": f"{name}: " + " ".join(WORDS) * 4,
             "parameters": {
                 "type": "object",
+                # the mock's calls fit these (toolwire checks each call against its schema)
                 "properties": {
-                    p: {"type": "string", "description": " ".join(WORDS)} for p in props
+                    p: {
+                        "type": "integer" if p == "step" else "string",
+                        "description": " ".join(WORDS),
+                    }
+                    for p in props
                 },
                 "required": list(props[:1]),
             },

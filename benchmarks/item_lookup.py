@@ -15,39 +15,38 @@ import asyncio
 import statistics
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import orjson
 import sqlalchemy as sa
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from toolwire.store.database import Store
-from toolwire.store.items import find_items
+from toolwire.store.items import find_items_in
 from toolwire.store.owner import owned_by
 from toolwire.store.tables import responses
 
 OWNER = "key_bench"
 
 
-async def find_by_text_search(engine: AsyncEngine, ids: set[str], owner: str) -> dict[str, Any]:
-    """The lookup before schema 5: the owner's responses whose JSON text holds the id, newest
-    first, then the items read in Python."""
+def find_by_text_search(ids: set[str], owner: str, connection: sa.Connection) -> dict[str, Any]:
+    """The lookup before schema 5 (a read job): the owner's responses whose JSON text holds the
+    id, newest first, then the items read in Python."""
     found: dict[str, Any] = {}
     text = sa.cast(responses.c.body, sa.Text) + sa.cast(responses.c.input_items, sa.Text)
     holds = sa.or_(*(text.contains(orjson.dumps(i).decode(), autoescape=True) for i in ids))
-    async with engine.connect() as connection:
-        rows = await connection.execute(
-            sa.select(responses.c.body, responses.c.input_items)
-            .where(owned_by(responses.c.owner, owner), responses.c.status != "deleted", holds)
-            .order_by(responses.c.created_at.desc())
-        )
-        for row in rows:
-            for item in [*(row.body.get("output") or []), *(row.input_items or [])]:
-                if item.get("id") in ids and item["id"] not in found:
-                    found[item["id"]] = item
-            if len(found) == len(ids):
-                break
+    rows = connection.execute(
+        sa.select(responses.c.body, responses.c.input_items)
+        .where(owned_by(responses.c.owner, owner), responses.c.status != "deleted", holds)
+        .order_by(responses.c.created_at.desc())
+    )
+    for row in rows:
+        for item in [*(row.body.get("output") or []), *(row.input_items or [])]:
+            if item.get("id") in ids and item["id"] not in found:
+                found[item["id"]] = item
+        if len(found) == len(ids):
+            break
     return found
 
 
@@ -90,10 +89,10 @@ async def measure(size: int, lookups: int) -> tuple[float, float]:
             timings: dict[str, list[float]] = {"before": [], "after": []}
             for ids in wanted:
                 start = time.perf_counter()
-                old = await find_by_text_search(store.engine, ids, OWNER)
+                old = await store.read(partial(find_by_text_search, ids, OWNER))
                 timings["before"].append(time.perf_counter() - start)
                 start = time.perf_counter()
-                new = await find_items(store.engine, ids, OWNER)
+                new = await store.read(partial(find_items_in, ids, OWNER))
                 timings["after"].append(time.perf_counter() - start)
                 assert old == new, (old, new)
         finally:

@@ -1,87 +1,148 @@
-"""Untrusted model output costs linear work: the streaming hold-back (`LeakHold`) and the
-end-of-turn leak detector on 1 MiB of hostile text, beside 1 MiB of plain prose.
+"""Untrusted model output costs linear work with a small constant, and no single step is long:
+seconds per MiB of each degenerate kind of text (issue #39), beside plain prose and code.
 
-A model (or whoever controls the upstream) can write unclosed `<tool_call>` / `<function=`
-openers or deeply nested JSON; the scans run on the event loop, so their cost is how long
-`/health` and every other request wait. Prints one row per payload: seconds to stream it through
-the hold-back in 16-character deltas, seconds for `detect_leak` on the whole text, and the
-throughput. Run: `python benchmarks/leak_scanning.py [MiB]`.
+A model stuck in a loop (or whoever controls the upstream) writes unclosed `{`, open code
+fences, tags, `{"name": ` repeated; every byte goes through the streaming hold-back
+(`LeakHold`), the end-of-turn detector (`detect_leak`, with declared tool names: the rule for
+calls with text after them runs too) and, as a call's arguments, through `parse_arguments`
+(strict, then recovered and repaired). Printed per kind:
 
-Measured on the shared 2-core dev machine (loaded; compare rows, not absolute figures):
+- `hold 16`: seconds for the hold-back to judge 1 MiB fed in 16-character deltas (a token or
+  so each: the per-delta overhead shows), `hold 4K` in 4 KiB deltas (`Holdback.take` feeds
+  one long delta in such slices), and `step ms` the longest single 4 KiB `feed` (what one
+  step may hold the event loop for);
+- `detect`: `detect_leak` on the whole text (the driver runs it on a worker thread above
+  64 KiB);
+- `args`: `parse_arguments` on the text as a call's arguments (on a worker thread above
+  64 KiB).
 
-before (0.25 MiB; repeated openers are quadratic, so 1 MiB is ~16x these):
-    payload                         hold-back s   detect s  outcome
-    plain prose                           1.008      0.001  ok
-    <tool_call> then 1 MiB                0.042      0.002  ok
-    <tool_call> repeated                 12.059      0.007  ok
-    <function= repeated                  12.287      0.014  ok
-    <tool_call>{"name": nested            0.003      0.014  RecursionError
-    {"name": nested (bare)                0.021      0.001  RecursionError
-    [TOOL_CALLS] repeated                 2.110      0.011  ok
+Run: `python benchmarks/leak_scanning.py [MiB]` (default 1). CPU time of this process
+(`time.process_time`), so a loaded machine changes the figures less; compare rows, not
+machines.
 
-after (1 MiB):
-    plain prose                           3.217      0.018  ok
-    <tool_call> then 1 MiB                0.350      0.040  ok
-    <tool_call> repeated                  0.232      0.033  ok
-    <function= repeated                   0.221      0.039  ok
-    <tool_call>{"name": nested            5.005      0.032  ok
-    {"name": nested (bare)                5.941      0.281  ok
-    [TOOL_CALLS] repeated                 0.799      0.037  ok
+Measured on the shared 2-core dev machine (load ~8), 1 MiB, seconds of CPU:
 
-Prose and nested JSON are linear (~50-75 us per 16-character delta of Python overhead in the
-hold-back); they were not the subject of this change.
+before (main at d04c9da, run with this script):
+    kind                    hold 16  hold 4K  step ms   detect     args
+    plain prose               0.691    0.389      2.1    0.003    0.002
+    code                      0.152    0.036      6.2    0.006    0.007
+    unclosed {                1.538    1.418      6.9    0.004    0.070
+    open fences               0.908    0.728      3.5    0.003    0.000
+    <tool_call> tags          0.144    0.004      3.4    0.010    0.001
+    {"name": repeats          1.028    0.753      5.5    0.061    0.056
+    [ repeats                 0.284    1.324      5.8    0.004    0.000
+    <function= tags           0.159    0.006      4.2    0.006    0.001
+    balanced, repairable      0.170    0.005      0.2    0.004    1.303
+
+after:
+    kind                    hold 16  hold 4K  step ms   detect     args
+    plain prose               0.288    0.072      0.6    0.014    0.003
+    code                      0.386    0.093      0.7    0.017    0.011
+    unclosed {                0.417    0.186      1.3    0.015    0.002
+    open fences               0.172    0.004      3.6    0.064    0.000
+    <tool_call> tags          0.132    0.005      4.5    0.023    0.000
+    {"name": repeats          0.149    0.014      4.9    0.063    0.048
+    [ repeats                 0.367    0.122      0.6    0.017    0.001
+    <function= tags           0.178    0.009      7.4    0.021    0.001
+    balanced, repairable      0.376    0.094      5.0    0.017    1.120
+
+The step column is what one 4 KiB slice costs: before, a server's one-piece megabyte was one
+step (1.5 s for unclosed `{` on the Messages door); now `Holdback.take` feeds it in such
+slices with the event loop free between them. `args` of a repairable megabyte is json-repair
+(pure Python): it now runs on a worker thread (`upstream.chat_completions.finished`).
+"Before" the hold-back *stopped judging* (showed everything) once a turn passed its budget,
+so some kinds were cheap by giving up; now it holds such text to the turn's end instead, and
+the figures are what judging costs.
 """
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import time
 from collections.abc import Callable
 
 from toolwire.leaks import detect_leak
 from toolwire.leaks.hold import LeakHold
+from toolwire.upstream.arguments import ArgumentsError, parse_arguments
 
-DELTA = 16
+NAMES = ["get_weather", "read_file", "bash"]
 
 
 def payloads(size: int) -> dict[str, str]:
+    def rep(pattern: str) -> str:
+        return (pattern * (size // len(pattern) + 1))[:size]
+
+    code = 'def f(x):\n    return {"a": [x, (1, 2)]} if x < 3 else a[i]\n<div class="c">t</div>\n'
     return {
-        "plain prose": ("The quick brown fox jumps over the lazy dog. " * (size // 45 + 1))[:size],
-        "<tool_call> then 1 MiB": "<tool_call>" + "x" * size,
-        "<tool_call> repeated": ("<tool_call>" * (size // 11 + 1))[:size],
-        "<function= repeated": ("<function=" * (size // 10 + 1))[:size],
-        '<tool_call>{"name": nested': "<tool_call>" + ('{"name": ' * (size // 9 + 1))[:size],
-        '{"name": nested (bare)': ('{"name": ' * (size // 9 + 1))[:size],
-        "[TOOL_CALLS] repeated": ("[TOOL_CALLS]" * (size // 12 + 1))[:size],
+        "plain prose": rep("The quick brown fox jumps over the lazy dog. "),
+        "code": rep(code),
+        "unclosed {": rep("{"),
+        "open fences": rep("```\n"),
+        "<tool_call> tags": rep("<tool_call>"),
+        '{"name": repeats': rep('{"name": '),
+        "[ repeats": rep("["),
+        "<function= tags": rep("<function="),
+        "balanced, repairable": "{" + rep("'k': 1, ")[: size - 8] + "'z': 2}",
     }
 
 
-def timed(run: Callable[[], object]) -> tuple[float, str]:
-    started = time.perf_counter()
+def cpu(run: Callable[[], object]) -> float:
+    started = time.process_time()
+    run()
+    return time.process_time() - started
+
+
+def hold(text: str, delta: int) -> float:
+    """The longest single feed (seconds) of feeding `text` in `delta`-character pieces."""
+    judge = make_hold()
+    longest = 0.0
+    for start in range(0, len(text), delta):
+        began = time.process_time()
+        judge.feed(text[start : start + delta])
+        longest = max(longest, time.process_time() - began)
+    return longest
+
+
+def make_hold() -> LeakHold:
     try:
-        run()
-        outcome = "ok"
-    except RecursionError:
-        outcome = "RecursionError"
-    return time.perf_counter() - started, outcome
+        from toolwire.leaks.standalone import names_matcher
+
+        return LeakHold(names=names_matcher(NAMES))
+    except ImportError:  # an older tree, for a "before" row
+        return LeakHold()
 
 
-def hold(text: str) -> None:
-    judge = LeakHold()
-    for start in range(0, len(text), DELTA):
-        judge.feed(text[start : start + DELTA])
+def detect(text: str) -> None:
+    try:
+        detect_leak(text, NAMES)  # type: ignore[call-arg]
+    except TypeError:
+        detect_leak(text)
+
+
+def args(text: str) -> None:
+    with contextlib.suppress(ArgumentsError):
+        parse_arguments(text)
 
 
 def main() -> None:
     mib = float(sys.argv[1]) if len(sys.argv) > 1 else 1.0
     size = int(mib * 1024 * 1024)
-    print(f"{'payload':<30} {'hold-back s':>12} {'detect s':>10} {'MiB/s (hold)':>13}  outcome")
+    per_mib = 1024 * 1024 / size
+    print(f"{'kind':<22} {'hold 16':>8} {'hold 4K':>8} {'step ms':>8} {'detect':>8} {'args':>8}")
     for name, text in payloads(size).items():
-        held, outcome_h = timed(lambda text=text: hold(text))
-        detected, outcome_d = timed(lambda text=text: detect_leak(text))
-        rate = len(text) / 1024 / 1024 / held if held else float("inf")
-        outcome = outcome_h if outcome_h != "ok" else outcome_d
-        print(f"{name:<30} {held:>12.3f} {detected:>10.3f} {rate:>13.2f}  {outcome}")
+        small = cpu(lambda text=text: hold(text, 16)) * per_mib
+        step = 0.0
+
+        def big(text: str = text) -> None:
+            nonlocal step
+            step = hold(text, 4096)
+
+        large = cpu(big) * per_mib
+        found = cpu(lambda text=text: detect(text)) * per_mib
+        parsed = cpu(lambda text=text: args(text)) * per_mib
+        row = f"{name:<22} {small:>8.3f} {large:>8.3f} {step * 1000:>8.1f}"
+        print(f"{row} {found:>8.3f} {parsed:>8.3f}", flush=True)
 
 
 if __name__ == "__main__":

@@ -12,7 +12,9 @@ runs as a child process in front of it; the official `openai` client (`AsyncOpen
   the time to the first text byte (from the upstream's first text chunk and from the request),
   each text chunk's delay from upstream send to client arrival, the lag after the upstream ends.
 - (b) a client `function` tool call: a chunk with the call's id and name, then ~100 fragments
-  of a long argument (a file's content). Figures: the number of
+  of a long argument (a file's content). The tool is `strict` and the upstream says it is vLLM
+  0.27, which enforces `strict`: only such calls stream live while toolwire checks calls
+  against their schemas (any other is judged whole first: docs/tool-calls.md). Figures: the number of
   `response.function_call_arguments.delta` events, the time to the first one, and how many
   upstream chunks after the name chunk had been sent when it arrived (target: at most one).
 
@@ -150,7 +152,11 @@ WRITE_FILE_TOOL = {
         "type": "object",
         "properties": {"path": {"type": "string"}, "content": {"type": "string"}},
         "required": ["path", "content"],
+        "additionalProperties": False,
     },
+    # strict, on an upstream that enforces it (`TimedUpstream` says it is vLLM 0.27): judging
+    # the call cannot change it, so it streams live (any other call is judged whole first)
+    "strict": True,
 }
 BASE = {"id": "chatcmpl-live", "object": "chat.completion.chunk", "created": 0, "model": "m"}
 USAGE = {"prompt_tokens": 50, "completion_tokens": 400, "total_tokens": 450}
@@ -231,7 +237,7 @@ class TimedUpstream(ScriptedUpstream):
     """A ScriptedUpstream that records `perf_counter()` just after each stream chunk is sent."""
 
     def __init__(self) -> None:
-        super().__init__()
+        super().__init__(version="0.27.0")  # vLLM's `/version`: it enforces `strict` tools
         self.sent: list[list[float]] = []
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:

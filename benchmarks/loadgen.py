@@ -39,7 +39,7 @@ class RawClient:
         parts = urlsplit(url)
         self.host = parts.hostname or "127.0.0.1"
         self.port = parts.port or 80
-        self.path = parts.path or "/"
+        self.path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
         self.timeout = timeout
         self.sock: socket.socket | None = None
 
@@ -317,8 +317,46 @@ def check_messages(body: bytes, stream: bool, expected_args: str) -> tuple[bool,
         return False, f"{type(exc).__name__}: {exc}"[:200], 0
 
 
-CHECKS = {"chat": check_chat, "responses": check_responses, "messages": check_messages}
-MARKERS = {"chat": b'"tool_calls"', "responses": b"function_call", "messages": b'"tool_use"'}
+def check_gemini(body: bytes, stream: bool, expected_args: str) -> tuple[bool, str, int]:
+    """Gemini's answer: one `functionCall` get_weather part whose `args` are the expected
+    arguments, `finishReason` STOP (streaming, `alt=sse`: over every chunk, as the SDKs read
+    them; an error object after the stream opened fails it)."""
+    try:
+        # an error object after the stream opened is no `data:` event: the call and the
+        # finishReason it would have carried are missing, so the check fails
+        docs = [json.loads(d) for d in sse_data(body)] if stream else [json.loads(body)]
+        calls = []
+        finish = None
+        for doc in docs:
+            if "error" in doc:
+                return False, f"error: {str(doc['error'])[:200]}", len(docs)
+            candidate = (doc.get("candidates") or [{}])[0]
+            parts = (candidate.get("content") or {}).get("parts") or []
+            calls += [p["functionCall"] for p in parts if "functionCall" in p]
+            finish = candidate.get("finishReason") or finish
+        if [c.get("name") for c in calls] != ["get_weather"]:
+            return False, f"function calls {[c.get('name') for c in calls]}", len(docs)
+        if calls[0].get("args") != json.loads(expected_args):
+            return False, "args differ", len(docs)
+        if finish != "STOP":
+            return False, f"finishReason {finish!r}", len(docs)
+        return True, "", len(docs)
+    except Exception as exc:
+        return False, f"{type(exc).__name__}: {exc}"[:200], 0
+
+
+CHECKS = {
+    "chat": check_chat,
+    "responses": check_responses,
+    "messages": check_messages,
+    "gemini": check_gemini,
+}
+MARKERS = {
+    "chat": b'"tool_calls"',
+    "responses": b"function_call",
+    "messages": b'"tool_use"',
+    "gemini": b'"functionCall"',
+}
 
 
 # -- sequential runs (workloads a, b, d, g) -------------------------------------------------
@@ -338,7 +376,9 @@ def sequential(spec: dict[str, Any]) -> dict[str, Any]:
     requests = {}
     for name, client in clients.items():
         body = dict(spec.get("bodies", {}).get(name, spec["body"]))
-        body["model"] = spec.get("models", {}).get(name, body.get("model"))
+        model = spec.get("models", {}).get(name, body.get("model"))
+        if model is not None:  # Gemini's requests name their model in the path, not the body
+            body["model"] = model
         extra = "".join(f"{k}: {v}\r\n" for k, v in spec.get("headers", {}).get(name, {}).items())
         requests[name] = client.request_bytes(json.dumps(body).encode(), extra)
     results: dict[str, dict[str, Any]] = {

@@ -92,14 +92,13 @@ def package(frame: str) -> str:
 
 
 def idle(frames: list[str]) -> bool:
-    """A worker thread waiting on its queue: aiosqlite's (`tx.get()`, a C call), the store's
-    writer thread (a thread pool's `_worker` in `queue.get`) and the request log's writer (`queue.get` -> `Condition.wait`). py-spy does not see them as idle, but they
-    are; a query being run or a line being written would show other frames."""
+    """A worker thread waiting on its queue: the store's writer and reader threads (a thread
+    pool's `_worker` in `queue.get`) and the request log's writer (`queue.get` ->
+    `Condition.wait`). py-spy does not see them as idle, but they are; a query being run or a
+    line being written would show other frames."""
     leaf = frames[-1]
-    if leaf.startswith("_connection_worker_thread (aiosqlite/"):
-        return True
     if leaf.startswith("_worker (concurrent/futures/thread.py"):
-        return True  # the store's writer thread (`store/writer.py`) waiting for a batch
+        return True  # the store's writer (`store/writer.py`) or readers waiting for a job
     return leaf.startswith("Condition.wait (threading.py") and any(
         f.startswith("_LineWriter._drain (toolwire/observe/requests.py") for f in frames
     )
@@ -215,7 +214,7 @@ def render(result: dict[str, Any]) -> str:
     for scenario, s in result.items():
         out.append(f"## {scenario}\n")
         out.append(
-            f"{s['samples']} busy samples ({s['idle_dropped']} samples of idle worker threads left out: aiosqlite's, the store writer's, the request log's); {s['py_spy']}\n"
+            f"{s['samples']} busy samples ({s['idle_dropped']} samples of idle worker threads left out: the store's writer and readers, the request log's); {s['py_spy']}\n"
         )
         out.append("**Self time by package**\n")
         out.append("| package | % |\n|---|---:|")

@@ -49,6 +49,15 @@ LITELLM_VENV = HERE / ".venv-litellm"
 PROJECT_PY = ROOT / ".venv" / "bin" / "python"
 EXTRA_SITE = HERE / ".pip-extras"
 EXTRA_REQUIREMENTS = ["aiohttp==3.14.5", "httpx-aiohttp==0.2.0"]
+# The candidate stack of issue #38 (stacks.py, floors.py): granian and two Rust HTTP clients, and
+# msgspec for json_codecs.py, in benchmarks/.stack-extras (pip --target with the project's
+# interpreter; appended to sys.path, so the venv's own packages win).
+STACK_SITE = HERE / ".stack-extras"
+STACK_REQUIREMENTS = ["granian==2.8.7", "pyreqwest==0.15.1", "pyqwest==0.12.0", "msgspec==0.22.0"]
+# SMG's Rust router (the `sglang-router` wheel: a Rust binary behind a Python launcher), in its
+# own venv: the floor of the best, in front of the same mock.
+ROUTER_VERSION = "0.3.2"
+ROUTER_VENV = HERE / ".venv-router"
 # Variants of "toolwire + proposed fixes" (toolwire_patched.py), measured side by side. Every
 # patch proposed so far has landed in src/ (the aiohttp upstream client among them), so none by
 # default: `--patches drain,uvloop` still measures a patch set when a new one is proposed.
@@ -116,6 +125,19 @@ ANTHROPIC_TOOLS = [
         "input_schema": t["function"]["parameters"],
     }
     for t in TOOLS
+]
+
+GEMINI_TOOLS = [
+    {
+        "functionDeclarations": [
+            {
+                "name": t["function"]["name"],
+                "description": t["function"]["description"],
+                "parametersJsonSchema": t["function"]["parameters"],
+            }
+            for t in TOOLS
+        ]
+    }
 ]
 
 
@@ -241,7 +263,15 @@ def ensure_extra_site() -> str:
     )
     if marker.exists() or have.returncode == 0:
         return ""
-    log(f"installing {', '.join(EXTRA_REQUIREMENTS)} into {EXTRA_SITE.relative_to(ROOT)}")
+    why = pip_target(EXTRA_SITE, EXTRA_REQUIREMENTS)
+    if not why:
+        marker.touch()
+    return why
+
+
+def pip_target(site: Path, requirements: list[str], *extra: str) -> str:
+    """`pip install --target site requirements` with the project's interpreter: why not, or ''."""
+    log(f"installing {', '.join(requirements)} into {site.relative_to(ROOT)}")
     try:
         done = subprocess.run(
             [
@@ -250,20 +280,88 @@ def ensure_extra_site() -> str:
                 "pip",
                 "install",
                 "--quiet",
+                *extra,
                 "--target",
-                str(EXTRA_SITE),
-                *EXTRA_REQUIREMENTS,
+                str(site),
+                *requirements,
             ],
             capture_output=True,
             text=True,
             timeout=900,
         )
     except (subprocess.SubprocessError, OSError) as exc:
-        return f"could not install {EXTRA_REQUIREMENTS}: {exc}"
+        return f"could not install {requirements}: {exc}"
     if done.returncode != 0:
         return f"pip install --target failed: {done.stderr.strip().splitlines()[-1:]}"
-    marker.touch()
     return ""
+
+
+def ensure_stack_site() -> str:
+    """STACK_REQUIREMENTS in benchmarks/.stack-extras. Returns why not, or ''."""
+    marker = STACK_SITE / ".complete"
+    if marker.exists() and marker.read_text() == " ".join(STACK_REQUIREMENTS):
+        return ""
+    why = pip_target(STACK_SITE, STACK_REQUIREMENTS, "--upgrade")
+    if not why:
+        marker.write_text(" ".join(STACK_REQUIREMENTS))
+    return why
+
+
+def router_argv(python: Path, port: int, worker: str) -> list[str]:
+    """SMG's router in front of one worker (the mock), round robin, its health checks off (the
+    mock is up before it starts), on 127.0.0.1:`port`; its Prometheus exporter on a free
+    loopback port (its default, 0.0.0.0:29000, is taken by any other router on the machine)."""
+    return [
+        str(python),
+        "-m",
+        "sglang_router.launch_router",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--worker-urls",
+        worker.removesuffix("/v1"),
+        "--policy",
+        "round_robin",
+        "--log-level",
+        "warn",
+        "--disable-health-check",
+        "--prometheus-host",
+        "127.0.0.1",
+        "--prometheus-port",
+        str(free_port()),
+    ]
+
+
+def ensure_router(version: str = ROUTER_VERSION) -> tuple[Path | None, str]:
+    """`sglang-router==version` in benchmarks/.venv-router: (its python or None, why not)."""
+    py = venv_python(ROUTER_VENV)
+    probe = (
+        subprocess.run(
+            [str(py), "-c", "import importlib.metadata as m; print(m.version('sglang-router'))"],
+            capture_output=True,
+            text=True,
+        )
+        if py.exists()
+        else None
+    )
+    if probe is not None and probe.returncode == 0 and probe.stdout.strip() == version:
+        return py, ""
+    try:
+        if not py.exists():
+            log(f"creating {ROUTER_VENV.relative_to(ROOT)} with sglang-router=={version}")
+            subprocess.run([sys.executable, "-m", "venv", str(ROUTER_VENV)], check=True)
+        done = subprocess.run(
+            [str(py), "-m", "pip", "install", "--quiet", f"sglang-router=={version}"],
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
+    except (subprocess.SubprocessError, OSError) as exc:
+        return None, f"could not install sglang-router=={version}: {exc}"
+    if done.returncode != 0:
+        return None, f"pip install sglang-router=={version} failed: {done.stderr[-300:]}"
+    return py, ""
 
 
 def ensure_portkey(version: str) -> tuple[Path | None, str]:
@@ -715,6 +813,9 @@ def parse_args() -> argparse.Namespace:
     )
     parser.add_argument("--skip-litellm", action="store_true", help="leave LiteLLM out")
     parser.add_argument("--skip-portkey", action="store_true", help="leave Portkey out")
+    parser.add_argument(
+        "--skip-router", action="store_true", help="leave SMG's Rust router (sglang-router) out"
+    )
     parser.add_argument("--portkey-version", default=PORTKEY_VERSION)
     parser.add_argument(
         "--no-workers", action="store_true", help=f"leave out toolwire --workers {WORKERS}"
@@ -862,6 +963,11 @@ def main() -> None:
     )
     if portkey_js is None:
         log(f"Portkey left out: {portkey_why}")
+    router_py, router_why = (
+        (None, "skipped (--skip-router)") if args.skip_router else ensure_router()
+    )
+    if router_py is None:
+        log(f"sglang-router left out: {router_why}")
     wrk = None if args.no_wrk else find_wrk(allow_install=True)
     wants_aiohttp = any("aiohttp" in v for v in args.variants)
     extra_why = ensure_extra_site() if (not args.no_floors or wants_aiohttp) else ""
@@ -949,6 +1055,7 @@ def main() -> None:
         },
         "litellm_note": litellm_why,
         "portkey_note": portkey_why,
+        "router_note": router_why,
         "note": args.note,
     }
     if not extra_why and EXTRA_SITE.exists():
@@ -983,6 +1090,7 @@ def main() -> None:
             + list(variants)
             + (["litellm"] if litellm_exe else [])
             + (["portkey"] if portkey_js else [])
+            + (["sglang-router"] if router_py else [])
             + ([] if args.no_workers else ["toolwire-workers"])
         )
         if not args.no_floors:
@@ -1151,6 +1259,31 @@ def main() -> None:
                 results["portkey_note"] = f"the Portkey gateway did not start: {exc}"
                 log(results["portkey_note"])
                 procs.stop(portkey)
+
+        if router_py is not None:
+            # SMG's Rust router: the chat door's workloads ((a), (b), (c)), one core like the rest
+            port = free_port()
+            router = procs.start(
+                "sglang-router",
+                router_argv(router_py, port, upstream["sglang-router"]),
+                cpus=gw_cpus,
+            )
+            try:
+                wait_http(f"http://127.0.0.1:{port}/health", router, "sglang-router", timeout=90)
+                paths.append(
+                    Path_(
+                        "sglang-router",
+                        f"http://127.0.0.1:{port}/v1",
+                        router,
+                        responses=False,
+                        all_levels=True,
+                    )
+                )
+                log(f"sglang-router {ROUTER_VERSION} up at http://127.0.0.1:{port}/v1")
+            except RuntimeError as exc:
+                results["router_note"] = f"sglang-router did not start: {exc}"
+                log(results["router_note"])
+                procs.stop(router)
 
         if not args.no_workers:
             # Not pinned: two workers need two cores, which they share with the load generator
@@ -1340,6 +1473,54 @@ def main() -> None:
                     {**body_g, "model": model, "stream": stream},
                     stream=stream,
                     kind="messages",
+                    kinds={"direct": "chat"},
+                    bodies={
+                        "direct": {
+                            "model": model,
+                            "messages": MESSAGES,
+                            "tools": TOOLS,
+                            "stream": stream,
+                        }
+                    },
+                    expected=expected,
+                    warmup=max(3, min(200, count // 5)),
+                    requests=count,
+                    models={},
+                    block=10,
+                )
+        # -- (h) Gemini's generateContent against direct chat completions -------------------
+        # The same tool call asked in Gemini's shape: toolwire's Gemini door and LiteLLM's
+        # `/v1beta/models/{model}:generateContent` both translate to chat completions; direct
+        # is the chat request itself. Streaming is `:streamGenerateContent?alt=sse`, as Gemini
+        # CLI and the SDKs ask.
+        gemini_roots = {
+            p.name: p.base.removesuffix("/v1") for p in paths if p.name in ("toolwire", "litellm")
+        }
+        if gemini_roots:
+            body_h = {
+                "systemInstruction": {"parts": [{"text": MESSAGES[0]["content"]}]},
+                "contents": [{"role": "user", "parts": [{"text": MESSAGES[1]["content"]}]}],
+                "tools": GEMINI_TOOLS,
+            }
+            results["h"] = {}
+            for mode, stream, model, expected, count in (
+                ("non-streaming", False, "mock-tool", SHORT_ARGS, args.requests),
+                ("streaming", True, "mock-stream", long_args, args.stream_requests),
+            ):
+                action = "streamGenerateContent?alt=sse" if stream else "generateContent"
+                targets_h = {
+                    "direct": chat["direct"],
+                    **{
+                        name: f"{root}/v1beta/models/{model}:{action}"
+                        for name, root in gemini_roots.items()
+                    },
+                }
+                results["h"][mode] = measured(
+                    f"h-{mode}",
+                    targets_h,
+                    body_h,
+                    stream=stream,
+                    kind="gemini",
                     kinds={"direct": "chat"},
                     bodies={
                         "direct": {

@@ -19,6 +19,12 @@ if TYPE_CHECKING:
 DATA = Path(__file__).parent / "data"
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    from tests import compat_matrix  # docs/compatibility.md, from the tests that ran
+
+    compat_matrix.configure(config)
+
+
 @pytest.fixture
 def scripted() -> Iterator[ScriptedUpstream]:
     """A fresh ScriptedUpstream per test, on a real socket; script it with `.add(...)`."""

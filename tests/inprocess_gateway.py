@@ -1,6 +1,6 @@
 """The toolwire ASGI app in process, in front of an in-process `ScriptedUpstream`: no sockets.
 
-`app_gateway(upstream)` builds the same app `toolwire serve` builds (`ResponsesService` +
+`app_gateway(upstream)` builds the same app `toolwire serve` builds (`compose` +
 `create_app`, as `server.main.build_app` does, with the demo tools the integration gateway
 loads), on an upstream adapter whose httpx transport calls the scripted app directly, and
 gives a raw `httpx.AsyncClient` and the official `openai.AsyncOpenAI` client, both on a
@@ -23,7 +23,10 @@ from starlette.applications import Starlette
 
 from toolwire.demo_tools import ALL as DEMO_TOOLS
 from toolwire.loop.state import LoopSettings
+from toolwire.runtime import Runtime
 from toolwire.server.app import create_app
+from toolwire.server.gemini.translate import GeminiSettings
+from toolwire.server.main import compose
 from toolwire.server.messages.translate import MessagesSettings
 from toolwire.server.responses.service import ResponsesService
 from toolwire.store.database import Store
@@ -42,6 +45,7 @@ class AppGateway:
     upstream: ScriptedUpstream
     adapter: ChatCompletionsUpstream
     store: Store
+    runtime: Runtime
     service: ResponsesService
     app: Starlette
     transport: StreamingASGITransport
@@ -66,12 +70,13 @@ async def app_gateway(
     settings: LoopSettings | None = None,
     upstream_transport: httpx.AsyncBaseTransport | None = None,
     messages: MessagesSettings | None = None,
+    gemini: GeminiSettings | None = None,
     fleet: FleetRouter | None = None,
     **adapter_options: Any,
 ) -> AsyncIterator[AppGateway]:
     """`db`: a SQLite file, or None for an in-memory database. `upstream_transport` replaces the transport to the scripted upstream (e.g. one that
     holds the upstream's answer until the test lets it go); `messages`: the Anthropic door's
-    settings (model names, context window); `adapter_options` are
+    settings (model names, context window), `gemini` the Gemini door's; `adapter_options` are
     `ChatCompletionsConfig` fields (defaults as the integration gateway: one retry);
     `fleet`: serve through this router over several model servers instead (`upstream` is then
     only the test's handle)."""
@@ -81,22 +86,23 @@ async def app_gateway(
         upstream.base_url, transport=upstream_transport or upstream.transport, **options
     )
     # In-memory SQLite by default (one shared connection; a third of a file's set-up time).
-    store = await Store.open(f"sqlite:///{db}" if db else "sqlite+aiosqlite:///:memory:")
+    store = await Store.open(f"sqlite:///{db}" if db else "sqlite:///:memory:")
     served: Upstream = fleet or adapter
-    service = ResponsesService(
+    runtime = await compose(
         upstream=served,
         store=store,
         server_tools=list(tools),
         loop_settings=settings or LoopSettings(),
     )
-    app = create_app(upstream=served, store=store, responses=service, messages=messages)
+    app = create_app(runtime, messages=messages, gemini=gemini)
+    service: ResponsesService = app.state.responses
     transport = StreamingASGITransport(app)
     http = httpx.AsyncClient(transport=transport, base_url=BASE)
     client = openai.AsyncOpenAI(
         base_url=BASE + "/v1", api_key="sk-unused", max_retries=0, http_client=http
     )
     try:
-        yield AppGateway(upstream, adapter, store, service, app, transport, http, client)
+        yield AppGateway(upstream, adapter, store, runtime, service, app, transport, http, client)
     finally:
         background = list(service.background.values())
         for task in background:
@@ -107,11 +113,28 @@ async def app_gateway(
         if isinstance(upstream_transport, StreamingASGITransport):
             await upstream_transport.shutdown()
         await http.aclose()
-        await service.mcp_pool.close()
-        await adapter.aclose()
+        await runtime.aclose()  # MCP sessions, the upstream stack (the fleet's, if any)
         if fleet is not None:
-            await fleet.aclose()
+            await adapter.aclose()
         await store.close()
+
+
+def websocket_scope(path: str = "/v1/responses") -> dict[str, Any]:
+    """The ASGI scope of a WebSocket a client on loopback opens (tests drive the app with it
+    as raw ASGI, to see exactly what the server takes from the socket and sends)."""
+    return {
+        "type": "websocket",
+        "asgi": {"version": "3.0"},
+        "scheme": "ws",
+        "path": path,
+        "raw_path": path.encode(),
+        "root_path": "",
+        "query_string": b"",
+        "headers": [(b"host", b"127.0.0.1")],
+        "client": ("127.0.0.1", 50000),
+        "server": ("127.0.0.1", 80),
+        "subprotocols": [],
+    }
 
 
 def sse_events(raw: bytes) -> list[dict[str, Any]]:
@@ -158,21 +181,3 @@ class Gate:
         self.reached.set()
         await self.release.wait()
         await self.upstream(scope, receive, send)
-
-
-def socket_scope(path: str = "/v1/responses") -> dict[str, Any]:
-    """The ASGI scope of a WebSocket to the app on loopback, for tests that drive a socket as
-    raw ASGI (to see exactly what the server takes from it and sends)."""
-    return {
-        "type": "websocket",
-        "asgi": {"version": "3.0"},
-        "scheme": "ws",
-        "path": path,
-        "raw_path": path.encode(),
-        "root_path": "",
-        "query_string": b"",
-        "headers": [(b"host", b"127.0.0.1")],
-        "client": ("127.0.0.1", 50000),
-        "server": ("127.0.0.1", 80),
-        "subprotocols": [],
-    }

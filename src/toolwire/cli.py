@@ -269,6 +269,14 @@ def serve(
             "upstream model, e.g. sonnet=qwen3-coder; repeatable",
         ),
     ] = [],  # noqa: B006
+    gemini_model: Annotated[
+        list[str],
+        typer.Option(
+            "--gemini-model",
+            help="on /v1beta/models/...: requested name or family (pro, flash, flash-lite, "
+            "default) = upstream model, e.g. flash=qwen3-coder; repeatable",
+        ),
+    ] = [],  # noqa: B006
     context_window: Annotated[
         int | None,
         typer.Option(help="the upstream's context window in tokens (default: asked of it)"),
@@ -313,6 +321,7 @@ def serve(
         "log_format": log_format,
         "migrate": False if no_migrate else None,
         "anthropic_models": anthropic_model,
+        "gemini_models": gemini_model,
         "context_window": context_window,
     }
     try:
@@ -532,24 +541,14 @@ app.add_typer(db_app, name="db")
 def db_upgrade(db: KeysDb = None, config: KeysConfig = None) -> None:
     """Upgrade the database schema to this toolwire's (what `serve` does on start)."""
     from toolwire.config import load_config
-    from toolwire.store.database import normalize_url
-    from toolwire.store.migrate import current, head
+    from toolwire.store.migrate import head
 
     async def upgrade() -> tuple[str | None, str]:
-        from sqlalchemy.ext.asyncio import create_async_engine
+        from toolwire.store.database import Store
 
-        from toolwire.store.database import Store, default_database_url
-
-        url = load_config(config, {"db": db}).db
-        engine = create_async_engine(normalize_url(url or default_database_url()))
-        try:
-            async with engine.connect() as connection:
-                before = await connection.run_sync(current)
-        finally:
-            await engine.dispose()
-        store = await Store.open(url, migrate=True)
+        store = await Store.open(load_config(config, {"db": db}).db, migrate=True)
         await store.close()
-        return before, head()
+        return store.schema_before, head()
 
     try:
         before, after = asyncio.run(upgrade())

@@ -98,6 +98,15 @@ class WebSearchConfig(BaseModel):
     query_argument: str = Field(default="query", description="the tool's query parameter")
 
 
+class WebFetchConfig(BaseModel):
+    """Which MCP tool serves Anthropic's `web_fetch` server tool on `/v1/messages`: any tool of
+    a configured MCP server that takes a URL string (a fetch server)."""
+
+    server: str = Field(description="the label of a server in mcp_servers")
+    tool: str = Field(description="the name of its fetch tool")
+    url_argument: str = Field(default="url", description="the tool's URL parameter")
+
+
 class ServerConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -163,6 +172,11 @@ class ServerConfig(BaseModel):
         description="Messages door (/v1/messages): requested model name or tier (opus, sonnet, "
         "haiku, default) -> upstream model; `NAME=MODEL,...` in the environment",
     )
+    gemini_models: dict[str, str] = Field(
+        default_factory=dict,
+        description="Gemini door (/v1beta/models/...): requested model name or family (pro, "
+        "flash, flash-lite, default) -> upstream model; `NAME=MODEL,...` in the environment",
+    )
     anthropic_ping_interval: float = Field(
         default=10.0,
         gt=0,
@@ -172,10 +186,25 @@ class ServerConfig(BaseModel):
         default=None,
         ge=256,
         description="the upstream's context window in tokens (default: asked of the upstream, "
-        "or local_n_ctx for the managed local model); the Messages door caps max_tokens to it",
+        "or local_n_ctx for the managed local model); the Messages and Gemini doors cap "
+        "their output to it",
     )
     leaked_calls: Literal["retry", "salvage", "off"] = "retry"
     leak_retries: int = 2
+    check_tool_arguments: bool = Field(
+        default=True,
+        description="check every tool call against its tool's schema: one-meaning repairs, "
+        "else one hidden re-ask (docs/tool-calls.md); false: calls go on as the model wrote "
+        "them, and their arguments stream live",
+    )
+    argument_retries: int = Field(
+        default=1, ge=0, description="re-asks in a row for calls that do not fit their tool"
+    )
+    strict_tools: Literal["auto", "enforced", "ignored"] = Field(
+        default="auto",
+        description="does the upstream enforce `strict` tools' schemas (then `strict` is "
+        "passed on): auto learns it (vLLM >= 0.27, OpenAI)",
+    )
     max_iterations: int = 20
     log_level: str = "info"
     access_log: bool = Field(
@@ -232,6 +261,9 @@ class ServerConfig(BaseModel):
     )
     web_search: WebSearchConfig | None = Field(
         default=None, description="the MCP tool that serves the `web_search` tool"
+    )
+    web_fetch: WebFetchConfig | None = Field(
+        default=None, description="the MCP tool that serves Anthropic's `web_fetch` tool"
     )
     # -- durability: see docs/deployment.md ---------------------------------------------
     migrate: bool = Field(
@@ -313,7 +345,7 @@ class ServerConfig(BaseModel):
             ),
         )
 
-    @field_validator("anthropic_models", mode="before")
+    @field_validator("anthropic_models", "gemini_models", mode="before")
     @classmethod
     def _anthropic_models(cls, value: Any) -> Any:
         return _name_map(value)

@@ -150,6 +150,18 @@ class StoreError(ToolwireError):
         super().__init__(message, code="server_error")
 
 
+class ConflictingWrite(StoreError):
+    """The final write lost a race the request's own checks could not see (an item id another
+    request stored first): the request's own 400, told after the run, with the response stored
+    `failed` saying so."""
+
+    status = 400
+    error_type = "invalid_request_error"
+
+    def __init__(self, refused: ToolwireError) -> None:
+        ToolwireError.__init__(self, refused.message, code=refused.code, param=refused.param)
+
+
 # -- how a run ends: the one mapping from typed outcomes to wire codes and HTTP statuses ------
 
 

@@ -13,6 +13,8 @@ request so
 - MCP credentials of a response awaiting approval (`server/responses/prepare/approval_tools.py`), so
 that an
   approval from `/ui`, which only holds the redacted echo, runs with the real ones.
+- Reasoning handed to a client as a signature (`ReasoningSeal`: the Anthropic door's thinking
+  signatures, the Gemini door's thought signatures), bound to the key that asked.
 """
 
 from __future__ import annotations
@@ -62,3 +64,48 @@ class Sealer:
             return orjson.loads(self._fernet.decrypt(token.encode("ascii")))
         except (InvalidToken, ValueError) as exc:
             raise SealError("the sealed value cannot be opened") from exc
+
+
+class ReasoningSeal:
+    """Signatures that carry a model's reasoning: the text sealed for the API key that asked,
+    under a secret only the server holds, so that a door hands it to its client and replays it
+    to the upstream when the client sends it back in history. A forged or altered signature,
+    or one issued for another key or by someone else (the real Anthropic or Gemini API),
+    opens to nothing: its reasoning is never replayed. `label`: each door's own key, so one
+    door's signatures do not open on another."""
+
+    def __init__(self, secret: bytes, label: bytes) -> None:
+        self._sealer = Sealer(secret, label=label)
+
+    @staticmethod
+    def _owner(owner: str | None) -> str:
+        return hashlib.sha256((owner or "").encode()).hexdigest()[:32]
+
+    def sign(self, reasoning: str, owner: str | None, upstream: str | None = None) -> str:
+        """`upstream`: the model server that wrote the reasoning (a fleet's), sealed with it:
+        the signature coming back says where its session's prefix is."""
+        payload = {"o": self._owner(owner), "r": reasoning}
+        if upstream:
+            payload["u"] = upstream
+        return self._sealer.seal(payload)
+
+    def open(self, signature: object, owner: str | None) -> str | None:
+        opened = self.open_signed(signature, owner)
+        return opened[0] if opened is not None else None
+
+    def open_signed(self, signature: object, owner: str | None) -> tuple[str, str | None] | None:
+        """(the reasoning, the model server that wrote it) of a signature this server issued
+        for this key; None for any other."""
+        if not isinstance(signature, str) or not signature:
+            return None
+        try:
+            payload = self._sealer.open(signature)
+        except (SealError, UnicodeEncodeError):
+            return None
+        if not isinstance(payload, dict) or payload.get("o") != self._owner(owner):
+            return None
+        reasoning = payload.get("r")
+        if not isinstance(reasoning, str):
+            return None
+        upstream = payload.get("u")
+        return reasoning, upstream if isinstance(upstream, str) else None

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import openai
 import pytest
 
+from tests.inprocess.test_bad_input import stored_statuses
 from tests.inprocess.test_responses import STOCK_TOOL, check_lifecycle, stream_raw
-from tests.inprocess_gateway import AppGateway
-from toolwire.testing import Reply
+from tests.inprocess_gateway import AppGateway, Gate, app_gateway, sse_events
+from toolwire.testing import Reply, ScriptedUpstream
 
 
 async def test_conversations_carry_history_and_items(gw: AppGateway) -> None:
@@ -143,3 +146,52 @@ async def test_store_false_in_a_conversation_extends_it_but_is_not_retrievable(
     )
     contents = [m["content"] for m in gw.upstream.chat_requests[-1].body["messages"]]
     assert contents == ["My name is Ada.", "Hi.", "Hello Ada.", "Who am I?"]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_an_item_id_taken_while_the_response_ran_is_the_documented_400(
+    fake_upstream: ScriptedUpstream, stream: bool
+) -> None:
+    """The check in `prepare` passes, then another request stores the same item id in the
+    conversation while the model answers: the final write (response, conversation items, in
+    one transaction) is refused whole. The client hears the request's own 400
+    `duplicate_item_id` (not "finalized elsewhere", not a store error), the stored response
+    says `failed` the same way, and the conversation holds none of the refused turn."""
+    gate = Gate(fake_upstream)
+    fake_upstream.add(Reply(text="late"))
+    async with app_gateway(fake_upstream, upstream_transport=gate.transport) as gw:
+        conversation = (await gw.http.post("/v1/conversations", json={})).json()["id"]
+        body = {
+            "model": "m",
+            "conversation": conversation,
+            "input": [{"id": "msg_race", "role": "user", "content": "mine"}],
+            "stream": stream,
+        }
+        answer = asyncio.create_task(gw.http.post("/v1/responses", json=body))
+        await gate.reached.wait()  # prepared and checked: the model is answering
+        taken = await gw.http.post(
+            f"/v1/conversations/{conversation}/items",
+            json={"items": [{"id": "msg_race", "role": "user", "content": "theirs"}]},
+        )
+        assert taken.status_code == 200, taken.text
+        gate.release.set()
+        reply = await answer
+        if stream:
+            events = sse_events(reply.content)
+            assert [e["type"] for e in events][-2:] == ["error", "response.failed"]
+            assert events[-2]["code"] == "duplicate_item_id"
+            told = events[-1]["response"]
+        else:
+            assert reply.status_code == 400, reply.text
+            assert reply.json()["error"]["code"] == "duplicate_item_id"
+            assert reply.json()["error"]["type"] == "invalid_request_error"
+            told = None
+        await gw.idle()
+        assert await stored_statuses(gw) == ["failed"]
+        items = (await gw.http.get(f"/v1/conversations/{conversation}/items")).json()["data"]
+        assert [item["content"][0]["text"] for item in items] == ["theirs"]
+        if told is not None:
+            kept = (await gw.http.get(f"/v1/responses/{told['id']}")).json()
+            assert kept["status"] == "failed" == told["status"]
+            assert kept["error"] == told["error"]
+            assert "already used" in kept["error"]["message"]

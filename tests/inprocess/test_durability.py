@@ -7,6 +7,7 @@ import asyncio
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from functools import partial
 from typing import Any
 
 import pytest
@@ -15,9 +16,11 @@ import sqlalchemy as sa
 from tests.inprocess_gateway import AppGateway, app_gateway, sse_events
 from toolwire import tool
 from toolwire.loop.state import LoopSettings
+from toolwire.server.main import compose
 from toolwire.server.responses.durable import DurabilitySettings
 from toolwire.server.responses.service import ResponsesService
 from toolwire.store.database import Store
+from toolwire.store.engine import execute
 from toolwire.store.runs import RunChange
 from toolwire.store.tables import runs
 from toolwire.testing import Body, Chunks, Reply, ScriptedUpstream
@@ -85,11 +88,9 @@ async def test_a_non_streaming_client_that_leaves_cancels_its_run(gw: AppGateway
     await asyncio.sleep(0.05)
     request.cancel()
     await gw.idle()
-    row = await gw.store.engine.connect()
-    try:
-        status = (await row.execute(sa.text("SELECT status FROM responses"))).scalar_one()
-    finally:
-        await row.close()
+    status = await gw.store.read(
+        lambda connection: connection.execute(sa.text("SELECT status FROM responses")).scalar_one()
+    )
     assert status == "cancelled"
     assert gw.upstream.remaining == 0 and len(gw.upstream.chat_requests) == 1
 
@@ -189,9 +190,8 @@ async def replica(
 ) -> AsyncIterator[ResponsesService]:
     store = await Store.open(url)
     adapter = upstream.adapter(max_retries=0)
-    service = ResponsesService(
-        upstream=adapter, store=store, server_tools=[slow_step], durability=settings
-    )
+    runtime = await compose(upstream=adapter, store=store, server_tools=[slow_step])
+    service = ResponsesService(runtime, settings)
     if start:
         await service.start()
     try:
@@ -259,10 +259,8 @@ async def test_a_background_run_is_resumed_after_its_step_and_no_tool_runs_twice
         # The process dies here: nothing it would still do reaches the database.
         first.recorder.persist = _nothing  # type: ignore[method-assign]
         first.store.runs.release = _nothing  # type: ignore[method-assign]
-        async with first.store.write() as connection:
-            await connection.execute(
-                runs.update().values(replica_id="rep_gone", updated_at=time.time() - 60)
-            )
+        gone = runs.update().values(replica_id="rep_gone", updated_at=time.time() - 60)
+        await first.store.transact(partial(execute, gone))
         first.background[response_id].cancel()
         await asyncio.gather(*first.background.values(), return_exceptions=True)
     async with replica(fake_upstream, database_url) as second:
@@ -380,8 +378,7 @@ async def test_a_queued_jobs_request_is_sealed_at_rest(
     async with replica(fake_upstream, database_url, start=False) as service:
         service.queue.launch = lambda job, prepared=None: None  # type: ignore[method-assign]
         queued = await service.start_background(await service.prepare(body), body)
-        async with service.store.engine.connect() as connection:
-            row = (await connection.execute(sa.select(runs))).one()
+        row = await service.store.read(lambda connection: connection.execute(sa.select(runs)).one())
         stored = await service.store.get_response(queued["id"])
     raw = str(row.request)
     assert row.kind == "background" and "sealed_body" in row.request

@@ -2,9 +2,11 @@
 scripted model servers. A call that fails before anything reached the client is answered by
 another replica; a turn cut after its text began continues on another replica from that text
 (the client sees one answer); a chat tool-call turn (held back) cut mid-call is made again
-elsewhere; a call streamed live and cut ends with the door's error event; where each turn was
-served is stored, so a continuation on another toolwire process goes back there; an unknown
-model is a 404 naming the models served, in each door's shape."""
+elsewhere, as is a Responses call held back until judged against its tool's schema; a call
+streamed live and cut ends with the door's error event; where each turn was served is stored (or
+sealed into a thinking block's or thought's signature), so a continuation on another toolwire
+process goes back there; an unknown model is a 404 naming the models served, in each door's
+shape (OpenAI's, Anthropic's, Google's)."""
 
 from __future__ import annotations
 
@@ -18,7 +20,8 @@ import httpx
 import orjson
 
 from tests.inprocess.test_messages import assemble, events_of
-from tests.inprocess_gateway import app_gateway, chat_chunks, socket_scope, sse_events
+from tests.inprocess_gateway import app_gateway, chat_chunks, sse_events, websocket_scope
+from toolwire.loop.state import LoopSettings
 from toolwire.testing import Body, Chunks, Reply, ScriptedUpstream
 from toolwire.upstream.chat_completions import ChatCompletionsUpstream
 from toolwire.upstream.fleet.health import Health
@@ -182,6 +185,20 @@ async def test_messages_stream_a_cut_answer_continues_on_another_replica() -> No
     assert_continued(scripted)
 
 
+async def test_gemini_stream_a_cut_answer_continues_on_another_replica() -> None:
+    fleet, scripted = pair(cut_then_continue)
+    async with app_gateway(scripted[0], fleet=fleet) as gw:
+        raw = await gw.http.post(
+            "/v1beta/models/m:streamGenerateContent?alt=sse",
+            json={"contents": [{"role": "user", "parts": [{"text": "hi"}]}]},
+        )
+    chunks = gemini_chunks(raw.content)
+    assert raw.status_code == 200 and "error" not in chunks[-1]
+    assert gemini_text(chunks) == "Hello, world!"
+    assert chunks[-1]["candidates"][0]["finishReason"] == "STOP"
+    assert_continued(scripted)
+
+
 async def test_a_cut_answer_where_no_replica_can_continue_ends_with_the_error_event() -> None:
     fleet, scripted = pair(cut_then_continue, resume="off")
     async with app_gateway(scripted[0], fleet=fleet) as gw:
@@ -256,12 +273,40 @@ async def test_a_chat_tool_call_cut_mid_call_is_made_again_unseen() -> None:
     assert [len(up.chat_requests) for up in scripted] == [1, 1]  # the second on the other
 
 
+RESPONSES_TOOLS = [
+    {"type": "function", "name": "lookup", "parameters": WEATHER["function"]["parameters"]}
+]
+
+
+async def test_a_responses_call_judged_before_it_is_shown_and_cut_is_made_again_unseen() -> None:
+    """With calls checked against their tool's schema (the default), a call is held until
+    judged: cut mid-call, nothing of it was shown, so another replica answers the turn."""
+    calls: list[int] = []
+
+    def first_cut(body: Any) -> Chunks | Reply:
+        calls.append(1)
+        return CUT_CALL if len(calls) == 1 else Reply(tool_calls=[("lookup", {"city": "Oslo"})])
+
+    fleet, scripted = pair(first_cut)
+    async with app_gateway(scripted[0], fleet=fleet) as gw:
+        raw = await gw.http.post(
+            "/v1/responses",
+            json={"model": "m", "input": "weather?", "tools": RESPONSES_TOOLS, "stream": True},
+        )
+    events = sse_events(raw.content)
+    assert events[-1]["type"] == "response.completed"
+    [call] = [i for i in events[-1]["response"]["output"] if i["type"] == "function_call"]
+    assert json.loads(call["arguments"]) == {"city": "Oslo"}
+    assert [len(up.chat_requests) for up in scripted] == [1, 1]  # the second on the other
+
+
 async def test_a_responses_call_streamed_live_and_cut_ends_with_the_error_event() -> None:
     fleet, scripted = pair(lambda body: CUT_CALL)
-    tools = [
-        {"type": "function", "name": "lookup", "parameters": WEATHER["function"]["parameters"]}
-    ]
-    async with app_gateway(scripted[0], fleet=fleet) as gw:
+    tools = RESPONSES_TOOLS
+    # without the argument check a call streams live (`loop/fitting.py`: as with a strict
+    # tool on an upstream that enforces it): once shown, it cannot be made again unseen
+    live = LoopSettings(check_arguments=False)
+    async with app_gateway(scripted[0], fleet=fleet, settings=live) as gw:
         raw = await gw.http.post(
             "/v1/responses",
             json={"model": "m", "input": "weather?", "tools": tools, "stream": True},
@@ -302,6 +347,10 @@ async def test_models_are_the_union_and_an_unknown_one_is_a_404_in_each_door_s_s
                 "messages": [{"role": "user", "content": "hi"}],
             },
         )
+        gemini = await gw.http.post(
+            "/v1beta/models/llama:generateContent",
+            json={"contents": [{"role": "user", "parts": [{"text": "hi"}]}]},
+        )
         b.default = Reply(text="from b")
         routed = await gw.client.chat.completions.create(
             model="gpt-oss", messages=[{"role": "user", "content": "hi"}]
@@ -313,6 +362,9 @@ async def test_models_are_the_union_and_an_unknown_one_is_a_404_in_each_door_s_s
     assert messages.status_code == 404
     assert messages.json()["error"]["type"] == "not_found_error"
     assert served in messages.json()["error"]["message"]
+    assert gemini.status_code == 404  # Google's shape: code, message, status
+    assert gemini.json()["error"]["status"] == "NOT_FOUND" and gemini.json()["error"]["code"] == 404
+    assert served in gemini.json()["error"]["message"]
     assert routed.choices[0].message.content == "from b" and not a.chat_requests
 
 
@@ -381,6 +433,46 @@ async def test_a_thinking_block_brings_its_session_back_to_the_replica_that_wrot
     assert text_of(continued) == "from a"
 
 
+async def test_a_thought_signature_brings_its_session_back_to_the_replica_that_wrote_it(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "toolwire.db"
+    a = ScriptedUpstream.in_process(models=["m"])
+    b = ScriptedUpstream.in_process(models=["m"])
+    a.default = Reply(text="from a", reasoning="thinking on a")
+    b.default = Reply(text="from b")
+    path = "/v1beta/models/m:generateContent"
+    ask = [{"role": "user", "parts": [{"text": "hi"}]}]
+    first = router(replica("a", a.transport), replica("b", refusing(), weight=1000))
+    async with app_gateway(a, db, fleet=first) as gw:
+        answer = (await gw.http.post(path, json={"contents": ask})).json()
+    said = answer["candidates"][0]["content"]
+    assert any(part.get("thoughtSignature") for part in said["parts"])
+    history = [*ask, said, {"role": "user", "parts": [{"text": "and then?"}]}]
+    second = router(replica("a", a.transport), replica("b", b.transport, weight=1000))
+    async with app_gateway(a, db, fleet=second) as gw:
+        fresh = (await gw.http.post(path, json={"contents": ask})).json()
+        continued = (await gw.http.post(path, json={"contents": history})).json()
+    assert gemini_text([fresh]) == "from b"
+    assert gemini_text([continued]) == "from a"
+
+
+def gemini_chunks(raw: bytes) -> list[dict[str, Any]]:
+    """`alt=sse` frames (an error after the stream opened is the bare error object)."""
+    frames = [frame.strip() for frame in raw.decode().split("\r\n\r\n")]
+    return [orjson.loads(frame.removeprefix("data: ")) for frame in frames if frame]
+
+
+def gemini_text(chunks: list[dict[str, Any]]) -> str:
+    return "".join(
+        part.get("text", "")
+        for chunk in chunks
+        if "candidates" in chunk
+        for part in chunk["candidates"][0]["content"]["parts"]
+        if not part.get("thought")
+    )
+
+
 def text_of(message: dict[str, Any]) -> str:
     return "".join(block["text"] for block in message["content"] if block["type"] == "text")
 
@@ -425,5 +517,5 @@ async def socket_turn(app: Any, message: dict[str, Any]) -> list[dict[str, Any]]
             if event["type"] in ("response.completed", "response.failed", "error"):
                 finished.set()
 
-    await asyncio.wait_for(app(socket_scope(), receive, send), 10)
+    await asyncio.wait_for(app(websocket_scope(), receive, send), 10)
     return events

@@ -226,8 +226,9 @@ async def test_unknown_tool_and_invalid_arguments_become_error_results(
     assert ran == []
     unknown, invalid = (m["content"] for m in tool_messages(fake_upstream, 1))
     assert "unknown tool 'get_wether'" in unknown and "get_weather" in unknown
-    assert "invalid arguments for get_weather" in invalid
-    assert "city: Field required" in invalid
+    # checked against the tool's schema before anything ran: what is missing, and where
+    assert "do not fit the input schema of get_weather" in invalid
+    assert 'at $: "city" is a required property' in invalid
 
 
 async def test_max_tool_calls_is_a_soft_stop(fake_upstream: ScriptedUpstream) -> None:
@@ -372,9 +373,12 @@ async def test_prose_mentioning_tool_syntax_is_not_a_leak(fake_upstream: Scripte
 # -- events, failures ------------------------------------------------------------------------
 
 
-async def test_stream_yields_events_in_a_sensible_order(fake_upstream: ScriptedUpstream) -> None:
+@pytest.mark.parametrize("checked", [True, False], ids=["checked", "unchecked"])
+async def test_stream_yields_events_in_a_sensible_order(
+    fake_upstream: ScriptedUpstream, checked: bool
+) -> None:
     fake_upstream.add(*WEATHER_DEMO())
-    bot = agent(fake_upstream)
+    bot = agent(fake_upstream, check_arguments=checked)
     events = [e async for e in bot.stream("Paris or Oslo?")]
     assert isinstance(events[0], RunStarted) and isinstance(events[1], ModelCallStarted)
     assert isinstance(events[-1], LoopFinished)
@@ -382,13 +386,14 @@ async def test_stream_yields_events_in_a_sensible_order(fake_upstream: ScriptedU
     assert [e.iteration for e in events if isinstance(e, ModelCallStarted)] == [1, 2, 3]
     # every call: started, its argument deltas (which concatenate to the final arguments),
     # then its turn completes, then it executes
+    # (checked against their tools' schemas, calls are judged whole before they show)
     started = {e.key: i for i, e in enumerate(events) if isinstance(e, CallStreamStarted)}
-    assert len(started) == 2  # keys are per turn; turns 1 and 2 both use 0 and 1
+    assert len(started) == (0 if checked else 2)  # keys are per turn: turns 1, 2 use 0 and 1
     completed = [i for i, e in enumerate(events) if isinstance(e, ModelTurnCompleted)]
     calls = [c for i in completed for c in events[i].message.tool_calls]  # type: ignore[union-attr]
     assert [c.name for c in calls] == ["get_weather", "get_weather", "convert_temperature"]
     first_turn = events[: completed[0]]
-    for key, call in enumerate(calls[:2]):
+    for key, call in enumerate(calls[:2] if not checked else []):
         pieces = [e.delta for e in first_turn if isinstance(e, CallArgumentsDelta) and e.key == key]
         assert "".join(pieces) == call.raw_arguments
     for call in calls:

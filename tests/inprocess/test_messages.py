@@ -33,6 +33,16 @@ READ = {
     },
 }
 HI = [{"role": "user", "content": "hi"}]
+#: `Read` marked strict: on an upstream that enforces `strict` (vLLM >= 0.27, `live_gw`) its
+#: calls stream live; elsewhere every call reaches the client whole, once judged.
+STRICT_READ = {**READ, "strict": True}
+
+
+@pytest.fixture
+async def live_gw() -> Any:
+    """A gateway in front of an upstream that says it is vLLM 0.27 (it enforces `strict`)."""
+    async with app_gateway(ScriptedUpstream.in_process(version="0.27.0")) as gateway:
+        yield gateway
 
 
 def body(**fields: Any) -> dict[str, Any]:
@@ -133,13 +143,16 @@ async def test_stream_is_well_formed_with_real_usage(gw: AppGateway) -> None:
     assert message["usage"]["output_tokens"] == 5  # the upstream's count, in message_delta
 
 
-async def test_split_call_with_repeated_name_streams_as_one_tool_use(gw: AppGateway) -> None:
+async def test_split_call_with_repeated_name_streams_as_one_tool_use(live_gw: AppGateway) -> None:
+    gw = live_gw
     gw.upstream.add(call_chunks("Read", ['{"file_', 'path": "a', '.txt"}'], "call_1"))
-    events = events_of((await post(gw, body(stream=True, tools=[READ]))).content)
+    events = events_of((await post(gw, body(stream=True, tools=[STRICT_READ]))).content)
     pieces = [e["delta"]["partial_json"] for e in events if e["type"] == "content_block_delta"]
-    # the upstream's own pieces, live; the closing brace waits for the turn's end (a repeated
-    # or corrected object could still replace it)
+    # the upstream's own pieces, live (it enforces the schema); the closing brace waits for
+    # the turn's end (a repeated or corrected object could still replace it)
     assert pieces == ['{"file_', 'path": "a', '.txt"', "}"]
+    offered = {t["function"]["name"]: t["function"] for t in upstream_body(gw)["tools"]}
+    assert offered["Read"]["strict"] is True  # asked of an upstream that enforces it
     message = assemble(events)
     assert message["content"] == [
         {"type": "tool_use", "id": "call_1", "name": "Read", "input": {"file_path": "a.txt"}}
@@ -194,25 +207,31 @@ async def test_malformed_call_is_never_handed_over(gw: AppGateway) -> None:
     ],
 )
 async def test_streamed_call_that_cannot_be_completed_as_sent_ends_with_an_error(
-    gw: AppGateway, pieces: list[str]
+    live_gw: AppGateway, pieces: list[str]
 ) -> None:
-    # What went out of a live call can no longer match its final input: an `error` event,
-    # never a tool_use whose input differs from the call's.
+    # What went out of a live call (an upstream said to enforce the schema, that did not)
+    # can no longer match its final input: an `error` event, never a tool_use whose input
+    # differs from the call's.
+    gw = live_gw
     gw.upstream.add(call_chunks("Read", pieces, "call_1"), Reply(text="unused"))
-    events = events_of((await post(gw, body(stream=True, tools=[READ]))).content)
+    events = events_of((await post(gw, body(stream=True, tools=[STRICT_READ]))).content)
     kinds = [e["type"] for e in events]
     assert kinds[-1] == "error" and "content_block_stop" not in kinds
     assert events[-1]["error"]["type"] == "api_error"
     assert "tool call" in events[-1]["error"]["message"]
 
 
-async def test_upstream_breaking_mid_call_leaves_its_block_unfinished(gw: AppGateway) -> None:
+async def test_upstream_breaking_mid_call_leaves_its_block_unfinished(
+    live_gw: AppGateway,
+) -> None:
+    gw = live_gw
     chunks = call_chunks("Read", ['{"file_path": ', '"a.t', 'xt"}'], "call_1").chunks
     gate = threading.Event()  # the rest waits until the client has seen a piece, then breaks
     broken = Chunks(chunks[:3], done=False, disconnect_after=3, gate=gate, gate_at=2)
     gw.upstream.add(broken)
     kinds: list[str] = []
-    async with gw.http.stream("POST", "/v1/messages", json=body(stream=True, tools=[READ])) as s:
+    payload = body(stream=True, tools=[STRICT_READ])
+    async with gw.http.stream("POST", "/v1/messages", json=payload) as s:
         async for line in s.aiter_lines():
             if line.startswith("data: "):
                 event = orjson.loads(line[6:])
@@ -224,14 +243,22 @@ async def test_upstream_breaking_mid_call_leaves_its_block_unfinished(gw: AppGat
     assert kinds[-1] == "error" and "content_block_stop" not in kinds
 
 
-async def test_text_after_a_live_call_follows_its_block(gw: AppGateway) -> None:
+@pytest.mark.parametrize("strict", [True, False], ids=["live", "judged_first"])
+async def test_text_after_a_call_follows_or_precedes_its_block(
+    live_gw: AppGateway, strict: bool
+) -> None:
+    # live, the call's block is open when the text comes: the text follows it; judged first,
+    # the call's block goes out whole after the turn's text
+    gw = live_gw
     call = call_chunks("Read", ['{"file_path": "a.txt"}'], "call_1").chunks
     text = {"choices": [{"index": 0, "delta": {"content": "Reading it."}}]}
     gw.upstream.add(Chunks([*call[:-1], text, call[-1]]))
-    message = assemble(events_of((await post(gw, body(stream=True, tools=[READ]))).content))
-    assert [b["type"] for b in message["content"]] == ["tool_use", "text"]
-    assert message["content"][0]["input"] == {"file_path": "a.txt"}
-    assert message["content"][1]["text"] == "Reading it."
+    tool = STRICT_READ if strict else READ
+    message = assemble(events_of((await post(gw, body(stream=True, tools=[tool]))).content))
+    order = ["tool_use", "text"] if strict else ["text", "tool_use"]
+    assert [b["type"] for b in message["content"]] == order
+    assert message["content"][order.index("tool_use")]["input"] == {"file_path": "a.txt"}
+    assert message["content"][order.index("text")]["text"] == "Reading it."
 
 
 @pytest.mark.parametrize("quiet_after", [0, 1], ids=["slow_to_start", "slow_mid_answer"])
@@ -513,12 +540,12 @@ async def test_claude_code_request_as_logged(gw: AppGateway) -> None:
         (body(messages=[{"role": "tool", "content": "x"}]), 400, "role"),
         (body(temperature=3), 400, "temperature"),
         (
-            body(tools=[{"type": "web_search_20250305", "name": "web_search"}]),
+            body(tools=[{"type": "code_execution_20250825", "name": "code_execution"}]),
             400,
-            "web_search_20250305",
+            "code_execution_20250825",
         ),
         (body(tool_choice={"type": "tool", "name": "nope"}), 400, "nope"),
-        (body(thinking={"type": "enabled"}), 400, "budget_tokens"),
+        (body(thinking={"type": "sometimes"}), 400, "enabled, adaptive, disabled"),
         (
             body(
                 messages=[
@@ -768,3 +795,71 @@ async def test_count_tokens_uses_the_upstreams_tokenizer() -> None:
         upstream.add(Reply(text="ok"))
         events = events_of((await post(gw, dict(request, stream=True))).content)
         assert events[0]["message"]["usage"]["input_tokens"] == counted["input_tokens"]
+
+
+# -- Anthropic's web_search / web_fetch with no backend configured ------------------------------
+
+
+async def test_web_search_without_a_backend_is_a_tool_error_the_model_reads(
+    gw: AppGateway,
+) -> None:
+    """The request does not fail: the model is offered the tool, its call gets an error result
+    it can act on, and the client sees the search's error block before the answer."""
+    gw.upstream.add(
+        Reply(tool_calls=[("web_search", {"query": "latest vllm release"})]),
+        Reply(text="I could not search the web; from memory, vLLM ships often."),
+    )
+    response = await post(
+        gw,
+        body(tools=[READ, {"type": "web_search_20250305", "name": "web_search", "max_uses": 2}]),
+    )
+    assert response.status_code == 200, response.text
+    content = response.json()["content"]
+    assert [block["type"] for block in content] == [
+        "server_tool_use",
+        "web_search_tool_result",
+        "text",
+    ]
+    assert content[1]["content"] == {
+        "type": "web_search_tool_result_error",
+        "error_code": "unavailable",
+    }
+    first, second = (r.body for r in gw.upstream.chat_requests)
+    assert "web_search" in {tool["function"]["name"] for tool in first["tools"]}
+    (result,) = [m for m in second["messages"] if m["role"] == "tool"]
+    assert "web search is not configured on this gateway" in result["content"]
+
+
+async def test_a_deferred_tool_is_offered_once_a_tool_search_loaded_it(gw: AppGateway) -> None:
+    """Claude Code's ToolSearch answers with a `tool_reference` block and keeps
+    `defer_loading` on the tool it loaded (WebSearch, WebFetch, ...): from then on the model is
+    offered it, as Anthropic's API does; a deferred tool no search loaded is not offered."""
+    search = {**READ, "name": "ToolSearch"}
+    web = {**READ, "name": "WebSearch", "defer_loading": True}
+    later = {**READ, "name": "Later", "defer_loading": True}
+    loaded = [
+        {"role": "user", "content": "search the web"},
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "tool_use", "id": "toolu_1", "name": "ToolSearch", "input": {}},
+            ],
+        },
+        {
+            "role": "user",
+            "content": [
+                {
+                    "type": "tool_result",
+                    "tool_use_id": "toolu_1",
+                    "content": [{"type": "tool_reference", "tool_name": "WebSearch"}],
+                }
+            ],
+        },
+    ]
+    gw.upstream.add(Reply(text="ok"), Reply(text="ok"))
+    for messages in (HI, loaded):
+        answer = await post(gw, body(messages=messages, tools=[search, web, later]))
+        assert answer.status_code == 200, answer.text
+    before, after = (r.body for r in gw.upstream.chat_requests)
+    assert [t["function"]["name"] for t in before["tools"]][-1:] == ["ToolSearch"]
+    assert [t["function"]["name"] for t in after["tools"]][-2:] == ["ToolSearch", "WebSearch"]

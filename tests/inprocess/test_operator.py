@@ -16,7 +16,7 @@ import httpx
 from toolwire.observe.setup import Observability
 from toolwire.server.app import create_app
 from toolwire.server.gate.security import Security
-from toolwire.server.responses.service import ResponsesService
+from toolwire.server.main import compose
 from toolwire.store.database import Store
 from toolwire.testing import Chunks, Reply, ScriptedUpstream
 from toolwire.testing.asgi import StreamingASGITransport
@@ -42,11 +42,9 @@ async def served(url: str) -> AsyncIterator[Served]:
         max_retries=1, initial_backoff=0.01, max_backoff=0.02, name="lab-gpu"
     )
     observability = Observability(upstream_name="lab-gpu")
-    service = ResponsesService(upstream=adapter, store=store, observe=observability.observe)
+    runtime = await compose(upstream=adapter, store=store, observe=observability.observe)
     app = create_app(
-        upstream=adapter,
-        store=store,
-        responses=service,
+        runtime,
         security=Security(key_cache_seconds=0),
         observability=observability,
     )

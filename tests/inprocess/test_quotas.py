@@ -14,6 +14,7 @@ import pytest
 
 from tests.minutes import start_in_a_fresh_minute_if_needed_async
 from toolwire.server.app import create_app
+from toolwire.server.main import compose
 from toolwire.server.responses.service import ResponsesService
 from toolwire.store.database import Store
 from toolwire.testing import Reply, ScriptedUpstream
@@ -40,10 +41,9 @@ async def replicas(url: str, count: int) -> AsyncIterator[list[Replica]]:
         for _ in range(count):
             store = await Store.open(url)
             adapter = upstream.adapter(max_retries=0)
-            service = ResponsesService(upstream=adapter, store=store)
-            transport = StreamingASGITransport(
-                create_app(upstream=adapter, store=store, responses=service)
-            )
+            app = create_app(await compose(upstream=adapter, store=store))
+            service: ResponsesService = app.state.responses
+            transport = StreamingASGITransport(app)
             http = httpx.AsyncClient(transport=transport, base_url=BASE, timeout=60)
             made.append((Replica(store, http), transport, service))
         yield [replica for replica, _, _ in made]

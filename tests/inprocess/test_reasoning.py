@@ -13,7 +13,7 @@ import pytest
 from tests.inprocess_gateway import AppGateway, Gate, app_gateway, chat_chunks, sse_events
 from tests.openai_schemas import violations
 from tests.thinking_upstream import ThinkingUpstream
-from toolwire.server.responses.sink import ResponseBuilder
+from toolwire.server.responses.draft import ResponseDraft
 from toolwire.store.runs import host_key
 from toolwire.testing import Body, Chunks, Reply, ScriptedUpstream
 
@@ -378,13 +378,13 @@ async def test_a_cancelled_background_response_keeps_its_partial_message_incompl
 ) -> None:
     """Text was streaming when the cancel came: the message it was writing is cut off."""
     text_in = asyncio.Event()
-    original = ResponseBuilder._text_delta
+    original = ResponseDraft._text_delta
 
-    def seen(builder: ResponseBuilder, text: str) -> None:
-        original(builder, text)
+    def seen(draft: ResponseDraft, text: str) -> None:
+        original(draft, text)
         text_in.set()
 
-    monkeypatch.setattr(ResponseBuilder, "_text_delta", seen)
+    monkeypatch.setattr(ResponseDraft, "_text_delta", seen)
     first = {"choices": [{"index": 0, "delta": {"content": "partial "}, "finish_reason": None}]}
     gw.upstream.add(Chunks([first, *[first] * 400], delay=0.05))
     queued = await gw.client.responses.create(model="m", input="x", background=True)

@@ -22,7 +22,7 @@ async def test_a_failed_call_keeps_its_retries_in_the_timeline(
         failed = events[-1]["response"]
         assert failed["status"] == "failed"
         assert "(after 2 attempts, 1 of them retries)" in failed["error"]["message"]
-        entries = await gw.service.timelines.get(failed["id"])
+        entries = await gw.store.ui.timeline(failed["id"])
     retries = [entry for entry in entries if entry["type"] == "upstream_retry"]
     assert [(entry["cause"], entry["attempt"]) for entry in retries] == [("http_503", 1)], (
         json.dumps(entries)

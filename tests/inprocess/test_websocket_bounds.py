@@ -10,7 +10,7 @@ import asyncio
 import json
 from typing import Any
 
-from tests.inprocess_gateway import Gate, app_gateway, socket_scope
+from tests.inprocess_gateway import Gate, app_gateway, websocket_scope
 from toolwire.server.responses.socket import QUEUED
 from toolwire.testing import Reply, ScriptedUpstream
 
@@ -47,7 +47,7 @@ async def test_a_socket_reads_a_bounded_number_of_messages_ahead() -> None:
                     if len(completed) == SENT:
                         all_done.set()
 
-        served = asyncio.create_task(gw.app(socket_scope(), receive, send))
+        served = asyncio.create_task(gw.app(websocket_scope(), receive, send))
         await asyncio.wait_for(gate.reached.wait(), 10)  # the first response is running
         for _ in range(200):  # let the reader take all it will (loop turns, not time)
             await asyncio.sleep(0)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -12,6 +14,33 @@ import pytest
 
 from tests.processes import free_port, toolwire_process
 from toolwire.testing import ScriptedUpstream
+
+SEARCH_SERVER = Path(__file__).parents[1] / "mcp_servers" / "search_server.py"
+
+
+def search_backend_config(directory: Path) -> Path:
+    """A `toolwire serve --config` file whose `web_search` and `web_fetch` are served by the
+    test search backend (tests/mcp_servers/search_server.py, an MCP server over stdio)."""
+    config = directory / "toolwire.yaml"
+    config.write_text(
+        json.dumps(  # JSON is YAML
+            {
+                "mcp_servers": [
+                    {
+                        "label": "searcher",
+                        "command": sys.executable,
+                        "args": [str(SEARCH_SERVER)],
+                        # as an MCP server it would ask; as the search backend it does not
+                        "require_approval": "always",
+                    }
+                ],
+                "web_search": {"server": "searcher", "tool": "search"},
+                "web_fetch": {"server": "searcher", "tool": "fetch"},
+            }
+        ),
+        encoding="utf-8",
+    )
+    return config
 
 
 class Gateway:

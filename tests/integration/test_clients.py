@@ -20,11 +20,14 @@ from typing import Any
 import openai
 import pytest
 
-from tests.integration.conftest import Gateway, running_gateway
+from tests.integration.conftest import Gateway, running_gateway, search_backend_config
 from toolwire.testing import Body, Reply
 
 ROOT = Path(__file__).parents[2]
-CODEX = ROOT / ".tools" / "codex" / "node_modules" / ".bin" / "codex"
+#: `make clients-latest` points this at the newest release (.tools/latest/codex).
+CODEX = Path(
+    os.environ.get("TOOLWIRE_CODEX", ROOT / ".tools" / "codex" / "node_modules" / ".bin" / "codex")
+)
 PATCH = "*** Begin Patch\n*** Add File: {name}\n+{text}\n*** End Patch\n"
 
 # Switched off: anything that would reach beyond loopback, and features that are not the subject.
@@ -46,7 +49,7 @@ OFFLINE = [
 
 
 def codex_binary() -> Path:
-    if not CODEX.exists():
+    if not CODEX.exists() and "TOOLWIRE_CODEX" not in os.environ:
         if shutil.which("npm") is None:
             pytest.skip("the Codex CLI tests need npm to install @openai/codex (not found)")
         subprocess.run([str(ROOT / ".ci" / "install-codex")], check=True, timeout=300)
@@ -147,8 +150,11 @@ class Codex:
 
 @pytest.fixture(scope="module")
 def codex_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
+    """One gateway for the module, with a search backend (for Codex's `web_search`)."""
     codex_binary()
-    with running_gateway(tmp_path_factory.mktemp("db") / "toolwire.db") as running:
+    root = tmp_path_factory.mktemp("codex")
+    config = ("--config", str(search_backend_config(root)))
+    with running_gateway(root / "toolwire.db", config) as running:
         yield running
 
 
@@ -174,6 +180,7 @@ def assert_ran(result: subprocess.CompletedProcess[str]) -> None:
     assert result.returncode == 0, f"stdout:\n{result.stdout}\nstderr:\n{result.stderr[-3000:]}"
 
 
+@pytest.mark.compat("Codex CLI", "OpenAI Responses", "plain", "streaming")
 def test_codex_plain_answer_and_what_it_declares(codex: Codex) -> None:
     codex.gateway.upstream.add(Reply(text="hello from toolwire"))
     result = codex.run(prompt="say hello")
@@ -183,20 +190,30 @@ def test_codex_plain_answer_and_what_it_declares(codex: Codex) -> None:
     names = {tool["function"]["name"] for tool in request["tools"]}
     # the sub-agent tools, declared as a namespace, reach the model under unambiguous names
     assert "multi_agent_v1__spawn_agent" in names and "exec_command" in names
-    # web_search was declared; without a configured backend it is not offered
-    assert not any("web_search" in name for name in names)
+    # web_search was declared: the operator's backend serves it (the model sees its tool)
+    assert "search" in names and not any("web_search" in name for name in names)
 
 
+@pytest.mark.compat("Codex CLI", "OpenAI Responses", "tool use", "parallel calls")
 def test_codex_shell_command_and_a_second_turn(codex: Codex) -> None:
+    """Two shell commands in one turn (in parallel), then a second `codex exec` session."""
     up = codex.gateway.upstream
     up.add(
-        Reply(tool_calls=[("exec_command", {"cmd": "echo shell-ran > out.txt && cat out.txt"})]),
+        Reply(
+            tool_calls=[
+                ("exec_command", {"cmd": "echo shell-ran > out.txt && cat out.txt"}),
+                ("exec_command", {"cmd": "echo also-ran > also.txt && cat also.txt"}),
+            ]
+        ),
         Reply(text="the command ran"),
     )
     assert_ran(codex.run(prompt="run a command"))
     assert (codex.work / "out.txt").read_text().strip() == "shell-ran"
-    second = requests_of(codex.gateway)[1]
-    assert "shell-ran" in tool_messages(second)[0]["content"]
+    assert (codex.work / "also.txt").read_text().strip() == "also-ran"
+    first, second = requests_of(codex.gateway)
+    assert first["parallel_tool_calls"] is True  # as Codex asked
+    outputs = [m["content"] for m in tool_messages(second)]
+    assert "shell-ran" in outputs[0] and "also-ran" in outputs[1], outputs
 
     codex.gateway.reset()
     up.add(Reply(text="second turn answered"))
@@ -211,6 +228,25 @@ def test_codex_shell_command_and_a_second_turn(codex: Codex) -> None:
     )
 
 
+@pytest.mark.compat("Codex CLI", "OpenAI Responses", "web search")
+def test_codex_web_search_runs_on_the_operators_backend(codex: Codex) -> None:
+    """Codex declares `web_search`; the model's search runs on the gateway's backend (an MCP
+    server on loopback) and reaches Codex as a `web_search_call`; the model reads the pages."""
+    codex.gateway.upstream.add(
+        Reply(tool_calls=[("search", {"query": "toolwire gateway"})]),
+        Reply(text="toolwire is an agent gateway (https://toolwire.example/docs)."),
+    )
+    result = codex.run("--json", prompt="what is toolwire? search the web")
+    assert_ran(result)
+    events = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
+    items = [e["item"] for e in events if e.get("type") == "item.completed"]
+    (search,) = [item for item in items if item.get("type") == "web_search"]
+    assert search["query"] == "toolwire gateway", search
+    assert items[-1]["text"] == "toolwire is an agent gateway (https://toolwire.example/docs)."
+    second = requests_of(codex.gateway)[1]
+    assert "https://toolwire.example/docs" in tool_messages(second)[0]["content"]
+
+
 def test_codex_apply_patch_through_the_shell(codex: Codex) -> None:
     patch = PATCH.format(name="via_shell.txt", text="patched through the shell")
     codex.gateway.upstream.add(
@@ -221,6 +257,7 @@ def test_codex_apply_patch_through_the_shell(codex: Codex) -> None:
     assert (codex.work / "via_shell.txt").read_text() == "patched through the shell\n"
 
 
+@pytest.mark.compat("Codex CLI", "OpenAI Responses", "tool use")
 def test_codex_apply_patch_as_a_custom_tool(codex: Codex) -> None:
     codex.write_config(catalog=True)
     patch = PATCH.format(name="via_custom.txt", text="patched as a custom tool")
@@ -236,6 +273,7 @@ def test_codex_apply_patch_as_a_custom_tool(codex: Codex) -> None:
     assert tool_messages(second)  # the custom_tool_call_output reached the model
 
 
+@pytest.mark.compat("Codex CLI", "OpenAI Responses", "images")
 def test_codex_image_from_a_tool_reaches_the_model(codex: Codex) -> None:
     codex.write_config(catalog=True)
     image = codex.work / "dot.png"
@@ -323,11 +361,16 @@ async def test_agents_sdk_hosted_mcp_approval_inline_history(
 
 # -- opencode: the chat door through the AI SDK's OpenAI-compatible provider ------------------
 
-OPENCODE = ROOT / ".tools" / "opencode" / "node_modules" / ".bin" / "opencode"
+#: `make clients-latest` points this at the newest release (.tools/latest/opencode).
+OPENCODE = Path(
+    os.environ.get(
+        "TOOLWIRE_OPENCODE", ROOT / ".tools" / "opencode" / "node_modules" / ".bin" / "opencode"
+    )
+)
 
 
 def opencode_binary() -> Path:
-    if not OPENCODE.exists():
+    if not OPENCODE.exists() and "TOOLWIRE_OPENCODE" not in os.environ:
         if shutil.which("npm") is None:
             pytest.skip("the opencode tests need npm to install opencode-ai (not found)")
         subprocess.run([str(ROOT / ".ci" / "install-opencode")], check=True, timeout=300)
@@ -383,19 +426,28 @@ def run_opencode(gateway: Gateway, home: Path, prompt: str) -> subprocess.Comple
     )
 
 
+@pytest.mark.compat("opencode", "Chat Completions", "streaming", "tool use", "parallel calls")
 def test_opencode_runs_a_tool_through_the_chat_door(gw: Gateway, tmp_path: Path) -> None:
+    """Two bash calls in one turn (in parallel): both run, both results reach the model."""
     opencode_binary()
     gw.upstream.add(
-        Reply(tool_calls=[("bash", {"command": "echo ran > out.txt", "description": "write"})]),
+        Reply(
+            tool_calls=[
+                ("bash", {"command": "echo ran > out.txt && cat out.txt", "description": "one"}),
+                ("bash", {"command": "echo also > also.txt && cat also.txt", "description": "two"}),
+            ]
+        ),
         Reply(text="the command ran"),
     )
     result = run_opencode(gw, tmp_path, "write a file")
     assert_ran(result)
     assert "the command ran" in result.stdout
     assert (tmp_path / "work" / "out.txt").read_text().strip() == "ran"
+    assert (tmp_path / "work" / "also.txt").read_text().strip() == "also"
     first, second = requests_of(gw)
     assert "bash" in {tool["function"]["name"] for tool in first["tools"]}
-    assert tool_messages(second)  # the bash result reached the model
+    outputs = [json.dumps(m["content"]) for m in tool_messages(second)]
+    assert "ran" in outputs[0] and "also" in outputs[1], outputs  # both results reached it
 
 
 def test_opencode_sees_an_upstream_failure(gw: Gateway, tmp_path: Path) -> None:

@@ -1,13 +1,17 @@
-"""Live streams through `/v1/responses` with the official client: tool-call arguments and text
-reach the client piece by piece as the upstream writes them, and `.done` carries the final,
-repaired arguments. Liveness is asserted by structure (one delta per upstream piece, in order),
-not by timing; `benchmarks/live_stream.py` measures the timing."""
+"""Live streams through `/v1/responses` with the official client: text reaches the client
+piece by piece as the upstream writes it; so do the arguments of a `strict` tool's call when
+the upstream enforces `strict` (this module's upstream says it is vLLM 0.27), and `.done`
+carries the final, repaired arguments. Any other call is judged against its tool's schema
+first and reaches the client whole (docs/tool-calls.md). Liveness is asserted by structure
+(one delta per upstream piece, in order), not by timing; `benchmarks/live_stream.py` measures
+the timing."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import orjson
+import pytest
 
 from tests.integration.conftest import Gateway
 from tests.integration.test_responses_api import check_lifecycle
@@ -23,6 +27,15 @@ STOCK_TOOL = {
         "required": ["sku"],
     },
 }
+
+
+#: The same tool marked `strict`: its calls stream live on an upstream that enforces it.
+STRICT_STOCK_TOOL = {**STOCK_TOOL, "strict": True}
+
+
+@pytest.fixture(autouse=True)
+def enforcing_upstream(gw: Gateway) -> None:
+    gw.upstream.version = "0.27.0"  # vLLM's `/version`: it enforces `strict`
 
 
 def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
@@ -42,16 +55,21 @@ def split(text: str, size: int) -> list[str]:
     return [text[i : i + size] for i in range(0, len(text), size)]
 
 
-def test_function_call_arguments_stream_piece_by_piece(gw: Gateway) -> None:
+@pytest.mark.parametrize("strict", [True, False], ids=["enforced_live", "judged_first"])
+def test_function_call_arguments_stream_piece_by_piece(gw: Gateway, strict: bool) -> None:
     arguments = orjson.dumps({"sku": "B-2", "note": "restock " * 20}).decode()
     pieces = split(arguments, 7)
     gw.upstream.add(Chunks([*call_chunks("lookup_stock", pieces), chunk({}, "tool_calls")]))
-    with gw.client.responses.stream(model="m", input="stock?", tools=[STOCK_TOOL]) as stream:
+    tool = STRICT_STOCK_TOOL if strict else STOCK_TOOL
+    with gw.client.responses.stream(model="m", input="stock?", tools=[tool]) as stream:
         events = list(stream)
         final = stream.get_final_response()
     check_lifecycle(events)
     deltas = [e.delta for e in events if e.type == "response.function_call_arguments.delta"]
-    assert deltas == pieces  # each piece as it came, not one lump at the end
+    # live: each piece as it came, not one lump at the end; judged first: whole, once judged
+    assert deltas == (pieces if strict else [arguments])
+    offered = gw.upstream.chat_requests[0].body["tools"][-1]["function"]
+    assert offered.get("strict") is (True if strict else None)  # asked of it only if strict
     done = [e for e in events if e.type == "response.function_call_arguments.done"]
     assert len(done) == 1 and done[0].arguments == arguments
     kinds = [e.type for e in events]
@@ -80,27 +98,28 @@ def test_done_carries_the_repaired_arguments(gw: Gateway) -> None:
     assert orjson.loads(events[-1].response.output[0].arguments) == {"sku": "B-2"}
 
 
-def test_a_call_found_malformed_is_closed_incomplete_and_re_asked(gw: Gateway) -> None:
+@pytest.mark.parametrize("strict", [True, False], ids=["enforced_live", "judged_first"])
+def test_a_call_found_malformed_is_re_asked(gw: Gateway, strict: bool) -> None:
     gw.upstream.add(
         Chunks([*call_chunks("lookup_stock", ["sku=", "B-2"]), chunk({}, "tool_calls")]),
         Reply(tool_calls=[("lookup_stock", {"sku": "B-2"})]),
     )
-    events = list(
-        gw.client.responses.create(model="m", input="stock?", tools=[STOCK_TOOL], stream=True)
-    )
+    tool = STRICT_STOCK_TOOL if strict else STOCK_TOOL
+    events = list(gw.client.responses.create(model="m", input="stock?", tools=[tool], stream=True))
     check_lifecycle(events)
     final = events[-1].response
     calls = [item for item in final.output if item.type == "function_call"]
-    # The malformed call streamed live, so it stays visible, marked incomplete: never run,
-    # never handed back as a call to execute. The model was told and called again.
-    assert [c.status for c in calls] == ["incomplete", "completed"]
-    assert orjson.loads(calls[1].arguments) == {"sku": "B-2"}
+    # Judged first, the malformed call never shows. Streamed live (an upstream said to enforce
+    # the schema, that did not), it stays visible, marked incomplete: never run, never handed
+    # back as a call to execute. Either way the model was told and called again.
+    assert [c.status for c in calls] == (["incomplete", "completed"] if strict else ["completed"])
+    assert orjson.loads(calls[-1].arguments) == {"sku": "B-2"}
     second = gw.upstream.chat_requests[1].body["messages"]
     assert any("could not be used" in str(m.get("content")) for m in second)
     assert final.status == "completed"
 
 
-def test_server_tool_arguments_stream_as_mcp_call_deltas(gw: Gateway) -> None:
+def test_server_tool_arguments_come_as_mcp_call_deltas_once_judged(gw: Gateway) -> None:
     arguments = orjson.dumps({"city": "Oslo"}).decode()
     pieces = split(arguments, 3)
     gw.upstream.add(
@@ -110,7 +129,7 @@ def test_server_tool_arguments_stream_as_mcp_call_deltas(gw: Gateway) -> None:
     events = list(gw.client.responses.create(model="m", input="Oslo?", stream=True))
     check_lifecycle(events)
     deltas = [e.delta for e in events if e.type == "response.mcp_call_arguments.delta"]
-    assert deltas == pieces
+    assert deltas == [arguments]  # checked against the tool's schema first, then whole
     kinds = [e.type for e in events]
     order = [
         "response.mcp_call.in_progress",
@@ -128,17 +147,22 @@ def test_server_tool_arguments_stream_as_mcp_call_deltas(gw: Gateway) -> None:
     )
 
 
-def test_an_upstream_dying_mid_call_fails_the_response_and_closes_the_call(gw: Gateway) -> None:
+@pytest.mark.parametrize("strict", [True, False], ids=["enforced_live", "judged_first"])
+def test_an_upstream_dying_mid_call_fails_the_response_and_closes_the_call(
+    gw: Gateway, strict: bool
+) -> None:
     pieces = ['{"sku"', ': "B']
     gw.upstream.add(Chunks(call_chunks("lookup_stock", pieces), done=False, disconnect_after=4))
-    events = list(
-        gw.client.responses.create(model="m", input="stock?", tools=[STOCK_TOOL], stream=True)
-    )
+    tool = STRICT_STOCK_TOOL if strict else STOCK_TOOL
+    events = list(gw.client.responses.create(model="m", input="stock?", tools=[tool], stream=True))
     check_lifecycle(events)
     assert events[-1].type == "response.failed"
     stored = gw.client.responses.retrieve(events[-1].response.id)
     assert stored.status == "failed"
-    assert [(i.type, i.status) for i in stored.output] == [("function_call", "incomplete")]
+    # a call streaming live when the upstream died is closed incomplete; one held to be judged
+    # never showed at all
+    shown = [("function_call", "incomplete")] if strict else []
+    assert [(i.type, i.status) for i in stored.output] == shown
 
 
 def test_a_continuation_skips_the_incomplete_call(gw: Gateway) -> None:

@@ -129,6 +129,25 @@ def test_list_and_call_over_streamable_http_with_secrets_redacted(
     assert not wal.exists() or TOKEN.encode() not in wal.read_bytes()
 
 
+def test_calls_are_checked_against_the_mcp_tools_schema(
+    mg: Gateway, mcp_url: str, calls_log: Path
+) -> None:
+    mg.upstream.add(
+        Reply(tool_calls=[("add", {"a": 2})]),  # `b` missing: asked again, never run
+        Reply(tool_calls=[("add", {"a": "2", "b": 3})]),  # "2" for an integer: repaired
+        Reply(text="2 + 3 = 5"),
+    )
+    tool = demo_tool(mcp_url, require_approval="never")
+    response = mg.client.responses.create(model="m", input="2+3?", tools=[tool])
+    assert logged(calls_log) == ["add 2 3"]
+    calls = [item for item in response.output if item.type == "mcp_call"]
+    assert len(calls) == 1 and json.loads(calls[0].arguments) == {"a": 2, "b": 3}
+    told = [
+        m["content"] for m in mg.upstream.chat_requests[1].body["messages"] if m["role"] == "tool"
+    ]
+    assert any('at $: "b" is a required property' in text for text in told)
+
+
 def test_wrong_credentials_fail_the_listing(mg: Gateway, mcp_url: str) -> None:
     tool = {**demo_tool(mcp_url), "authorization": "wrong"}
     with pytest.raises(openai.APIStatusError) as info:

@@ -246,6 +246,26 @@ async def test_function_call_round_trip(srv: Server) -> None:
     assert len(srv.upstream.chat_requests) == 2
 
 
+async def test_a_leak_with_prose_after_it_is_re_asked_unseen(srv: Server) -> None:
+    """A call written as text with prose after it (issue #35): the socket's events carry the
+    prose before it and then the real call; never the markup nor the prose after it."""
+    leak = (
+        "Let me check.\n"
+        '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Oslo"}}\n</tool_call>\n'
+        "It is sunny in Oslo."
+    )
+    srv.upstream.add(Reply(text=leak), Reply(tool_calls=[("get_weather", {"city": "Oslo"})]))
+    async with srv.client().responses.connect() as connection:
+        await connection.response.create(model="m", input="Oslo?", tools=[WEATHER])
+        events = await turn(connection)
+    seen = json.dumps([e.model_dump() for e in events])
+    assert "<tool_call>" not in seen and "sunny" not in seen
+    assert text_of(events).strip() == "Let me check."
+    final = events[-1].response
+    assert [item.type for item in final.output] == ["message", "function_call"]
+    assert len(srv.upstream.chat_requests) == 2
+
+
 async def test_upgrade_needs_the_key_and_an_allowed_origin(srv: Server) -> None:
     for headers in ({}, auth("tw-wrong")):
         with pytest.raises(websockets.InvalidStatus) as refused:

@@ -23,6 +23,14 @@ from toolwire.upstream.retry import RetryPolicy, parse_retry_after
 TOOLS = [ToolSpec("get_weather")]
 
 
+@pytest.fixture(autouse=True, params=["aiohttp", "pyreqwest"])
+def upstream_client(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every fault here on each real-socket client (`upstream/transport.py`): aiohttp, the
+    default, and pyreqwest, the opt-in Rust one (`TOOLWIRE_UPSTREAM_CLIENT=pyreqwest`)."""
+    monkeypatch.setenv("TOOLWIRE_UPSTREAM_CLIENT", request.param)
+    return str(request.param)
+
+
 def request(stream: bool = True, tools: list[ToolSpec] | None = None) -> TurnRequest:
     return TurnRequest("m", [UserMessage("hi")], tools=tools or [], stream=stream)
 
@@ -271,19 +279,25 @@ async def test_an_upstream_restart_loses_no_event(stream: bool) -> None:
         await upstream.aclose()
 
 
-@pytest.mark.parametrize("client", ["aiohttp", "httpx"])
+@pytest.mark.parametrize("client", ["aiohttp", "httpx", "pyreqwest"])
 async def test_either_http_client_streams_and_answers(
     client: str, scripted: ScriptedUpstream, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """aiohttp by default; TOOLWIRE_UPSTREAM_CLIENT=httpx is the fallback (docs/server.md)."""
+    """aiohttp by default; TOOLWIRE_UPSTREAM_CLIENT=httpx is the fallback, =pyreqwest the
+    opt-in Rust client (docs/server.md)."""
     monkeypatch.setenv("TOOLWIRE_UPSTREAM_CLIENT", client)
     scripted.add(Reply(text="streamed"), Reply(text="whole"))
     upstream = ChatCompletionsUpstream(scripted.base_url)
     try:
         assert text(await run(upstream, request(stream=True))) == "streamed"
         assert text(await run(upstream, request(stream=False))) == "whole"
-        assert type(upstream._sender).__name__ == (
-            "AiohttpSender" if client == "aiohttp" else "HttpxSender"
+        assert (
+            type(upstream._sender).__name__
+            == {
+                "aiohttp": "AiohttpSender",
+                "httpx": "HttpxSender",
+                "pyreqwest": "PyreqwestSender",
+            }[client]
         )
     finally:
         await upstream.aclose()

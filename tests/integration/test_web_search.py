@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,10 +15,9 @@ import jsonschema
 import pytest
 
 from tests.inprocess_gateway import sse_events
-from tests.integration.conftest import Gateway, running_gateway
+from tests.integration.conftest import Gateway, running_gateway, search_backend_config
 from toolwire.testing import Reply
 
-SEARCH_SERVER = Path(__file__).parents[1] / "mcp_servers" / "search_server.py"
 DOCUMENT = Path(__file__).parents[1] / "data" / "openai-openapi-toolwire.json.gz"
 WEB_SEARCH = {"type": "web_search", "external_web_access": False}
 
@@ -27,24 +25,7 @@ WEB_SEARCH = {"type": "web_search", "external_web_access": False}
 @pytest.fixture(scope="module")
 def search_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
     root = tmp_path_factory.mktemp("search")
-    config = root / "toolwire.yaml"
-    config.write_text(
-        json.dumps(  # JSON is YAML
-            {
-                "mcp_servers": [
-                    {
-                        "label": "searcher",
-                        "command": sys.executable,
-                        "args": [str(SEARCH_SERVER)],
-                        # as an MCP server it would ask; as the search backend it does not
-                        "require_approval": "always",
-                    }
-                ],
-                "web_search": {"server": "searcher", "tool": "search"},
-            }
-        ),
-        encoding="utf-8",
-    )
+    config = search_backend_config(root)
     with running_gateway(root / "toolwire.db", ("--config", str(config))) as gateway:
         yield gateway
 
@@ -177,3 +158,73 @@ def test_without_a_backend_web_search_is_not_offered_and_says_so(gw: Gateway) ->
     assert [tool.type for tool in response.tools] == ["web_search"]  # echoed as declared
     offered = [t["function"]["name"] for t in gw.upstream.chat_requests[0].body["tools"]]
     assert "search" not in offered and "web_search" not in offered
+
+
+# -- Anthropic's web_search / web_fetch server tools on /v1/messages ----------------------------
+
+WEB_TOOLS = [
+    {"type": "web_search_20250305", "name": "web_search", "max_uses": 3},
+    {"type": "web_fetch_20250910", "name": "web_fetch", "max_uses": 3},
+]
+
+
+def anthropic_client(gateway: Gateway) -> Any:
+    anthropic = pytest.importorskip("anthropic")
+    return anthropic.Anthropic(
+        base_url=gateway.base_url.removesuffix("/v1"), api_key="sk-unused", max_retries=0
+    )
+
+
+def test_anthropic_web_search_runs_on_the_backend_as_server_tool_blocks(sg: Gateway) -> None:
+    sg.upstream.add(
+        Reply(tool_calls=[("web_search", {"query": "toolwire gateway"})]),
+        Reply(text="toolwire is an agent gateway."),
+    )
+    message = anthropic_client(sg).messages.create(
+        model="m",
+        max_tokens=200,
+        tools=WEB_TOOLS,
+        messages=[{"role": "user", "content": "what is toolwire?"}],
+    )
+    kinds = [block.type for block in message.content]
+    assert kinds == ["server_tool_use", "web_search_tool_result", "text"]
+    use, result, text = message.content
+    assert use.name == "web_search" and use.input == {"query": "toolwire gateway"}
+    assert result.tool_use_id == use.id and use.id.startswith("srvtoolu_")
+    assert [(r.url, r.title) for r in result.content] == [
+        ("https://toolwire.example/docs", "toolwire")
+    ]
+    assert message.stop_reason == "end_turn" and text.text == "toolwire is an agent gateway."
+    # the model read the backend's answer as the tool's result
+    second = sg.upstream.chat_requests[-1].body
+    (tool_message,) = [m for m in second["messages"] if m["role"] == "tool"]
+    assert "toolwire is an agent gateway." in tool_message["content"]
+
+
+def test_anthropic_web_fetch_reads_a_page_and_refuses_private_addresses(sg: Gateway) -> None:
+    sg.upstream.add(
+        Reply(
+            tool_calls=[
+                ("web_fetch", {"url": "https://93.184.215.14/report"}),
+                ("web_fetch", {"url": "http://169.254.169.254/latest/meta-data"}),
+            ]
+        ),
+        Reply(text="Revenue grew 12%."),
+    )
+    with anthropic_client(sg).messages.stream(
+        model="m",
+        max_tokens=200,
+        tools=WEB_TOOLS,
+        messages=[{"role": "user", "content": "read the report"}],
+    ) as stream:
+        message = stream.get_final_message()
+    results = [block for block in message.content if block.type == "web_fetch_tool_result"]
+    fetched, refused = results
+    assert fetched.content.type == "web_fetch_result"
+    assert fetched.content.content.source.data == "Report: revenue grew 12% in Q3."
+    assert refused.content.type == "web_fetch_tool_result_error"
+    assert refused.content.error_code == "url_not_allowed"
+    second = sg.upstream.chat_requests[-1].body
+    outputs = [m["content"] for m in second["messages"] if m["role"] == "tool"]
+    assert "revenue grew 12%" in outputs[0]
+    assert "link-local" in outputs[1]  # the model reads why, and can act on it

@@ -1,5 +1,6 @@
-"""A tiny search backend for the tests: one MCP tool, `search(query)`, over stdio, answering
-from a fixed list of pages (no network). toolwire serves requests' `web_search` tool with it.
+"""A tiny search backend for the tests: MCP tools `search(query)` and `fetch(url)`, over stdio,
+answering from a fixed list of pages (no network). toolwire serves requests' `web_search`
+(and Anthropic's `web_fetch`) tools with them.
 
 python tests/mcp_servers/search_server.py
 """
@@ -23,6 +24,16 @@ def search(query: str) -> str:
         f"{title} <{url}>: {text}" for title, (url, text) in PAGES.items() if title in query.lower()
     ]
     return "\n".join(hits) or f"no results for {query!r}"
+
+
+#: What `fetch` serves: a public address written as an IP literal (checked, never resolved).
+FETCHED = {"https://93.184.215.14/report": "Report: revenue grew 12% in Q3."}
+
+
+@server.tool()
+def fetch(url: str) -> str:
+    """Fetch a page and return its text."""
+    return FETCHED.get(url, f"no page at {url}")
 
 
 if __name__ == "__main__":

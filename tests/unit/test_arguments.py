@@ -142,3 +142,13 @@ def test_repairs_keep_what_was_released(
     final = orjson.dumps(parse_arguments(raw)).decode()
     rest = continuation(released, final, raw, parse_arguments(raw))
     assert rest is not None and json.loads(released + rest) == repaired
+
+
+def test_released_text_of_an_integer_beyond_64_bits_is_continued() -> None:
+    """JSON allows any integer; orjson parses only 64-bit ones (found by the property above)."""
+    value = {"": -9223372036854775809}
+    raw = json.dumps(value)
+    tracker = SettledArguments()
+    tracker.feed(raw)
+    rest = continuation(tracker.released, raw, raw, value)
+    assert rest is not None and json.loads(tracker.released + rest) == value

@@ -127,14 +127,16 @@ def test_a_quoted_call_followed_by_prose_is_released() -> None:
     assert shown == "Models write " + call + prose
 
 
-def test_the_hold_is_bounded() -> None:
+def test_a_candidate_past_the_bound_is_held_to_the_end_not_shown() -> None:
+    """Past `max_hold` the hold stops judging (bounded work) and fails closed: the call is not
+    shown before the turn ends, and nothing is lost when it is released."""
     held = Holdback(max_hold=1000)
     head = '<tool_call>\n{"name": "write", "arguments": {"content": "'
-    shown = held.feed(head)
+    shown = held.feed("Writing it.\n" + head)
     for _ in range(50):
         shown += held.feed("x" * 100)
-    assert shown == head + "x" * 5000  # released past the limit, nothing lost
-    assert held.release() == ""
+    assert shown == "Writing it.\n"
+    assert held.release() == head + "x" * 5000
 
 
 def test_feed_is_linear() -> None:

@@ -86,3 +86,61 @@ def test_no_arrow_points_up(lower: str, upper: str) -> None:
         and not (upper == "toolwire." and target.startswith("toolwire.wire"))
     ]
     assert up == []
+
+
+#: The server's wings: one per door, and the operator's (`/metrics`, `/ui`). A wing takes what
+#: it shares with the others from the composed `Runtime`, `gate/` and `http/`, never from
+#: another wing.
+WINGS = ("responses", "chat", "messages", "gemini", "operator")
+#: The root of `server/` composes the wings; nothing else lies there.
+ROOT_FILES = {"__init__", "app", "main", "startup", "workers"}
+
+
+def _wing(module: str) -> str | None:
+    parts = module.split(".")
+    if parts[:2] != ["toolwire", "server"] or len(parts) < 3:
+        return None
+    return parts[2]
+
+
+def test_wings_never_import_each_other() -> None:
+    crossing = [
+        (source, target)
+        for source, targets in _graph().items()
+        for target in targets
+        if _wing(source) in WINGS and _wing(target) in WINGS and _wing(source) != _wing(target)
+    ]
+    assert crossing == []
+
+
+@pytest.mark.parametrize("floor", ["gate", "http"])
+def test_shared_floors_import_no_wing(floor: str) -> None:
+    """`gate/` (what every request crosses) and `http/` (the shared plumbing) serve every
+    wing: they know none."""
+    into_wings = [
+        (source, target)
+        for source, targets in _graph().items()
+        for target in targets
+        if _wing(source) == floor and (_wing(target) in WINGS or _wing(target) in ROOT_FILES)
+    ]
+    assert into_wings == []
+
+
+def test_the_server_root_holds_only_the_composition() -> None:
+    root = ROOT / "src" / "toolwire" / "server"
+    loose = {path.stem for path in root.glob("*.py")} - ROOT_FILES
+    assert loose == set()
+    folders = {path.name for path in root.iterdir() if path.is_dir() and path.name[0] != "_"}
+    assert folders <= {*WINGS, "gate", "http"}, folders - {*WINGS, "gate", "http"}
+
+
+def test_nothing_below_the_server_imports_it() -> None:
+    below = [
+        (source, target)
+        for source, targets in _graph().items()
+        for target in targets
+        if source.startswith("toolwire.")
+        and not source.startswith(("toolwire.server", "toolwire.cli", "toolwire.demo"))
+        and target.startswith("toolwire.server")
+    ]
+    assert below == []

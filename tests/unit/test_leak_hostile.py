@@ -1,5 +1,6 @@
 """Model output cannot freeze the loop through leak scanning: no recursion depth it can drive,
-and the streaming hold-back stops judging text that would cost it more than linear work.
+and the streaming hold-back stops judging text that would cost it more than linear work (and
+holds it, rather than show what may be a call).
 (Speed is measured in benchmarks/leak_scanning.py, not here.)"""
 
 from __future__ import annotations
@@ -26,12 +27,14 @@ def test_deep_nesting_is_no_recursion_error() -> None:
     assert json_span(NESTED + "}" * 5000, 0, 10**6) == (len(NESTED) + 5000, False)
 
 
-def test_hostile_openers_are_shown_not_judged_forever() -> None:
-    """Thousands of unclosed openers: the hold gives up judging them (shows the text) instead
-    of re-probing each one against everything after it."""
+def test_hostile_openers_stop_being_judged_and_stay_held() -> None:
+    """Thousands of unclosed openers: the hold stops judging them (instead of re-probing each
+    one against everything after it) and holds the rest of the turn, which could still be a
+    call, for the detector at the turn's end."""
     for opener in ("<tool_call>", "<function="):
-        hold = stream(opener * 20_000)
-        assert hold.safe == hold.length
+        hold = stream("Sure.\n" + opener * 20_000)
+        assert not hold.judging
+        assert len("Sure.\n") <= hold.safe < hold.length // 10
 
 
 def test_a_real_leak_after_the_budget_allowance_is_still_held() -> None:

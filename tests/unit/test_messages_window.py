@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from toolwire.loop.driver import LoopDriver
-from toolwire.loop.state import LoopSettings
+from toolwire.runtime import Runtime
 from toolwire.server.messages.routes import MessagesDoor
 from toolwire.server.messages.translate import MessagesSettings
 
@@ -24,16 +24,16 @@ class Listing:
 
 
 def door(upstream: Any, window: int | None = None) -> MessagesDoor:
-    return MessagesDoor(
-        driver=LoopDriver(upstream),
-        upstream=upstream,
+    runtime = Runtime(
         store=None,  # type: ignore[arg-type]
-        settings=MessagesSettings(context_window=window),
-        loop_settings=LoopSettings(),
-        default_model=None,
-        server_tools=[],
-        read_json=None,  # type: ignore[arg-type]
+        upstream=upstream,
+        driver=LoopDriver(upstream),
+        signer=None,  # type: ignore[arg-type]
+        compaction=None,  # type: ignore[arg-type]
+        timelines=None,  # type: ignore[arg-type]
     )
+    settings = MessagesSettings(context_window=window)
+    return MessagesDoor(runtime, settings=settings, read_json=None)  # type: ignore[arg-type]
 
 
 async def test_window_from_the_upstream_listing() -> None:

@@ -9,8 +9,8 @@ import httpx
 from toolwire.observe.setup import Observability
 from toolwire.server.app import create_app
 from toolwire.server.http.openapi import API, served_operations
+from toolwire.server.main import compose
 from toolwire.server.responses.prepare.request import CreateResponse
-from toolwire.server.responses.service import ResponsesService
 from toolwire.store.database import Store
 from toolwire.testing import ScriptedUpstream
 
@@ -20,15 +20,12 @@ async def test_every_route_is_documented_and_nothing_else() -> None:
     each app's `/openapi.json` lists exactly the routes it serves."""
     upstream = ScriptedUpstream.in_process()
     adapter = upstream.adapter()
-    store = await Store.open("sqlite+aiosqlite:///:memory:")
+    store = await Store.open("sqlite:///:memory:")
     try:
-        service = ResponsesService(upstream=adapter, store=store)
-        bare = create_app(upstream=adapter, store=store, responses=service)
+        bare = create_app(await compose(upstream=adapter, store=store))
         observability = Observability.from_env(upstream_name="u", tools=[], log_format="off")
-        observed = ResponsesService(upstream=adapter, store=store, observe=observability.observe)
-        served = create_app(
-            upstream=adapter, store=store, responses=observed, observability=observability
-        )
+        runtime = await compose(upstream=adapter, store=store, observe=observability.observe)
+        served = create_app(runtime, observability=observability)
         documents = {}
         for name, app in (("bare", bare), ("served", served)):
             async with httpx.AsyncClient(
@@ -68,5 +65,9 @@ def test_request_bodies_come_from_the_validating_models() -> None:
             for status, answer in op["responses"].items():
                 if status != "200":
                     schema = answer["content"]["application/json"]["schema"]
-                    shape = "AnthropicError" if path.startswith("/v1/messages") else "ErrorResponse"
+                    shape = "ErrorResponse"
+                    if path.startswith("/v1/messages"):
+                        shape = "AnthropicError"
+                    elif path.startswith(("/v1beta/", "/v1/models/")):
+                        shape = "GeminiError"
                     assert schema == {"$ref": f"#/components/schemas/{shape}"}, (path, method)

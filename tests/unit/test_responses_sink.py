@@ -18,17 +18,20 @@ from toolwire.loop.events import (
     PlannedCall,
     RunStarted,
 )
-from toolwire.server.responses.sink import ResponseBuilder, ResponseHeader
+from toolwire.server.responses.draft import ResponseDraft
+from toolwire.server.responses.response_object import ResponseHeader
+from toolwire.server.responses.stream import ResponseStream
 from toolwire.transcript import AssistantMessage, ToolCall
 from toolwire.upstream.events import Usage
 
 
-def translate(events: list[LoopEvent]) -> tuple[list[dict[str, Any]], ResponseBuilder]:
+def translate(events: list[LoopEvent]) -> tuple[list[dict[str, Any]], ResponseDraft]:
     emitted: list[dict[str, Any]] = []
-    builder = ResponseBuilder(ResponseHeader("resp_1", 0, "m", {}), emitted.append)
+    header = ResponseHeader("resp_1", 0, "m", {})
+    draft = ResponseDraft(header, ResponseStream(header, emitted.append))  # type: ignore[arg-type]
     for event in events:
-        builder(event)
-    return emitted, builder
+        draft(event)
+    return emitted, draft
 
 
 def finished(reason: StopReason, error: Exception | None = None) -> LoopFinished:

@@ -13,14 +13,15 @@ import orjson
 import pytest
 
 from toolwire.errors import ConfigError, UpstreamTooLargeError
-from toolwire.server.responses.prepare import approval_tools
 from toolwire.server.gate.auth import AuthMiddleware, KeyRing, presented_key
 from toolwire.server.gate.guards import GuardMiddleware, is_loopback_host
 from toolwire.server.gate.limits import BodyLimitMiddleware, Limits, check_depth, might_be_deep
 from toolwire.server.gate.security import is_loopback_bind, startup_security
+from toolwire.server.responses.prepare import approval_tools
 from toolwire.server.responses.prepare.mcp_tools import redacted
 from toolwire.store.database import Store
 from toolwire.store.keys import ActiveKey, hash_key
+from toolwire.store.sealed_tools import keep_in
 from toolwire.testing import Body, ScriptedUpstream
 from toolwire.tools.mcp.connection import McpConnectionError
 from toolwire.tools.mcp.pool import McpPool, McpServerSpec
@@ -259,9 +260,14 @@ async def test_sealed_mcp_credentials_come_back_only_to_their_owner(tmp_path: Pa
             "authorization": "tok-alice",
         }
         echo = redacted(tool)
-        await approval_tools.keep(store, "resp_1", [tool], "key_alice")
-        async with store.engine.connect() as connection:
-            row = (await connection.exec_driver_sql("SELECT sealed FROM sealed_tools")).scalar()
+        sealed = await approval_tools.seal(store, [tool])
+        assert sealed is not None
+        await store.transact(partial(keep_in, "resp_1", "key_alice", sealed))
+        row = await store.read(
+            lambda connection: connection.exec_driver_sql(
+                "SELECT sealed FROM sealed_tools"
+            ).scalar()
+        )
         assert row is not None and "tok-alice" not in row and "abc123secret" not in row
         assert await approval_tools.restore(store, "resp_1", [echo], "key_alice") == [tool]
         # another key, another response, or a tool not exactly as echoed: the copy stays redacted

@@ -15,10 +15,10 @@ from sqlalchemy.ext.asyncio import create_async_engine
 
 from toolwire.errors import ConfigError
 from toolwire.store import migrate
-from toolwire.store.database import Store, normalize_url
-from toolwire.store.items import find_items
+from toolwire.store.database import Store
 from toolwire.store.runs import RunChange
 from toolwire.store.tables import metadata, responses
+from toolwire.store.urls import normalize_url
 
 # -- the schemas before this one, frozen as they were --------------------------------------
 
@@ -115,10 +115,8 @@ def body(
 
 
 async def make_old(url: str, schema: sa.MetaData) -> None:
-    """A database as an earlier toolwire left it: the old tables, one finished exchange."""
-    engine = create_async_engine(
-        normalize_url(url), json_serializer=lambda v: orjson.dumps(v).decode()
-    )
+    """A database as an earlier toolwire left it: the old tables, one finished exchange (made
+    with an engine of the test's own, as that toolwire made it)."""
     question, answer = message("user", "hi", "msg_q"), message("assistant", "hello", "msg_a")
     values = {
         "id": "resp_old",
@@ -130,13 +128,14 @@ async def make_old(url: str, schema: sa.MetaData) -> None:
         "input_items": [question],
         "history": [question, answer],
     }
-    async with engine.begin() as connection:
-        await connection.run_sync(schema.create_all)
-        await connection.execute(schema.tables["responses"].insert().values(**values))
-        await connection.execute(
+
+    def build(connection: sa.Connection) -> None:
+        schema.create_all(connection)
+        connection.execute(schema.tables["responses"].insert().values(**values))
+        connection.execute(
             schema.tables["conversations"].insert().values(id="conv_old", created_at=1, metadata={})
         )
-        await connection.execute(
+        connection.execute(
             schema.tables["conversation_items"]
             .insert()
             .values(
@@ -146,7 +145,19 @@ async def make_old(url: str, schema: sa.MetaData) -> None:
                 item=message("user", "c", "msg_c"),
             )
         )
-    await engine.dispose()
+
+    url = normalize_url(url)
+    serializer = {"json_serializer": lambda v: orjson.dumps(v).decode()}
+    if url.startswith("sqlite"):
+        engine = sa.create_engine(url, **serializer)
+        with engine.begin() as connection:
+            build(connection)
+        engine.dispose()
+        return
+    async_engine = create_async_engine(url, **serializer)
+    async with async_engine.begin() as connection:
+        await connection.run_sync(build)
+    await async_engine.dispose()
 
 
 def schema_differences(connection: sa.Connection) -> list[Any]:
@@ -164,9 +175,11 @@ async def test_every_earlier_schema_upgrades_to_the_current_one(
             await Store.open(database_url, migrate=False)
     store = await Store.open(database_url)
     try:
-        async with store.engine.connect() as connection:
-            assert await connection.run_sync(migrate.current) == migrate.head()
-            assert await connection.run_sync(schema_differences) == []
+        assert store.schema_before is None  # new, or from before migrations
+        assert await store.read(migrate.current) == migrate.head()
+        # a new database is stamped without Alembic, as Alembic itself reads it back
+        assert await store.read(migrate._alembic_current) == migrate.head()
+        assert await store.read(schema_differences) == []
         if start != "empty":
             # the old response is there, and a continuation reads its (copied) history
             assert (await store.get_response("resp_old"))["status"] == "completed"  # type: ignore[index]
@@ -178,19 +191,20 @@ async def test_every_earlier_schema_upgrades_to_the_current_one(
             assert record is not None
             assert [i["id"] for i in record["history"]] == ["msg_q", "msg_a", "msg_m", "msg_b"]
             # schema 5: the stored items were indexed, the conversation's kept its owner
-            found = await find_items(store.engine, {"msg_q", "msg_a", "msg_c", "msg_b"}, None)
+            found = await store.find_items({"msg_q", "msg_a", "msg_c", "msg_b"}, owner=None)
             assert {k: v["content"][0]["text"] for k, v in found.items()} == {
                 "msg_q": "hi",
                 "msg_a": "hello",
                 "msg_c": "c",
                 "msg_b": "again",
             }
-            assert await find_items(store.engine, {"msg_q", "msg_c"}, "key_other") == {}
+            assert await store.find_items({"msg_q", "msg_c"}, owner="key_other") == {}
         await store.secret("approval_requests")  # the security tables exist
         assert await store.keys.listing() == []
     finally:
         await store.close()
     reopened = await Store.open(database_url, migrate=False)  # at head: nothing to do
+    assert reopened.schema_before == migrate.head()
     await reopened.close()
 
 
@@ -207,10 +221,8 @@ async def test_history_is_stored_by_reference_and_grows_linearly(database_url: s
                 conversation_id=None,
             )
             previous = f"resp_{turn}"
-        async with store.engine.connect() as connection:
-            rows = (
-                await connection.execute(sa.select(responses.c.history, responses.c.input_items))
-            ).all()
+        query = sa.select(responses.c.history, responses.c.input_items)
+        rows = await store.read(lambda connection: connection.execute(query).all())
         assert all(row.history is None and len(row.input_items) == 1 for row in rows)
         record = await store.get_response_record("resp_29")
         assert record is not None

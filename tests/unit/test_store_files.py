@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from toolwire.store import database
+from toolwire.store import urls
 from toolwire.store.database import Store
 
 
@@ -29,7 +29,7 @@ def usual_umask() -> Iterator[None]:
 
 async def test_default_database_is_private(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     data = tmp_path / "home" / ".local" / "share" / "toolwire"
-    monkeypatch.setattr(database, "user_data_dir", lambda *a, **k: str(data))
+    monkeypatch.setattr(urls, "user_data_dir", lambda *a, **k: str(data))
     store = await Store.open()
     try:
         await store.keys.create("k")  # a write: the -wal and -shm exist now

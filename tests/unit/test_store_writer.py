@@ -1,13 +1,14 @@
-"""The SQLite writer thread (`store/writer.py`) behind `Store.transact` and `save_response`:
-what a caller of the store can notice. Writes queued together share a commit, a failing one is
-rolled back alone, a write lands even when its caller is gone, what was written is read back
-at once through the async engine, and the writer never races the Store's other writes for
-SQLite's file lock."""
+"""The SQLite writer (`store/writer.py`) behind `Store.transact` and `save_response`: what a
+caller of the store can notice. A write runs inline while the file is free; writes queued
+together share a commit, a failing one is rolled back alone, a write lands even when its caller
+is gone, what was written is read back at once (`Store.read`, on a reader thread), and a read
+never waits for a write under way."""
 
 from __future__ import annotations
 
 import asyncio
 import sqlite3
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -16,9 +17,9 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy import event
 
-from toolwire.store import writer
+from toolwire.store import prepared, writer
 from toolwire.store.database import Store
-from toolwire.store.items import find_items
+from toolwire.store.engine import SqliteFile, SqliteMemory
 from toolwire.store.runs import RunChange
 from toolwire.store.tables import conversations
 
@@ -38,35 +39,64 @@ def _insert(conversation_id: str) -> Any:
 
 
 async def _stored_ids(store: Store) -> set[str]:
-    async with store.engine.connect() as connection:
-        rows = await connection.execute(sa.select(conversations.c.id))
-        return {row.id for row in rows}
+    return await store.read(
+        lambda connection: set(connection.scalars(sa.select(conversations.c.id)))
+    )
+
+
+def _file(store: Store) -> SqliteFile:
+    assert isinstance(store.database, SqliteFile), "a SQLite file gets the writer thread"
+    return store.database
 
 
 def _count_commits(store: Store) -> list[int]:
-    writer = store._writer
-    assert writer is not None, "a SQLite file gets the writer thread"
+    """The commits made on the writer's thread (not inline on the event loop)."""
     commits: list[int] = []
-    event.listen(writer._engine, "commit", lambda _connection: commits.append(1))
+
+    def commit(_connection: Any) -> None:
+        if threading.current_thread().name.startswith("toolwire-writer"):
+            commits.append(1)
+
+    event.listen(_file(store).engine, "commit", commit)
     return commits
 
 
+class _OtherProcess:
+    """A second writer of the same file (as another worker or replica would be), holding its
+    write lock until `release`."""
+
+    def __init__(self, path: Path) -> None:
+        self.connection = sqlite3.connect(path, isolation_level=None)
+        self.connection.execute("BEGIN IMMEDIATE")
+
+    def release(self) -> None:
+        if self.connection.in_transaction:
+            self.connection.execute("COMMIT")
+
+    def close(self) -> None:
+        self.release()
+        self.connection.close()
+
+
 async def test_writes_queued_together_share_one_commit_and_all_land(tmp_path: Path) -> None:
-    """While another write of the process holds the write lock, the writes that arrive queue
-    on the thread and go in together once it is free."""
+    """While another process holds the file's write lock, the writes that arrive queue on the
+    thread and go in together once it is free."""
     store = await _open(tmp_path)
+    other = _OtherProcess(tmp_path / "toolwire.db")
     try:
         commits = _count_commits(store)
         ids = [f"conv_{n}" for n in range(40)]
-        async with store.write():  # an async-engine write in progress
-            writes = asyncio.gather(*(store.transact(_insert(i)) for i in ids))
-            await asyncio.sleep(0.05)
-            assert not writes.done()
-        results = await writes
+        writes = asyncio.gather(*(store.transact(_insert(i)) for i in ids))
+        await asyncio.sleep(0.05)
+        assert not writes.done()
+        other.release()
+        async with asyncio.timeout(10):
+            results = await writes
         assert results == ids  # each caller gets its own job's result
-        assert await _stored_ids(store) == set(ids)  # read back at once, on the async engine
+        assert await _stored_ids(store) == set(ids)  # read back at once, on a reader thread
         assert 1 <= len(commits) < len(ids) // 4, commits  # grouped, not one commit each
     finally:
+        other.close()
         await store.close()
 
 
@@ -89,9 +119,8 @@ async def test_a_write_waiting_on_another_process_leaves_the_loop_free(tmp_path:
     would): the write waits for it on the thread, the event loop goes on, and the write lands
     once the lock is let go."""
     store = await _open(tmp_path)
-    other = sqlite3.connect(tmp_path / "toolwire.db", isolation_level=None)
+    other = _OtherProcess(tmp_path / "toolwire.db")
     try:
-        other.execute("BEGIN IMMEDIATE")
         write = asyncio.create_task(store.transact(_insert("conv_waited")))
         ticks = 0
         started = time.perf_counter()
@@ -100,7 +129,7 @@ async def test_a_write_waiting_on_another_process_leaves_the_loop_free(tmp_path:
             ticks += 1
         assert not write.done()
         assert ticks >= 3  # the loop kept turning while the write waited (not one long block)
-        other.execute("COMMIT")
+        other.release()
         async with asyncio.timeout(10):
             assert await write == "conv_waited"
         assert await store.transact(_insert("conv_after")) == "conv_after"  # inline again
@@ -112,8 +141,7 @@ async def test_a_write_waiting_on_another_process_leaves_the_loop_free(tmp_path:
 
 async def _checkpoints_done(store: Store) -> None:
     """Wait for the checkpoints asked of the writer's one thread so far (it runs in order)."""
-    assert store._writer is not None
-    await asyncio.get_running_loop().run_in_executor(store._writer._thread, lambda: None)
+    await asyncio.get_running_loop().run_in_executor(_file(store).writer._thread, lambda: None)
 
 
 async def test_inline_writes_keep_the_wal_from_growing(
@@ -185,14 +213,16 @@ async def test_a_write_alone_that_fails_leaves_nothing_and_the_next_one_lands(
 
 async def test_a_write_lands_when_its_caller_is_cancelled(tmp_path: Path) -> None:
     store = await _open(tmp_path)
+    other = _OtherProcess(tmp_path / "toolwire.db")
     try:
-        async with store.write():  # the write queues behind this one
-            waiting = asyncio.create_task(store.transact(_insert("conv_kept")))
-            await asyncio.sleep(0)  # queued
-            waiting.cancel()
-            with pytest.raises(asyncio.CancelledError):
-                await waiting
+        waiting = asyncio.create_task(store.transact(_insert("conv_kept")))  # queues
+        await asyncio.sleep(0.05)
+        waiting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+        other.release()
     finally:
+        other.close()
         await store.close()  # waits for what is queued
     reopened = await _open(tmp_path)
     try:
@@ -201,34 +231,65 @@ async def test_a_write_lands_when_its_caller_is_cancelled(tmp_path: Path) -> Non
         await reopened.close()
 
 
-async def test_the_writer_and_the_async_writes_take_turns(tmp_path: Path) -> None:
-    """Both kinds of write at once, many of each: none fails with "database is locked" and
-    none waits out SQLite's busy timeout (the Store's write lock orders them)."""
+async def test_a_read_never_waits_for_a_write_under_way(tmp_path: Path) -> None:
+    """Another process is halfway through a write (its lock held, its rows not committed): a
+    read answers at once with what was committed, and writes and reads side by side, many of
+    each, all land and answer (none fails with "database is locked")."""
+    store = await _open(tmp_path)
+    await store.transact(_insert("conv_before"))
+    other = _OtherProcess(tmp_path / "toolwire.db")
+    try:
+        other.connection.execute(
+            "INSERT INTO conversations (id, created_at, metadata) VALUES ('conv_half', 1, '{}')"
+        )
+        async with asyncio.timeout(2):  # far below the busy timeout a waiting read would take
+            assert await _stored_ids(store) == {"conv_before"}
+        writes = [store.transact(_insert(f"conv_t{n}")) for n in range(30)]
+        reads = [_stored_ids(store) for _ in range(30)]
+        both = asyncio.gather(*writes, *reads)
+        await asyncio.sleep(0.05)
+        other.connection.execute("ROLLBACK")
+        async with asyncio.timeout(20):
+            await both
+        assert len(await _stored_ids(store)) == 31
+    finally:
+        other.close()
+        await store.close()
+
+
+async def test_a_read_runs_off_the_event_loop(tmp_path: Path) -> None:
+    """A long read (a long history, a /ui overview) keeps the event loop turning: it runs on a
+    reader thread, never on the loop's."""
     store = await _open(tmp_path)
     try:
 
-        async def through_async_engine(conversation_id: str) -> None:
-            async with store.write() as connection:
-                await connection.execute(
-                    conversations.insert().values(id=conversation_id, created_at=1, metadata={})
-                )
+        def slow(connection: sa.Connection) -> str:
+            time.sleep(0.3)
+            return threading.current_thread().name
 
-        writes = [store.transact(_insert(f"conv_t{n}")) for n in range(30)]
-        writes += [through_async_engine(f"conv_a{n}") for n in range(30)]
-        async with asyncio.timeout(20):
-            await asyncio.gather(*writes)
-        assert len(await _stored_ids(store)) == 60
+        read = asyncio.create_task(store.read(slow))
+        ticks = 0
+        while not read.done():
+            await asyncio.sleep(0.01)
+            ticks += 1
+        assert (await read).startswith("toolwire-reader")
+        assert ticks >= 5
     finally:
         await store.close()
 
 
-async def test_an_in_memory_store_writes_on_its_own_engine() -> None:
-    """No file, no second connection to share it: `transact` runs on the async engine."""
-    store = await Store.open("sqlite+aiosqlite:///:memory:")
+async def test_an_in_memory_store_runs_every_job_on_its_one_connection() -> None:
+    """No file: no second connection can share the database, so reads and writes take turns
+    on its one connection, on the event loop; a read still refuses to write."""
+    store = await Store.open("sqlite:///:memory:")
     try:
-        assert store._writer is None
+        assert isinstance(store.database, SqliteMemory)
         assert await store.transact(_insert("conv_m")) == "conv_m"
         assert await _stored_ids(store) == {"conv_m"}
+        with pytest.raises(sa.exc.OperationalError, match="readonly"):
+            await store.read(_insert("conv_r"))
+        assert await store.transact(_insert("conv_n")) == "conv_n"  # writable again
+        assert await _stored_ids(store) == {"conv_m", "conv_n"}
     finally:
         await store.close()
 
@@ -272,7 +333,7 @@ async def _write_a_response_and_read_it_back(store: Store, owner: str | None) ->
         only_if_active=True,
     )
     record = await store.get_response_record("resp_1", owner=owner)
-    found = await find_items(store.engine, {"msg_in", "msg_out"}, owner)
+    found = await store.find_items({"msg_in", "msg_out"}, owner=owner)
     return {
         "held": None
         if held is None
@@ -287,18 +348,21 @@ async def _write_a_response_and_read_it_back(store: Store, owner: str | None) ->
 
 @pytest.mark.parametrize("owner", [None, "key_team"])
 async def test_the_prepared_statements_store_what_sqlalchemy_stores(
-    tmp_path: Path, owner: str | None
+    tmp_path: Path, owner: str | None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The same writes through the file store (prepared statements on the driver) and an
-    in-memory store (SQLAlchemy's own execution) read back identically."""
+    """The same writes as prepared statements on the driver (SQLite) and through SQLAlchemy's
+    own execution (as on PostgreSQL) read back identically."""
     on_file = await _open(tmp_path)
-    in_memory = await Store.open("sqlite+aiosqlite:///:memory:")
     try:
         fast = await _write_a_response_and_read_it_back(on_file, owner)
-        plain = await _write_a_response_and_read_it_back(in_memory, owner)
     finally:
         await on_file.close()
-        await in_memory.close()
+    monkeypatch.setattr(prepared, "_sqlite3", lambda _connection: None)
+    plain_store = await Store.open(f"sqlite:///{tmp_path / 'plain.db'}")
+    try:
+        plain = await _write_a_response_and_read_it_back(plain_store, owner)
+    finally:
+        await plain_store.close()
     assert fast == plain
     assert fast["held"] == {
         "response_id": "resp_1",

@@ -36,20 +36,22 @@ def scan_chain(ctx: Ctx, pos: int, *, fenced: bool = False) -> Block | None:
 
 def follow_chain(ctx: Ctx, pos: int, *, fenced: bool = False) -> Block | None:
     """Blocks of calls from `pos` as far as they go: `end` is `ctx.limit` when the chain runs
-    to the end (trailers aside), else where the text after the last block begins. None when no
-    block starts at `pos`."""
+    to the end (trailers aside), else where the text after the last block begins (and `last`
+    where that block ends). None when no block starts at `pos`."""
     s = ctx.s
     family: str | None = None
     calls: list[RawCall] = []
     p = pos
+    last = -1
     for index in range(256):
         blk = scan_block(ctx, p, first=index == 0)
         if blk is None or blk.end <= p:
-            return None if family is None else Block(family, p, calls)
+            return None if family is None else Block(family, p, calls, last)
         family = family or blk.family
         calls.extend(blk.calls)
         if is_trailer(s, blk.end, ctx.limit, fenced=fenced):
             return Block(family, ctx.limit, calls)
+        last = blk.end
         sep = SEP.match(s, blk.end, ctx.limit)
         p = sep.end() if sep else blk.end
     return None

@@ -1,22 +1,33 @@
-"""Deciding whether a finished turn's text ends with a tool call the server failed to parse.
+"""Deciding whether a finished turn's text holds tool calls the server failed to parse.
 
-A leak is a call at the *end* of the visible answer: reasoning is set aside first, and after the
-call only whitespace, end-of-turn tokens and stray closing tags may follow. Tool syntax quoted in
-the middle of an answer, in a code block followed by prose, or only in the reasoning is not a
-leak. Shapes with no marker at all (a bare JSON object or list, a pythonic `[f(a=1)]`) count only
-when they are the whole message. Cheap on long answers: one pass of a literal-led regex finds the
-few places a call could begin (the registry's anchors), and only those are parsed.
+Reasoning is set aside first. A call that runs to the *end* of the visible answer is a leak
+wherever it stands: after it only whitespace, end-of-turn tokens and stray closing tags may
+follow. Before the end, a call is a leak only under the stricter rule of `standalone` (a
+family's own marker, on lines of its own, outside code fences, every call complete and naming a
+declared tool), so a call quoted mid-sentence or in a code block stays prose. Shapes with no
+marker at all (a bare JSON object or list, a pythonic `[f(a=1)]`) count only when they are the
+whole message, or (a fenced JSON call, xLAM's way) the last thing in it and calling declared
+tools. Cheap on long answers: literal anchors found with `str.rfind`/`str.find` give the few
+places a call could begin, and only those are parsed.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from toolwire.leaks.chain import is_opener, scan_chain
 from toolwire.leaks.registry import ANCHORS, WHOLE_LEADS
-from toolwire.leaks.scanning.core import FENCE_LINE, Ctx, core_end, is_trailer, ws
+from toolwire.leaks.scanning.core import FENCE_LINE, Ctx, core_end, is_trailer, line_start, ws
 from toolwire.leaks.scanning.whole import scan_whole
+from toolwire.leaks.standalone import (
+    Standalone,
+    calls_declared,
+    names_matcher,
+    standalone_blocks,
+)
+from toolwire.upstream.names import ToolNameMatcher
 
 _SNIPPET = 240
 _MAX_CANDIDATES = 64
@@ -24,13 +35,22 @@ _MAX_CANDIDATES = 64
 
 @dataclass(slots=True, frozen=True)
 class LeakMatch:
-    """A leaked call: `text[start:end]` is the call (plus trailing end tokens) in the original
-    text, so `text[:start]` is what the model said before it. `snippet` is a short preview."""
+    """Leaked calls: `text[start:end]` is what is withheld, from the first leaked call to the
+    end of the visible text (prose after a call was written without its result), so
+    `text[:start]` is what the model said before it. `blocks`: where each leaked block is
+    (`(start, end)`, in order; the last may run to `end`): salvage reads the calls from these.
+    `family` and `snippet` (a short preview) are the first block's."""
 
     family: str
     start: int
     end: int
     snippet: str
+    blocks: tuple[tuple[int, int], ...] = ()
+
+    @property
+    def spans(self) -> tuple[tuple[int, int], ...]:
+        """The leaked blocks (the whole match when none were listed)."""
+        return self.blocks or ((self.start, self.end),)
 
 
 # -- reasoning ------------------------------------------------------------------------------------
@@ -170,66 +190,114 @@ def _candidates(ctx: Ctx) -> list[int]:
     return sorted(found, reverse=True)[:_MAX_CANDIDATES]
 
 
-def _match(s: str, family: str, start: int, end: int) -> LeakMatch:
+def _snippet(s: str, start: int, end: int) -> str:
     body = s[start:end].strip()
-    snippet = body if len(body) <= _SNIPPET else body[: _SNIPPET - 1] + "…"
-    return LeakMatch(family, start, end, snippet)
+    return body if len(body) <= _SNIPPET else body[: _SNIPPET - 1] + "…"
 
 
-def _detect(s: str, vs: int, limit: int, alone: bool) -> LeakMatch | None:
-    core = core_end(s, vs, limit)
-    if core <= vs:
-        return None
-    ctx = Ctx(s, vs, limit, core)
-    lead = ws(s, vs, core)
+#: After a success, how many failing candidates further back the walk goes on through (a
+#: block's own body holds anchors, `"name"` in a JSON call, that start no chain).
+_MISSES = 8
+
+
+def _end_chain(ctx: Ctx, alone: bool) -> tuple[int, str] | None:
+    """Where the chain of calls that runs to the end of the region starts, and its family."""
+    s, vs = ctx.s, ctx.vs
+    lead = ws(s, vs, ctx.core)
     if alone and s[lead] in WHOLE_LEADS:
         whole = scan_whole(ctx, lead)
         if whole is not None:
-            return _match(s, whole.family, lead, limit)
+            return lead, whole.family
     best: tuple[int, str] | None = None
+    misses = 0
     for pos in _candidates(ctx):
+        if best is not None and misses > _MISSES:
+            break
         start, fenced = pos, False
         if ctx.in_fence(pos):
             # Inside a code fence it is an example, unless the fence is the whole message.
             fence = s.rfind("```", vs, pos)
             line = FENCE_LINE.fullmatch(s, fence, pos)
             if not (alone and line is not None and not s[vs:fence].strip()):
-                if best is not None:
-                    break
+                misses += 1
                 continue
             start, fenced = fence, True
         blk = scan_chain(ctx, pos, fenced=fenced)
         if blk is None:
-            if best is not None:
-                break
+            misses += 1
             continue
-        best = (start, blk.family)
-    if best is None:
+        best, misses = (start, blk.family), 0
+    return best
+
+
+def _fenced_calls_at_end(ctx: Ctx, names: ToolNameMatcher | None) -> tuple[int, str] | None:
+    """A ```json fence holding only calls of declared tools, closing the message after prose
+    (xLAM's `I'll help.\n```json\n[{"name": ...}]\n````): without a marker, only the declared
+    names and the place (the last thing said) tell it from an example, so nothing counts when
+    the names are not known."""
+    s = ctx.s
+    if names is None or not s.endswith("```", ctx.vs, ctx.core):
         return None
-    return _match(s, best[1], best[0], limit)
+    fences = ctx.fences()
+    if len(fences) < 2 or len(fences) % 2 or fences[-1] != ctx.core - 3:
+        return None
+    opening = fences[-2]
+    if not line_start(ctx, opening):
+        return None
+    whole = scan_whole(Ctx(s, opening, ctx.limit, ctx.core), opening)
+    if whole is None or not calls_declared(whole.calls, names):
+        return None
+    return opening, whole.family
 
 
-def detect_leak(text: str) -> LeakMatch | None:
-    """The tool call a finished turn's visible text ends with, if any (reasoning is ignored).
+def _detect(
+    s: str, vs: int, limit: int, alone: bool, names: Collection[str] | None
+) -> LeakMatch | None:
+    core = core_end(s, vs, limit)
+    if core <= vs:
+        return None
+    ctx = Ctx(s, vs, limit, core)
+    matcher = names_matcher(names)
+    end = _end_chain(ctx, alone) or _fenced_calls_at_end(ctx, matcher)
+    before: list[Standalone] = []
+    if matcher is not None:
+        before = standalone_blocks(ctx, end[0] if end else limit, matcher)
+    spans = [(b.start, b.end) for b in before]
+    if end is not None:
+        spans.append((end[0], limit))
+    if not spans:
+        return None
+    family = before[0].family if before else end[1] if end else ""
+    first_start, first_end = spans[0]
+    return LeakMatch(family, first_start, limit, _snippet(s, first_start, first_end), tuple(spans))
 
-    Only fires when the call runs to the end of the text, give or take whitespace, end-of-turn
-    tokens (`<|im_end|>`, `<|eot_id|>`, `<|call|>`, ...) and stray closing tags. A call cut off
-    mid-way still counts; telling truncation apart is the caller's job (finish_reason).
+
+def detect_leak(text: str, names: Collection[str] | None = None) -> LeakMatch | None:
+    """The tool calls a finished turn's visible text holds, if any (reasoning is ignored).
+
+    A call that runs to the end of the text (give or take whitespace, end-of-turn tokens such as
+    `<|im_end|>`, `<|eot_id|>`, `<|call|>`, and stray closing tags) always counts; one cut off
+    mid-way too (telling truncation apart is the caller's job: finish_reason). A call with text
+    after it counts under the stricter rule of `leaks.standalone`, which needs `names`, the
+    declared tools: without them (None) only a call at the end counts.
     """
     if not text:
         return None
     vs, limit, alone = _visible_bounds(text)
     if limit <= vs:
         return None
-    return _detect(text, vs, limit, alone)
+    return _detect(text, vs, limit, alone, names)
 
 
-def detect_leak_in_reasoning(reasoning: str, visible: str) -> LeakMatch | None:
-    """A call at the end of the reasoning when the visible answer is empty.
+def detect_leak_in_reasoning(
+    reasoning: str, visible: str, names: Collection[str] | None = None
+) -> LeakMatch | None:
+    """Calls written in the reasoning when the visible answer is empty.
 
-    Some models put the whole call inside their reasoning; it only counts as a leak when nothing
-    was said outside it. Offsets are into `reasoning`.
+    Some models put the whole call inside their reasoning (Qwen3.5/3.6 with a reasoning parser:
+    `<tool_call>` in `reasoning_content`, the content empty); it only counts as a leak when
+    nothing was said outside it, by the same rules as the answer. Offsets are into `reasoning`.
     """
     if not reasoning or not is_trailer(visible, 0, len(visible)):
         return None
-    return _detect(reasoning, 0, len(reasoning), True)
+    return _detect(reasoning, 0, len(reasoning), True, names)

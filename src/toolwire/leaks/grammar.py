@@ -14,8 +14,10 @@ Nothing else in `leaks/` spells an opener, so the two can never drift apart.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import Enum
+from typing import Any
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +85,89 @@ def leading_literal(seq: Seq) -> str:
             break
         lead += part
     return lead
+
+
+def _distinctive(part: Part) -> bool:
+    """Whether every match of `part` starts with at least three literal characters."""
+    if isinstance(part, str):
+        return len(part) >= 3
+    if isinstance(part, Alt):
+        return all(len(leading_literal(option)) >= 3 for option in part.options)
+    return False
+
+
+def search_fragment(seq: Seq) -> str:
+    """A regular expression for the start of `seq`, up to its first part of three or more
+    literal characters: every match of `seq` begins with a match of it, and prose rarely holds
+    one, so a scan for it (in C) skips text that cannot hold an opener."""
+    for k, part in enumerate(seq):
+        if _distinctive(part):
+            return to_regex(seq[: k + 1])
+    return to_regex(seq)
+
+
+def literal_heads(seq: Seq) -> tuple[str, ...]:
+    """The literals a match of `seq` can start with, leading optional and alternative pieces
+    expanded (`("",)` when a non-literal part may lead): a C-speed `startswith` rules a
+    position out before a grammar walk."""
+    if not seq:
+        return ("",)
+    head, rest = seq[0], seq[1:]
+    if isinstance(head, str):
+        return tuple(head + tail for tail in literal_heads(rest))
+    if isinstance(head, Alt):
+        return tuple(h for option in head.options for h in literal_heads(option + rest))
+    if isinstance(head, Opt):
+        return (*literal_heads(head.seq + rest), *literal_heads(rest))
+    return ("",)
+
+
+def literal_trie(words: Iterable[str]) -> str:
+    """A regular expression for any of `words`, as a trie (`<t(?:ool_call>|ools>)`): Python's
+    `re` tries alternatives one by one, so a flat list of fifty openers costs fifty tests at
+    every position, a trie one or two. At a position the longest word wins."""
+    trie: dict[str, dict[str, Any]] = {}
+    for word in words:
+        node = trie
+        for ch in word:
+            node = node.setdefault(ch, {})
+        node[""] = {}
+
+    def build(node: dict[str, dict[str, Any]]) -> str:
+        branches = [re.escape(ch) + build(child) for ch, child in sorted(node.items()) if ch]
+        if not branches:
+            return ""
+        body = branches[0] if len(branches) == 1 else "(?:" + "|".join(branches) + ")"
+        return f"(?:{body})?" if "" in node else body
+
+    return build(trie)
+
+
+def partial_regex(seq: Seq) -> str:
+    """A regular expression for any non-empty beginning of a match of `seq` (a leading `Opt`
+    aside): anchored at the end of the text, it finds an opener still being typed."""
+    options = [_partial_part(seq[0], empty=False)] if seq else []
+    options += [to_regex(seq[:k]) + _partial_part(seq[k], empty=True) for k in range(1, len(seq))]
+    return "(?:" + "|".join(options) + ")" if options else ""
+
+
+def _partial_part(part: Part, *, empty: bool) -> str:
+    """Any beginning of a match of `part`; the empty one only when `empty`."""
+    if isinstance(part, str):
+        out = ""
+        for ch in reversed(part[1:]):
+            out = f"(?:{re.escape(ch)}{out})?"
+        head = re.escape(part[:1]) + out
+        return f"(?:{head})?" if empty else head
+    if isinstance(part, Space):
+        return r"\s*" if empty or not part.one else r"\s+"
+    if isinstance(part, Run):
+        return part.cls + ("*" if empty else "+")
+    if isinstance(part, Alt):
+        body = "(?:" + "|".join(partial_regex(option) for option in part.options) + ")"
+        return f"(?:{body})?" if empty else body
+    body = partial_regex(part.seq)
+    return f"(?:{body})?" if empty else body
 
 
 def first_chars(seq: Seq) -> frozenset[str] | None:
@@ -177,3 +262,29 @@ def prefix_state(seq: Seq, s: str, pos: int, end: int | None = None) -> tuple[Pr
     if full:
         return Prefix.FULL, min(full)
     return (Prefix.PARTIAL if partial[0] else Prefix.DEAD), -1
+
+
+#: By the sequence's identity (hashing a nested tuple costs more than the match): the
+#: sequence itself is kept, so an id is never taken for another's.
+_COMPILED: dict[int, tuple[Seq, re.Pattern[str], re.Pattern[str]]] = {}
+
+
+def fast_prefix_state(seq: Seq, s: str, pos: int, end: int) -> tuple[Prefix, int]:
+    """`prefix_state` by two compiled expressions (the sequence, and `partial_regex` anchored at
+    `end`), in C: the streaming hold-back asks this at every opener it sees. Where a sequence
+    could match more than one way the end of the match may differ (the longest, not the
+    earliest); the state is the same."""
+    compiled = _COMPILED.get(id(seq))
+    if compiled is None or compiled[0] is not seq:
+        compiled = _COMPILED[id(seq)] = (
+            seq,
+            re.compile(to_regex(seq)),
+            re.compile(f"(?:{partial_regex(seq)})\\Z"),
+        )
+    _, whole, partial = compiled
+    m = whole.match(s, pos, end)
+    if m is not None:
+        return Prefix.FULL, m.end()
+    if pos >= end or partial.match(s, pos, end) is not None:
+        return Prefix.PARTIAL, -1
+    return Prefix.DEAD, -1

@@ -92,6 +92,7 @@ END_TOKENS: tuple[str, ...] = (
 # Formats added by the census against vLLM's tool parsers and SGLang's detectors.
 COHERE_ACTION_START = "<|START_ACTION|>"
 COHERE_ACTION_END = "<|END_ACTION|>"
+FUNCTION_CLOSE = "</function>"
 APERTUS_PREFIX = "<|tools_prefix|>"
 APERTUS_SUFFIX = "<|tools_suffix|>"
 LFM2_CALL_START = "<|tool_call_start|>"
@@ -102,6 +103,7 @@ GEMMA4_STRING = '<|"|>'
 LONGCAT_OPEN = "<longcat_tool_call>"
 LONGCAT_CLOSE = "</longcat_tool_call>"
 GIGACHAT_CALL = "function call<|role_sep|>"
+GIGACHAT31_CALL = "<|function_call|>"
 STEPTML_TOOLCALL_OPEN = "<steptml:toolcall>"
 STEPTML_TOOLCALL_CLOSE = "</steptml:toolcall>"
 

@@ -71,12 +71,16 @@ class Opener:
     `anchors`: literals the detector looks for with `str.rfind`, and how to get from one back to
     the opener's start (default: the leading literal, where it stands). `line_start`: as the
     first block of a chain it only counts at the start of a line (the bare `{"name": ...}`).
+    `anywhere`: a block it opens may be a leak although text follows it (on lines of its own,
+    see `leaks.standalone`); False for drift shapes of no family's own markup (the bare JSON
+    object, the `<tool>`/`<json>` wrappers), which count only when they end the turn.
     """
 
     parts: Seq
     scanner: Scanner
     anchors: tuple[tuple[str, Adjust], ...] = ()
     line_start: bool = False
+    anywhere: bool = True
 
     def anchor_list(self) -> tuple[tuple[str, Adjust], ...]:
         if self.anchors:
@@ -139,8 +143,9 @@ FORMATS: tuple[LeakFormat, ...] = (
                 tagged.scan_bare_json,
                 anchors=(('"name"', json_start), ('"type"', json_start)),
                 line_start=True,
+                anywhere=False,
             ),
-            _o(("<", alt("tool>", "tools>", "json>")), tagged.scan_wrapper),
+            _o(("<", alt("tool>", "tools>", "json>")), tagged.scan_wrapper, anywhere=False),
         ),
         vllm=("hermes", "qwen2", "ernie45", "tng_r1t2"),
         sglang=("hermes", "qwen25", "qwen", "tng_r1t2", "trinity"),
@@ -153,6 +158,13 @@ FORMATS: tuple[LeakFormat, ...] = (
         (_TOOL_CALL, _o(_FUNCTION_TAG, tagged.scan_function)),
         vllm=("qwen3_coder", "qwen3_xml", "mimo"),
         sglang=("qwen3_coder", "mimo", "step3p5"),
+    ),
+    LeakFormat(
+        "llama31_function",
+        'Llama 3.1 custom tools, and the `<function name="f">` drift of any model',
+        '<function=f>{"k": "v"}</function>  or  <function name="f">{"k": "v"}</function>',
+        ("<function=", "<function name="),
+        (_o(_FUNCTION_TAG, tagged.scan_function),),
     ),
     LeakFormat(
         "seed_oss",
@@ -431,10 +443,14 @@ FORMATS: tuple[LeakFormat, ...] = (
     ),
     LeakFormat(
         "gigachat3",
-        "GigaChat 3",
-        'function call<|role_sep|>\n{"name": "f", "arguments": {...}}',
-        (M.GIGACHAT_CALL,),
-        (_o(M.GIGACHAT_CALL, special_tokens.scan_gigachat),),
+        "GigaChat 3, 3.1",
+        'function call<|role_sep|>\n{"name": "f", "arguments": {...}}  or (3.1) '
+        '<|function_call|>{"name": "f", "arguments": {...}}',
+        (M.GIGACHAT_CALL, M.GIGACHAT31_CALL),
+        (
+            _o(M.GIGACHAT_CALL, special_tokens.scan_gigachat),
+            _o(M.GIGACHAT31_CALL, special_tokens.scan_gigachat),
+        ),
         vllm=("gigachat3",),
         sglang=("gigachat3",),
     ),

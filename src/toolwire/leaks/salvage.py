@@ -1,7 +1,7 @@
 """Opt-in salvage: turning a detected leak into calls, or refusing with a reason.
 
-Salvage re-runs the detector's scan from `match.start`, so it reads exactly the calls the detector
-saw, then interprets their arguments:
+Salvage re-runs the detector's scan over each leaked block (`LeakMatch.spans`), so it reads
+exactly the calls the detector saw, then interprets their arguments:
 
 - JSON bodies: orjson; json-repair only when the brackets balance (it would otherwise "complete"
   a cut-off call); argument strings go through `parse_arguments`, as structured calls do.
@@ -56,17 +56,21 @@ class SalvageError(ValueError):
 
 
 def salvage_calls(text: str, match: LeakMatch) -> list[SalvagedCall]:
-    """The calls in `text[match.start:match.end]`, every one well formed, or `SalvageError`."""
+    """The calls of every leaked block of `match` (`LeakMatch.spans`), in order, every one well
+    formed, or `SalvageError`. Prose between the blocks is not read."""
     if not 0 <= match.start < match.end <= len(text):
         raise SalvageError("the match does not fit the text")
-    block = _rescan(text, match.start, match.end)
-    if block is None or not block.calls:
-        raise SalvageError(f"no {match.family} call could be read at offset {match.start}")
     calls: list[SalvagedCall] = []
-    for raw in block.calls:
-        if raw.problem:
-            raise SalvageError(raw.problem)
-        calls.extend(_interpret(raw))
+    for start, end in match.spans:
+        if not match.start <= start < end <= match.end:
+            raise SalvageError("a block of the match does not fit the text")
+        block = _rescan(text, start, end)
+        if block is None or not block.calls:
+            raise SalvageError(f"no {match.family} call could be read at offset {start}")
+        for raw in block.calls:
+            if raw.problem:
+                raise SalvageError(raw.problem)
+            calls.extend(_interpret(raw))
     return calls
 
 

@@ -11,6 +11,7 @@ from typing import Any
 
 import orjson
 
+from toolwire.loop.items import file_text
 from toolwire.transcript import (
     AssistantMessage,
     SystemMessage,
@@ -35,6 +36,26 @@ def _text(content: Any) -> str:
     return ""  # not reached: content was checked
 
 
+def _user_content(content: Any) -> Any:
+    """A user message's content as sent, but `file` parts: a chat-completions server reads
+    none, so a PDF becomes its text and any other file a one-line note (`loop/items.py`)."""
+    if not isinstance(content, list):
+        return content if isinstance(content, str) else ""
+    if not any(isinstance(p, dict) and p.get("type") == "file" for p in content):
+        return content
+    parts: list[Any] = []
+    for part in content:
+        if isinstance(part, dict) and part.get("type") == "file":
+            file: dict[str, Any] = part["file"] if isinstance(part.get("file"), dict) else {}
+            data = file.get("file_data")
+            name = file.get("filename") or file.get("file_id") or "file"
+            text = file_text(data if isinstance(data, str) else "", str(name))
+            parts.append({"type": "text", "text": text})
+        else:
+            parts.append(part)
+    return parts
+
+
 def chat_to_transcript(messages: list[dict[str, Any]]) -> Transcript:
     """Checked messages (`server/chat/validation.py`) -> the transcript."""
     transcript: Transcript = []
@@ -44,7 +65,7 @@ def chat_to_transcript(messages: list[dict[str, Any]]) -> Transcript:
         if role in ("system", "developer"):
             transcript.append(SystemMessage(_text(content)))
         elif role == "user":
-            transcript.append(UserMessage(content if isinstance(content, str | list) else ""))
+            transcript.append(UserMessage(_user_content(content)))
         elif role == "assistant":
             calls = [_call(call) for call in message.get("tool_calls") or []]
             legacy = message.get("function_call")

@@ -68,6 +68,7 @@ from toolwire.loop.events import (
     ToolListingFinished,
     ToolListingStarted,
 )
+from toolwire.loop.fitting import Fitting, Misfits
 from toolwire.loop.holdback import Holdback
 from toolwire.loop.state import (
     AwaitApproval,
@@ -81,12 +82,12 @@ from toolwire.loop.state import (
     RunOutcome,
     RunServices,
 )
+from toolwire.loop.turn import TurnRead, answered, leaked_call, turn_request
 from toolwire.tools.base import ToolArgumentsError
 from toolwire.tools.envelope import EnvelopeLimits
 from toolwire.tools.executor import ToolExecutor, ToolResult
 from toolwire.transcript import (
     AssistantMessage,
-    SystemMessage,
     ToolCall,
     ToolMessage,
     Transcript,
@@ -135,11 +136,6 @@ async def _finish_despite_cancellation(finish: Coroutine[Any, Any, None]) -> Non
     task.result()
 
 
-#: Turns longer than this (characters of text and reasoning) are judged for leaked calls
-#: off the event loop; shorter ones cost less than the hand-over to a thread.
-OFF_LOOP_LEAK_CHECK_CHARS = 64 * 1024
-
-
 def caller_problem(request: LoopRequest, call: ToolCall) -> str | None:
     """Why a call of a caller-side tool cannot be handed back (None: it can). A `custom`
     tool's call is judged by its kind (free-form input, its grammar), not as JSON."""
@@ -148,19 +144,6 @@ def caller_problem(request: LoopRequest, call: ToolCall) -> str | None:
     if tool is not None:
         return tool.problem(call)
     return None if call.ok else (call.parse_error or "arguments are not a JSON object")
-
-
-def find_leak(text: str, reasoning: str) -> tuple[leaks.LeakMatch, bool] | None:
-    """A leaked call at the end of the visible text, or of the reasoning if nothing is
-    visible (True: found in the reasoning)."""
-    match = leaks.detect_leak(text)
-    if match is not None:
-        return match, False
-    if not text.strip() and reasoning:
-        match = leaks.detect_leak_in_reasoning(reasoning, text)
-        if match is not None:
-            return match, True
-    return None
 
 
 async def _replayed(
@@ -253,6 +236,8 @@ class _Run:
             request.tools, limits=driver.limits, max_concurrency=self.settings.max_concurrent_tools
         )
         self.client_names = {spec.name for spec in request.client_tools}
+        self.fitting = Fitting(request, self.executor.tools, driver.upstream)
+        """Calls checked against their tools' schemas (`loop/fitting.py`)."""
         self.judged: dict[int, tuple[ToolCall, str | None]] = {}
         """Caller-tool calls already judged (`judge_calls`), by identity: ids may repeat."""
         self.replay: tuple[list[ModelEvent], BaseException | None] | None = None
@@ -352,16 +337,11 @@ class _Run:
             if offer_tools
             else []
         )
-        transcript: Transcript = list(self.state.transcript)
-        if req.instructions:
-            transcript.insert(0, SystemMessage(req.instructions))
-        return TurnRequest(
-            model=req.model,
-            transcript=transcript,
-            tools=specs,
-            tool_choice=self.tool_choice() if specs else None,
-            parallel_tool_calls=req.parallel_tool_calls if specs else None,
-            sampling=req.sampling,
+        return turn_request(
+            req,
+            self.state.transcript,
+            specs,
+            self.tool_choice(),
             stream=self.settings.stream,
             routing=self.routing(),
         )
@@ -387,7 +367,9 @@ class _Run:
         function, or a server tool whose calls never wait for approval (one that might must
         first be judged on its final arguments)."""
         if self.state.tools_exhausted or not self.settings.live_calls:
-            return None
+            return None  # a door that hands calls over whole (`LoopSettings.live_calls`)
+        if not self.fitting.streams_live(name):
+            return None  # judged first (`loop/fitting.py`), then sent whole
         tool = self.executor.tools.get(name)
         if tool is None:
             return (CallTarget.CALLER, "") if name in self.client_names else None
@@ -453,51 +435,48 @@ class _Run:
             source = turn_batches(self.upstream, turn)
         else:
             source = _replayed(*replay)
-        held = Holdback(hold_all=bool(state.leak_prose))
+        names = self.declared_names()
+        held = Holdback(hold_all=bool(state.leak_prose), names=names)
+        thinking = Holdback(names=names)  # calls written in the reasoning are leaks too
         turn_work = Slice()  # the hold-back's judging must not hold the event loop
-        text: list[str] = []
-        reasoning: list[str] = []
-        calls: list[ToolCall] = []
+        read = TurnRead()
+        text, reasoning, calls, usage = read.text, read.reasoning, read.calls, read.usage
         live: set[int] = set()
-        usage = Usage()
-        finish_reason = "stop"
-        stop_sequence: str | None = None
         try:
             async for batch in source:
                 for event in batch:
                     if isinstance(event, TextDelta):
                         text.append(event.text)
-                        shown = held.feed(event.text)
+                        if thinking.holding and event.text.strip():
+                            # the answer began: the reasoning's calls are no leaks any more
+                            self.emit(ReasoningTextDelta(thinking.release()))
+                        shown = await held.take(event.text, turn_work)
                         if shown:
                             self.emit(OutputTextDelta(shown))
-                        await turn_work.tick()
                     elif isinstance(event, ToolCallArgumentsDelta):
                         if event.key in live:
                             self.emit(CallArgumentsDelta(event.key, event.delta))
                     elif isinstance(event, ReasoningDelta):
                         reasoning.append(event.text)
-                        self.emit(ReasoningTextDelta(event.text))
+                        thought = await thinking.take(event.text, turn_work)
+                        if thought:
+                            self.emit(ReasoningTextDelta(thought))
                     elif isinstance(event, ToolCallStarted):
                         target = self.live_target(event.name)
                         if target is not None:
                             live.add(event.key)
                             self.emit(CallStreamStarted(event.key, event.id, event.name, *target))
-                    elif isinstance(event, ToolCallDone):
-                        calls.append(event.call)
-                    elif isinstance(event, Usage):
-                        usage.add(event)
-                    elif isinstance(event, TurnEnd):
-                        finish_reason = event.finish_reason
-                        stop_sequence = event.stop_sequence
+                    elif isinstance(event, ToolCallDone | Usage | TurnEnd):
+                        read.take(event)
                     elif isinstance(event, UpstreamNote):
                         if isinstance(event, Routed):
                             state.upstream = event.upstream
                         self.emit(event)  # repairs, retries, first token: for observers only
         except ToolwireError as exc:
             state.usage.add(usage)
-            if self.fails_over(exc, held, bool(reasoning), live):
+            if self.fails_over(exc, held, thinking, live):
                 return CallModel()
-            if self.compacts_for(exc) and not (text or reasoning or calls or live):
+            if self.compacts_for(exc) and not (read.said_anything or live):
                 state.compacted_for_overflow = True
                 state.iterations -= 1  # the refused call is made again, compacted
                 window = context_window(exc)
@@ -512,18 +491,27 @@ class _Run:
         full_text = "".join(text)
         full_reasoning = "".join(reasoning)
 
+        finish_reason = read.finish_reason
         if state.tools_exhausted:
             calls = []  # the last call was offered no tools; whatever it wrote is its answer
-        elif not calls and finish_reason != "length" and self.settings.leak_mode != "off":
+        else:
             await turn_work.give_way()  # judging the whole text is a step of its own
-            if len(full_text) + len(full_reasoning) > OFF_LOOP_LEAK_CHECK_CHARS:
-                # a long turn is judged on a worker thread: the interpreter hands the event
-                # loop's thread the GIL every few ms, so /health and other requests go on
-                leak = await asyncio.to_thread(self.find_leak, full_text, full_reasoning)
-            else:
-                leak = self.find_leak(full_text, full_reasoning)
+            names = self.declared_names()
+            leak = await leaked_call(self.request, read, full_text, full_reasoning, names)
             if leak is not None:
+                in_reasoning = leak[1]
+                if thinking.holding:  # the reasoning before a call in it, or all of it
+                    upto = leak[0].start if in_reasoning else None
+                    self.emit(ReasoningTextDelta(thinking.release(upto)))
                 return self.on_leak(full_text, full_reasoning, leak, held, usage)
+        if thinking.holding:  # no leak in it: the reasoning held back goes out whole
+            self.emit(ReasoningTextDelta(thinking.release()))
+
+        if calls:  # calls that fit their tools: repaired in place, or re-asked
+            misfits = self.fitting.judge(calls, self.emit)
+            if misfits:
+                turn_end = (full_text, full_reasoning, finish_reason)
+                return self.reask_misfits(turn_end, calls, misfits, held, usage)
 
         shown = held.release()
         if shown and not self.repeats_leak_prose(shown):
@@ -534,32 +522,51 @@ class _Run:
         plans = [self.plan(call) for call in calls]
         state.transcript.append(message)
         self.emit(
-            ModelTurnCompleted(message, finish_reason, usage, plans, stop_sequence=stop_sequence)
+            ModelTurnCompleted(
+                message, finish_reason, usage, plans, stop_sequence=read.stop_sequence
+            )
         )
         if calls:
             return ExecuteTools(calls)
         state.final_text = full_text
-        if finish_reason == "length":
-            return Finish(
-                RunOutcome(
-                    StopReason.MAX_OUTPUT_TOKENS, "the answer was cut off by the token limit"
-                )
-            )
-        if finish_reason == "content_filter":
-            return Finish(RunOutcome(StopReason.CONTENT_FILTER, "the upstream filtered the answer"))
-        return Finish(RunOutcome(StopReason.ANSWERED))
+        return Finish(answered(finish_reason))
+
+    def reask_misfits(
+        self,
+        turn_end: tuple[str, str, str],
+        calls: list[ToolCall],
+        misfits: Misfits,
+        held: Holdback,
+        usage: Usage,
+    ) -> NextAction:
+        """Re-ask a turn whose calls do not fit their tools (`loop/fitting.py`): the model
+        reads its turn back with an error result for each call; sinks see a turn without
+        calls, so nothing of them reaches the client."""
+        text, reasoning, finish_reason = turn_end
+        state = self.state
+        shown = held.release()
+        if shown and not self.repeats_leak_prose(shown):
+            self.emit(OutputTextDelta(shown))
+        state.transcript.append(AssistantMessage(text, calls, reasoning))
+        state.transcript.extend(
+            self.fitting.reask(calls, misfits, self.executor.error, self.rejection_of)
+        )
+        state.leak_prose = state.leak_prose or text.strip()  # the retry's prose is shown once
+        self.emit(ModelTurnCompleted(AssistantMessage(text, [], reasoning), finish_reason, usage))
+        return CallModel()
 
     def fails_over(
-        self, error: ToolwireError, held: Holdback, reasoned: bool, live: set[int]
+        self, error: ToolwireError, held: Holdback, thinking: Holdback, live: set[int]
     ) -> bool:
         """A turn whose model server failed (marked `failover` by a router: another one may
-        answer) is made again elsewhere if the client was shown nothing of it: no text out
-        of the hold-back, no reasoning, no call streaming live."""
+        answer) is made again elsewhere if the client was shown nothing of it: no text and
+        no reasoning out of their hold-backs, no call streaming live."""
         state = self.state
         replica = getattr(error, "replica", None)
         if not getattr(error, "failover", False) or replica is None:
             return False
-        if held.released or reasoned or live or state.failovers >= MAX_FAILOVERS:
+        shown = held.released or thinking.released or live
+        if shown or state.failovers >= MAX_FAILOVERS:
             return False
         state.failovers += 1
         state.avoid.add(replica)
@@ -608,12 +615,10 @@ class _Run:
 
     # -- leaks ----------------------------------------------------------------------------
 
-    def find_leak(self, text: str, reasoning: str) -> tuple[leaks.LeakMatch, bool] | None:
-        """A leaked call at the end of the visible text, or of the reasoning if nothing is
-        visible. Only when tools were on offer: otherwise there is nothing to call."""
-        if not self.executor.tools and not self.request.client_tools:
-            return None
-        return find_leak(text, reasoning)
+    def declared_names(self) -> set[str]:
+        """The tools a model call offers by name: a call written as text with prose after it
+        is a leak only if it calls one of them (`leaks.standalone`)."""
+        return {*self.executor.tools, *self.client_names}
 
     def on_leak(
         self,
@@ -767,6 +772,10 @@ class _Run:
         else:
             parts.append(f"Available tools: {available}")
         return " ".join(parts)
+
+    def rejection_of(self, call: ToolCall) -> str | None:
+        """`rejection(call)` for a call that cannot run at all; None for one that can."""
+        return self.rejection(call) if self.plan(call).target is CallTarget.REJECTED else None
 
     def needs_decision(self, call: ToolCall) -> bool:
         tool = self.executor.tools.get(call.name)

@@ -10,6 +10,7 @@ from enum import StrEnum
 from typing import Literal
 
 from toolwire.errors import RunStatus, StopReason, ToolwireError
+from toolwire.tools.argument_fit import ArgumentRepair
 from toolwire.tools.executor import ToolResult
 from toolwire.transcript import AssistantMessage, ToolCall
 from toolwire.upstream.events import FirstToken, Repair, Routed, UpstreamRetry, Usage
@@ -132,6 +133,30 @@ class LeakDetected:
 
 
 @dataclass(slots=True)
+class ArgumentsRepaired:
+    """A call's arguments did not fit its tool's schema and one-meaning repairs made them fit
+    (`loop/fitting.py`): the call goes on with the repaired arguments (`call.arguments`; the
+    model's own text stays in `call.raw_arguments`)."""
+
+    call: ToolCall
+    repairs: tuple[ArgumentRepair, ...]
+
+
+@dataclass(slots=True)
+class ArgumentsMisfit:
+    """A call's arguments do not fit its tool's schema and no repair makes them. `action`:
+    `retry` (the model is asked again, the call hidden from the client), `passed` (the model
+    was already asked again: the call goes on as the model wrote it) or `rejected` (likewise,
+    but its arguments are no JSON object: the loop reports it to the model, as any such call)."""
+
+    call: ToolCall
+    problems: str
+    """The validator's messages, each with its place (`at $.limit: ...`)."""
+    attempt: int
+    action: Literal["retry", "passed", "rejected"]
+
+
+@dataclass(slots=True)
 class ToolExecutionStarted:
     call: ToolCall
     server_label: str
@@ -242,6 +267,8 @@ LoopEvent = (
     | LeakDetected
     | ToolExecutionStarted
     | ToolExecutionFinished
+    | ArgumentsRepaired
+    | ArgumentsMisfit
     | ToolCallsReturned
     | ApprovalRequested
     | ContextCompacted

@@ -16,6 +16,7 @@ from typing import Any, cast
 
 import orjson
 
+from toolwire.documents import DocumentError, decode_base64, is_pdf, pdf_data_url, pdf_text
 from toolwire.loop.tool_types import ClientTools
 from toolwire.tools.envelope import render_envelope
 from toolwire.transcript import (
@@ -151,6 +152,22 @@ def _user_content(content: list[ContentPart]) -> str | list[ChatPart]:
     return parts
 
 
+def file_text(data: str, name: str) -> str:
+    """A file part's data as the text the model reads: a PDF (a base64 data URL, or base64
+    with a PDF's header, as the Responses and chat APIs carry it) its text, page by page; any
+    other file a one-line note."""
+    try:
+        pdf = pdf_data_url(data) if data.startswith("data:") else None
+        if pdf is None and data and not data.startswith(("data:", "http://", "https://")):
+            raw = decode_base64(data)
+            pdf = raw if is_pdf(raw) else None
+        if pdf is not None:
+            return pdf_text(pdf, name)
+    except DocumentError as exc:
+        return f"[file {name} attached: {exc}]"
+    return f"[file {name} attached: its content cannot be shown to this model]"
+
+
 def media_part(part: ContentPart) -> ChatPart | None:
     """An image or file content part (Responses shape) as a chat-completions part: an image
     becomes an `image_url` part; a file that is an image too; any other file a one-line note,
@@ -167,10 +184,7 @@ def media_part(part: ContentPart) -> ChatPart | None:
         name = part.get("filename") or part.get("file_id") or "file"
         if isinstance(data, str) and data.startswith("data:image/"):
             return {"type": "image_url", "image_url": {"url": data, "detail": "auto"}}
-        return {
-            "type": "text",
-            "text": f"[file {name} attached: its content cannot be shown to this model]",
-        }
+        return {"type": "text", "text": file_text(data if isinstance(data, str) else "", name)}
     if kind == "input_audio":
         return {"type": "text", "text": "[audio attached: it cannot be played to this model]"}
     return None

@@ -9,7 +9,8 @@ with (observers see the same model call, tokens, returned calls and outcome they
 
 The moment the turn needs the driver (a call that must be re-asked because its name or
 arguments are wrong, a tool call leaked into the text, an upstream error, an adapter failure),
-it hands over: `LoopDriver.take_over` replays the turn already received and goes on exactly as
+it hands over (a call to repair or re-ask against its tool's schema included):
+`LoopDriver.take_over` replays the turn already received and goes on exactly as
 a run that had started in the driver, with no second model call for the same turn. Which
 requests qualify (`eligible`) is narrow on purpose: no server-side tools, MCP servers,
 approvals, resumed calls or context management, and a non-streaming turn.
@@ -22,11 +23,9 @@ import asyncio
 from toolwire.errors import StopReason
 from toolwire.loop.driver import (
     CANCELLED,
-    OFF_LOOP_LEAK_CHECK_CHARS,
     LoopDriver,
     Sink,
     caller_problem,
-    find_leak,
 )
 from toolwire.loop.events import (
     CallTarget,
@@ -39,24 +38,18 @@ from toolwire.loop.events import (
     ReasoningTextDelta,
     ToolCallsReturned,
 )
+from toolwire.loop.fitting import Fitting
 from toolwire.loop.state import LoopRequest, LoopState, RunOutcome
-from toolwire.transcript import AssistantMessage, SystemMessage, ToolCall, Transcript
-from toolwire.upstream.base import TurnRequest, turn_batches
+from toolwire.loop.turn import TurnRead, answered, leaked_call, turn_request
+from toolwire.transcript import AssistantMessage, ToolCall, Transcript
+from toolwire.upstream.base import turn_batches
 from toolwire.upstream.events import (
     ModelEvent,
     ReasoningDelta,
     Routed,
     TextDelta,
-    ToolCallDone,
-    TurnEnd,
     UpstreamNote,
-    Usage,
 )
-
-_FINISH = {
-    "length": (StopReason.MAX_OUTPUT_TOKENS, "the answer was cut off by the token limit"),
-    "content_filter": (StopReason.CONTENT_FILTER, "the upstream filtered the answer"),
-}
 
 
 def eligible(request: LoopRequest) -> bool:
@@ -82,27 +75,12 @@ async def run_single_turn(driver: LoopDriver, request: LoopRequest, sink: Sink) 
     observed = driver.observe(request, sink) if driver.observe is not None else sink
     transcript: Transcript = [*request.history, *request.input]
     tools = list(request.client_tools)
-    turn = TurnRequest(
-        model=request.model,
-        transcript=[SystemMessage(request.instructions), *transcript]
-        if request.instructions
-        else list(transcript),
-        tools=tools,
-        tool_choice=request.tool_choice if tools else None,
-        parallel_tool_calls=request.parallel_tool_calls if tools else None,
-        sampling=request.sampling,
-        stream=False,
-        routing=request.routing,
-    )
+    turn = turn_request(request, transcript, tools, request.tool_choice, stream=False)
     state = LoopState(transcript=transcript, output_start=len(request.history))
     observed(ModelCallStarted(1, bool(tools)))
     events: list[ModelEvent] = []
-    text: list[str] = []
-    reasoning: list[str] = []
-    calls: list[ToolCall] = []
-    usage = Usage()
-    finish_reason = "stop"
-    stop_sequence: str | None = None
+    read = TurnRead()
+    text, reasoning, calls, usage = read.text, read.reasoning, read.calls, read.usage
     deadline = request.settings.deadline
     timer = asyncio.timeout(deadline)
     try:
@@ -117,15 +95,10 @@ async def run_single_turn(driver: LoopDriver, request: LoopRequest, sink: Sink) 
                     events.append(event)
                     if isinstance(event, TextDelta):
                         text.append(event.text)
-                    elif isinstance(event, ToolCallDone):
-                        calls.append(event.call)
                     elif isinstance(event, ReasoningDelta):
                         reasoning.append(event.text)
-                    elif isinstance(event, Usage):
-                        usage.add(event)
-                    elif isinstance(event, TurnEnd):
-                        finish_reason = event.finish_reason
-                        stop_sequence = event.stop_sequence
+                    else:
+                        read.take(event)
     except TimeoutError as exc:
         if not timer.expired():
             return await driver.take_over(request, observed, events, exc, upstream=state.upstream)
@@ -141,25 +114,20 @@ async def run_single_turn(driver: LoopDriver, request: LoopRequest, sink: Sink) 
     full_reasoning = "".join(reasoning)
     names = {spec.name for spec in tools}
     declared = request.caller_tools
+    fitting = Fitting(request, {}, driver.upstream)
     if any(
         call.name not in names
         # a grammar's check is CPU-bound in the model's text: the driver judges it in slices
         or (declared is not None and getattr(declared.get(call.name), "syntax", None) is not None)
         or caller_problem(request, call)
+        or not fitting.untouched(call)  # to be repaired or re-asked (`loop/fitting.py`)
         for call in calls
     ):
-        return await driver.take_over(
-            request, observed, events, upstream=state.upstream
-        )  # to be re-asked
-    if not calls and finish_reason != "length" and request.settings.leak_mode != "off" and tools:
-        if len(full_text) + len(full_reasoning) > OFF_LOOP_LEAK_CHECK_CHARS:
-            leak = await asyncio.to_thread(find_leak, full_text, full_reasoning)  # off the loop
-        else:
-            leak = find_leak(full_text, full_reasoning)
-        if leak is not None:
-            return await driver.take_over(
-                request, observed, events, upstream=state.upstream
-            )  # retried or salvaged
+        # to be re-asked
+        return await driver.take_over(request, observed, events, upstream=state.upstream)
+    if await leaked_call(request, read, full_text, full_reasoning, names) is not None:
+        # retried or salvaged
+        return await driver.take_over(request, observed, events, upstream=state.upstream)
     state.usage.add(usage)
     if full_text:
         observed(OutputTextDelta(full_text))
@@ -168,14 +136,17 @@ async def run_single_turn(driver: LoopDriver, request: LoopRequest, sink: Sink) 
     said = AssistantMessage(full_text, calls, full_reasoning)
     transcript.append(said)
     plans = [PlannedCall(call, CallTarget.CALLER, "") for call in calls]
-    observed(ModelTurnCompleted(said, finish_reason, usage, plans, stop_sequence=stop_sequence))
+    finish_reason = read.finish_reason
+    observed(
+        ModelTurnCompleted(said, finish_reason, usage, plans, stop_sequence=read.stop_sequence)
+    )
     if calls:
         state.pending_calls = calls
         observed(ToolCallsReturned(calls))
         return _finish(state, observed, StopReason.TOOL_CALLS, None, calls)
     state.final_text = full_text
-    reason, why = _FINISH.get(finish_reason, (StopReason.ANSWERED, None))
-    return _finish(state, observed, reason, why, [])
+    outcome = answered(finish_reason)
+    return _finish(state, observed, outcome.reason, outcome.message, [])
 
 
 def _finish(

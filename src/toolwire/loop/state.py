@@ -16,7 +16,7 @@ from toolwire.loop.tool_types import ClientTools
 from toolwire.tools.base import Tool
 from toolwire.tools.mcp.toolset import McpToolset
 from toolwire.transcript import ToolCall, ToolSpec, Transcript
-from toolwire.upstream.base import NO_HINTS, RoutingHints, Sampling
+from toolwire.upstream.base import NO_HINTS, RoutingHints, Sampling, TurnRequest
 from toolwire.upstream.events import Usage
 
 LeakMode = Literal["retry", "salvage", "off"]
@@ -35,6 +35,12 @@ class LoopSettings:
     """The same failing call (name and arguments) this many times ends the run."""
     stream: bool = True
     max_concurrent_tools: int = 8
+    check_arguments: bool = True
+    """Check every call against its tool's declared schema: one-meaning repairs, else a
+    hidden re-ask (`loop/fitting.py`, docs/tool-calls.md). False: calls go on unchecked, and
+    a call's arguments stream live as the model writes them."""
+    argument_retries: int = 1
+    """Re-asks in a row for calls that do not fit; past it such a call goes on as written."""
     deadline: float | None = None
     """Seconds the whole run may take (model calls, tools, approvals claimed); past it the run
     ends `incomplete` (`StopReason.DEADLINE`) with what it had. None: no deadline."""
@@ -86,6 +92,12 @@ class LoopRequest:
     routing: RoutingHints = NO_HINTS
     """Where the run's model calls would best go, for a router over several model servers
     (`upstream/fleet/`): the continued turn's server, the client's session. Doors fill it."""
+
+    def prompt_turn(self) -> TurnRequest:
+        """The run's first model call as far as its prompt goes (the transcript and every
+        tool on offer): what a door counts before the run, to fit the upstream's window."""
+        tools = [tool.spec for tool in self.tools] + list(self.client_tools)
+        return TurnRequest(self.model, self.input, tools)
 
 
 @dataclass(slots=True, frozen=True)

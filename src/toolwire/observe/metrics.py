@@ -27,6 +27,8 @@ from prometheus_client import (
 from toolwire.errors import StopReason, ToolwireError
 from toolwire.loop.events import (
     ApprovalRequested,
+    ArgumentsMisfit,
+    ArgumentsRepaired,
     CallTarget,
     ContextCompacted,
     LeakDetected,
@@ -93,6 +95,17 @@ REPAIRS = Counter(
 )
 LEAKS = Counter(
     "toolwire_leaks", "Tool calls written as text, by format and action", ["format", "action"]
+)
+ARGUMENT_REPAIRS = Counter(
+    "toolwire_argument_repairs",
+    "Repairs that made a call's arguments fit its tool's schema, by kind",
+    ["kind"],
+)
+ARGUMENT_MISFITS = Counter(
+    "toolwire_argument_misfits",
+    "Calls whose arguments did not fit their tool's schema, by action (retry: re-asked; "
+    "passed: handed on as written after a re-ask; rejected: no JSON object)",
+    ["action"],
 )
 APPROVALS = Counter("toolwire_approvals", "Approval requests and decisions", ["decision"])
 APPROVALS_PENDING = Gauge(
@@ -245,6 +258,13 @@ class RunMetrics:
     def _repair(self, event: Repair) -> None:
         REPAIRS.labels(event.kind).inc()
 
+    def _arguments_repaired(self, event: ArgumentsRepaired) -> None:
+        for repair in event.repairs:
+            ARGUMENT_REPAIRS.labels(repair.kind).inc()
+
+    def _arguments_misfit(self, event: ArgumentsMisfit) -> None:
+        ARGUMENT_MISFITS.labels(event.action).inc()
+
     def _retry(self, event: UpstreamRetry) -> None:
         UPSTREAM_RETRIES.labels(self._upstream, event.cause).inc()
 
@@ -296,6 +316,8 @@ HANDLERS: dict[type, Any] = {
     UpstreamRetry: RunMetrics._retry,
     Routed: RunMetrics._routed,
     LeakDetected: RunMetrics._leak,
+    ArgumentsRepaired: RunMetrics._arguments_repaired,
+    ArgumentsMisfit: RunMetrics._arguments_misfit,
     ContextCompacted: RunMetrics._compacted,
     ApprovalRequested: RunMetrics._approval,
     LoopFinished: RunMetrics._finished,

@@ -113,9 +113,8 @@ def quiet_uvicorn_websocket_lines() -> None:
 
 class RequestObserver:
     """What is observed of each HTTP request: its id (kept or made), the request metrics, the
-    log line and the incoming trace context. Used by `server/gate/middleware.py`'s one middleware,
-    and by
-    `ObserveMiddleware` where it runs alone."""
+    log line and the incoming trace context, observed by the gate's one middleware
+    (`server/gate/middleware.py`), outermost."""
 
     def __init__(self, *, log_format: LogFormat = "text", tracing: bool = False) -> None:
         self.log_format = log_format
@@ -235,35 +234,61 @@ class RequestObserver:
         disconnected: bool,
     ) -> None:
         client = scope.get("client")
-        fields: dict[str, Any] = {
-            "time": _timestamp(),
-            "request_id": rid,
-            "method": scope["method"],
-            "path": scope["path"],
-            "route": route,
-            "status": status,
-            "duration_ms": round((end - start) * 1000, 3),
-            "ttfb_ms": None if first_byte is None else round((first_byte - start) * 1000, 3),
-            "client": client[0] if client else None,
-        }
         owner = scope.get("state", {}).get("owner")
-        if owner is not None:
-            fields["owner"] = str(owner)
-        if disconnected:
-            fields["disconnected"] = True
+        duration = round((end - start) * 1000, 3)
+        ttfb = None if first_byte is None else round((first_byte - start) * 1000, 3)
         if self.log_format == "json":
+            fields: dict[str, Any] = {
+                "time": _timestamp(),
+                "request_id": rid,
+                "method": scope["method"],
+                "path": scope["path"],
+                "route": route,
+                "status": status,
+                "duration_ms": duration,
+                "ttfb_ms": ttfb,
+                "client": client[0] if client else None,
+            }
+            if owner is not None:
+                fields["owner"] = str(owner)
+            if disconnected:
+                fields["disconnected"] = True
             _write(orjson.dumps(fields).decode())
-        else:
-            _write(
-                " ".join(
-                    f"{key}={_text_value(value)}"
-                    for key, value in fields.items()
-                    if value is not None
-                )
-            )
+            return
+        # The text line, written out field by field (the same line a dict of the fields joined
+        # as `key=value` gives, ~3× cheaper: once per request): the request id, the status and
+        # the durations are plain by construction; what a client chose is quoted when not.
+        text = _text_value
+        line = (
+            f"time={_timestamp()} request_id={rid} method={text(scope['method'])} "
+            f"path={text(scope['path'])} route={_route_text(route)} status={status} "
+            f"duration_ms={duration}"
+        )
+        if ttfb is not None:
+            line += f" ttfb_ms={ttfb}"
+        if client:
+            line += f" client={text(client[0])}"
+        if owner is not None:
+            line += f" owner={text(owner)}"
+        if disconnected:
+            line += " disconnected=True"
+        _write(line)
 
 
 _PLAIN = re.compile(r"[\w./:@%+,\-\[\]()]*")
+
+
+_ROUTE_TEXT: dict[str, str] = {}
+
+
+def _route_text(route: str) -> str:
+    """`_text_value` of a route template, remembered (a few dozen templates, and `(refused)`)."""
+    found = _ROUTE_TEXT.get(route)
+    if found is None:
+        found = _text_value(route)
+        if len(_ROUTE_TEXT) < 1024:
+            _ROUTE_TEXT[route] = found
+    return found
 
 
 def _text_value(value: Any) -> str:
@@ -274,64 +299,3 @@ def _text_value(value: Any) -> str:
     if _PLAIN.fullmatch(text) and text:
         return text
     return orjson.dumps(text).decode()
-
-
-class ObserveMiddleware:
-    """`RequestObserver` as a middleware of its own (the served app folds it into
-    `server/gate/middleware.py`'s one middleware instead)."""
-
-    def __init__(
-        self,
-        app: ASGIApp,
-        *,
-        log_format: LogFormat = "text",
-        tracing: bool = False,
-    ) -> None:
-        self.app = app
-        self.observer = RequestObserver(log_format=log_format, tracing=tracing)
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "websocket":
-            await self.observer.websocket(scope, receive, send, self.app)
-            return
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        observer = self.observer
-        start = time.perf_counter()
-        request_id = observer.request_id(scope)
-        status = 500
-        first_byte: float | None = None
-        finished = False
-        disconnected = False
-
-        async def observed_send(message: Message) -> None:
-            nonlocal status, first_byte, finished, disconnected
-            kind = message["type"]
-            if kind == "http.response.start":
-                status = message["status"]
-                message["headers"] = [*message.get("headers", ()), (b"x-request-id", request_id)]
-            elif kind == "http.response.body":
-                if first_byte is None:
-                    first_byte = time.perf_counter()
-                if not message.get("more_body", False):
-                    finished = True
-            try:
-                await send(message)
-            except OSError:
-                disconnected = True
-                raise
-
-        async def observed_receive() -> Message:
-            nonlocal disconnected
-            message = await receive()
-            if message["type"] == "http.disconnect" and not finished:
-                disconnected = True
-            return message
-
-        token = observer.attach(scope)
-        try:
-            await self.app(scope, observed_receive, observed_send)
-        finally:
-            observer.detach(token)
-            observer.record(scope, status, start, first_byte, finished, disconnected)

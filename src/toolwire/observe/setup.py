@@ -9,7 +9,7 @@ the door's own sink.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from toolwire.loop.driver import Sink
 from toolwire.loop.events import LoopEvent
@@ -17,8 +17,11 @@ from toolwire.loop.state import LoopRequest
 from toolwire.observe.metrics import HANDLERS as METRIC_HANDLERS
 from toolwire.observe.metrics import RunMetrics
 from toolwire.observe.requests import LogFormat
-from toolwire.observe.tracing import RunTracer, Tracing, tracing_requested
+from toolwire.observe.tracing_switch import tracing_requested
 from toolwire.tools.base import Tool
+
+if TYPE_CHECKING:  # OpenTelemetry is imported only when tracing is on
+    from toolwire.observe.tracing import Tracing
 
 
 def tool_sources(tools: Iterable[Tool]) -> dict[str, str]:
@@ -74,11 +77,16 @@ class Observability:
     def from_env(
         cls, *, upstream_name: str, tools: Iterable[Tool], log_format: LogFormat
     ) -> Observability:
+        tracing = None
+        if tracing_requested():
+            from toolwire.observe.tracing import Tracing
+
+            tracing = Tracing()
         return cls(
             upstream_name=upstream_name,
             sources=tool_sources(tools),
             log_format=log_format,
-            tracing=Tracing() if tracing_requested() else None,
+            tracing=tracing,
         )
 
     def observe(self, request: LoopRequest, sink: Sink) -> Sink:
@@ -88,6 +96,8 @@ class Observability:
         run_metrics = RunMetrics(request, self.upstream_name, self.sources)
         handlers = METRIC_HANDLERS
         if self.tracing is not None:
+            from toolwire.observe.tracing import RunTracer
+
             tracer = RunTracer(self.tracing, request, self.upstream_name)
 
             def traced(event: LoopEvent) -> None:

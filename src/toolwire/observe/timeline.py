@@ -13,6 +13,8 @@ from typing import Any, cast
 
 from toolwire.loop.events import (
     ApprovalRequested,
+    ArgumentsMisfit,
+    ArgumentsRepaired,
     CallTarget,
     LeakDetected,
     LoopEvent,
@@ -118,6 +120,30 @@ class Timeline:
     def _repair(self, event: Repair) -> None:
         self._add("repair", kind=event.kind)
 
+    def _arguments_repaired(self, event: ArgumentsRepaired) -> None:
+        call = event.call
+        for repair in event.repairs:
+            self._add(
+                "arguments_repaired",
+                name=call.name,
+                call_id=call.id,
+                kind=repair.kind,
+                path=repair.path,
+                arguments=_clip(call.raw_arguments),
+            )
+
+    def _arguments_misfit(self, event: ArgumentsMisfit) -> None:
+        call = event.call
+        self._add(
+            "arguments_misfit",
+            name=call.name,
+            call_id=call.id,
+            action=event.action,
+            attempt=event.attempt,
+            error=_clip(event.problems),
+            arguments=_clip(call.raw_arguments),
+        )
+
     def _retry(self, event: UpstreamRetry) -> None:
         self._add("upstream_retry", cause=event.cause, attempt=event.attempt, delay=event.delay)
 
@@ -218,6 +244,8 @@ _HANDLERS: dict[type, Any] = {
     UpstreamRetry: Timeline._retry,
     Routed: Timeline._routed,
     LeakDetected: Timeline._leak,
+    ArgumentsRepaired: Timeline._arguments_repaired,
+    ArgumentsMisfit: Timeline._arguments_misfit,
     ToolExecutionStarted: Timeline._tool_started,
     ToolExecutionFinished: Timeline._tool_finished,
     ToolCallsReturned: Timeline._returned,

@@ -26,6 +26,8 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from toolwire.loop.events import (
     ApprovalRequested,
+    ArgumentsMisfit,
+    ArgumentsRepaired,
     CallArgumentsDelta,
     CallTarget,
     LeakDetected,
@@ -40,24 +42,14 @@ from toolwire.loop.events import (
     ToolExecutionStarted,
 )
 from toolwire.loop.state import LoopRequest
+from toolwire.observe.tracing_switch import tracing_requested
 from toolwire.trace_context import TRACE_HEADERS
 from toolwire.upstream.events import FirstToken, Repair, Routed, UpstreamRetry
 
 _CONTENT_LIMIT = 8192
 
 
-def tracing_requested(env: dict[str, str] | None = None) -> bool:
-    env = dict(os.environ) if env is None else env
-    if env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
-        return False
-    exporter = env.get("OTEL_TRACES_EXPORTER", "").strip().lower()
-    if exporter == "none":
-        return False
-    if exporter in ("otlp", "console"):
-        return True
-    return bool(
-        env.get("OTEL_EXPORTER_OTLP_ENDPOINT") or env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
-    )
+__all__ = ["RunTracer", "Tracing", "tracing_requested"]
 
 
 class Tracing:
@@ -202,6 +194,8 @@ class RunTracer:
                 "toolwire.leak",
                 {"toolwire.leak.format": event.family, "toolwire.leak.action": event.action},
             )
+        elif isinstance(event, ArgumentsRepaired | ArgumentsMisfit):
+            self._fitted(event)
         elif isinstance(event, ApprovalRequested):
             self._run_span.add_event(
                 "toolwire.approval_requested", {"toolwire.approval.count": len(event.requests)}
@@ -210,6 +204,18 @@ class RunTracer:
             self._run_span.set_attribute("toolwire.returned_calls", len(event.calls))
         elif isinstance(event, LoopFinished):
             self._finished(event)
+
+    def _fitted(self, event: ArgumentsRepaired | ArgumentsMisfit) -> None:
+        """A call checked against its tool's schema: repaired, or not fitting (never its
+        arguments: they may hold what a trace must not)."""
+        attributes: dict[str, str | int] = {"gen_ai.tool.name": event.call.name}
+        if isinstance(event, ArgumentsRepaired):
+            attributes["toolwire.repair.kinds"] = ",".join(r.kind for r in event.repairs)
+            self._run_span.add_event("toolwire.arguments_repaired", attributes)
+        else:
+            attributes["toolwire.misfit.action"] = event.action
+            attributes["toolwire.misfit.attempt"] = event.attempt
+            self._run_span.add_event("toolwire.arguments_misfit", attributes)
 
     def _end_model(self, error: str | None) -> None:
         span = self._model_span

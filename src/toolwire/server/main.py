@@ -4,36 +4,38 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
 import uvicorn
 from starlette.applications import Starlette
 
-from toolwire.config import ServerConfig
+from toolwire.config import McpServerConfig, ServerConfig, WebSearchConfig
 from toolwire.errors import ConfigError
+from toolwire.loop.approvals import ApprovalSigner
+from toolwire.loop.compaction import CompactionCodec
+from toolwire.loop.driver import LoopDriver, Observe
 from toolwire.loop.state import LoopSettings
 from toolwire.observe.fleet import watch_fleet
 from toolwire.observe.setup import Observability
+from toolwire.runtime import Closer, Runtime
 from toolwire.server.app import create_app
 from toolwire.server.gate.limits import Limits
+from toolwire.server.gate.quotas import QuotaUpstream
 from toolwire.server.gate.security import startup_security
+from toolwire.server.gemini.translate import GeminiSettings
 from toolwire.server.messages.translate import MessagesSettings
 from toolwire.server.responses.durable import DurabilitySettings
 from toolwire.server.responses.prepare.mcp_tools import configured_server
-from toolwire.server.responses.service import ResponsesService
-from toolwire.server.startup import (
-    check_port,
-    check_upstream,
-    fleet_lines,
-    shown_database,
-    summary_lines,
-)
+from toolwire.server.startup import check_port, check_upstream, fleet_lines, summary_lines
 from toolwire.server.workers import reuse_port_socket, run_workers
-from toolwire.store.database import Store, default_database_url
+from toolwire.store.database import Store
+from toolwire.store.timelines import TimelineStore
+from toolwire.store.urls import default_database_url, shown_database
 from toolwire.tools.base import Tool
 from toolwire.tools.loading import load_tools
 from toolwire.tools.mcp.pool import McpPool
+from toolwire.tools.web import WebBackend, WebTools
 from toolwire.upstream.base import Upstream
 from toolwire.upstream.chat_completions import ChatCompletionsConfig, ChatCompletionsUpstream
 from toolwire.upstream.fleet.build import build_router
@@ -66,6 +68,69 @@ def _workspace_tools(config: ServerConfig) -> list[Tool]:
         except WorkspaceError as exc:
             raise ConfigError(f"workspace: {exc}") from None
     return list(workspace_tools(workspace, exec_needs_approval=settings.exec_needs_approval))
+
+
+def web_tools(config: ServerConfig, pool: McpPool) -> WebTools:
+    """The MCP tools serving web search and fetch (`web_search`, `web_fetch` settings)."""
+    servers = {server.label: server for server in config.mcp_servers}
+    backends: list[WebBackend | None] = []
+    for setting, chosen in (("web_search", config.web_search), ("web_fetch", config.web_fetch)):
+        if chosen is None:
+            backends.append(None)
+            continue
+        if chosen.server not in servers:
+            raise ConfigError(f"{setting}.server {chosen.server!r} is not a label in mcp_servers")
+        argument = (
+            chosen.query_argument if isinstance(chosen, WebSearchConfig) else chosen.url_argument
+        )
+        backends.append(
+            WebBackend(configured_server(servers[chosen.server]), chosen.tool, argument)
+        )
+    return WebTools(
+        backends[0],
+        backends[1],
+        pool,
+        allow_private_urls=config.mcp_allow_private_urls,
+        timeout=config.mcp_call_timeout,
+    )
+
+
+async def compose(
+    *,
+    upstream: Upstream,
+    store: Store,
+    default_model: str | None = None,
+    server_tools: Sequence[Tool] = (),
+    loop_settings: LoopSettings | None = None,
+    mcp_servers: Sequence[McpServerConfig] = (),
+    mcp_pool: McpPool | None = None,
+    mcp_call_timeout: float = 60.0,
+    web_search: WebSearchConfig | None = None,
+    observe: Observe | None = None,
+    closers: Sequence[Closer] = (),
+) -> Runtime:
+    """The one `Runtime` every wing of the app runs on. Every model call of every door goes
+    through the quota reservation (`server/gate/quotas.py`), which wraps `upstream` here, once;
+    `observe` (metrics, traces) is composed into the driver. The approval and compaction codecs
+    use a secret kept in the store, shared by replicas and kept across restarts."""
+    stack = QuotaUpstream(upstream, store.quotas)
+    secret = await store.secret("approval_requests")
+    return Runtime(
+        store=store,
+        upstream=stack,
+        driver=LoopDriver(stack, observe=observe),
+        signer=ApprovalSigner(secret),
+        compaction=CompactionCodec(secret),
+        timelines=TimelineStore(),
+        loop_settings=loop_settings or LoopSettings(),
+        default_model=default_model,
+        server_tools=list(server_tools),
+        mcp_pool=mcp_pool or McpPool(),
+        mcp_servers=list(mcp_servers),
+        mcp_call_timeout=mcp_call_timeout,
+        web_search=web_search,
+        closers=list(closers),
+    )
 
 
 async def build_app(config: ServerConfig) -> Starlette:
@@ -140,20 +205,19 @@ async def build_app(config: ServerConfig) -> Starlette:
             reasoning_replay=config.upstream_reasoning_replay if config.upstream else "off",
             idle_timeout=config.upstream_idle_timeout,
             fallback_seconds=config.upstream_fallback_seconds,
+            strict_tools=config.strict_tools,
         )
     )
     for server in config.mcp_servers:
         configured_server(server)  # credentials from env: fail at start-up, not per request
-    search = config.web_search
-    if search is not None and search.server not in {s.label for s in config.mcp_servers}:
-        raise ConfigError(f"web_search.server {search.server!r} is not a label in mcp_servers")
     pool = McpPool(
         idle_seconds=config.mcp_idle_seconds, allow_private_urls=config.mcp_allow_private_urls
     )
+    web = web_tools(config, pool)  # web_search / web_fetch (Messages), googleSearch (Gemini)
     observability = Observability.from_env(  # observe/: metrics, traces, request logs, /ui
         upstream_name=upstream.name, tools=tools, log_format=config.log_format
     )
-    service = ResponsesService(
+    runtime = await compose(
         upstream=upstream,
         store=store,
         default_model=default_model,
@@ -161,34 +225,35 @@ async def build_app(config: ServerConfig) -> Starlette:
         loop_settings=LoopSettings(
             leak_mode=config.leaked_calls,
             leak_retries=config.leak_retries,
+            check_arguments=config.check_tool_arguments,
+            argument_retries=config.argument_retries,
             max_iterations=config.max_iterations,
             deadline=config.response_deadline or None,
         ),
         mcp_servers=config.mcp_servers,
         mcp_pool=pool,
         mcp_call_timeout=config.mcp_call_timeout,
-        approval_secret=await store.secret("approval_requests"),
         web_search=config.web_search,
+        observe=observability.observe,
+        closers=[store.close, *shutdown, observability.shutdown],
+    )
+    window = config.context_window or (None if config.upstream or fleet else config.local_n_ctx)
+    app = create_app(
+        runtime,
+        security=security,
+        messages=MessagesSettings(
+            models=config.anthropic_models,
+            ping_interval=config.anthropic_ping_interval,
+            context_window=window,
+            web=web,
+        ),
+        gemini=GeminiSettings(models=config.gemini_models, context_window=window, web=web),
         durability=DurabilitySettings(
             heartbeat_seconds=config.lease_heartbeat_seconds,
             lease_seconds=config.lease_seconds,
             poll_seconds=config.queue_poll_seconds,
             max_background=config.max_background,
             max_attempts=config.background_attempts,
-        ),
-        observe=observability.observe,
-    )
-    app = create_app(
-        upstream=upstream,
-        store=store,
-        responses=service,
-        on_shutdown=[pool.close, upstream.aclose, store.close, *shutdown, observability.shutdown],
-        security=security,
-        messages=MessagesSettings(
-            models=config.anthropic_models,
-            ping_interval=config.anthropic_ping_interval,
-            context_window=config.context_window
-            or (None if config.upstream or fleet else config.local_n_ctx),
         ),
         observability=observability,
     )
@@ -223,6 +288,7 @@ async def start_fleet(config: ServerConfig, fleet: list[UpstreamEntry]) -> Fleet
         max_response_bytes=config.max_upstream_response_bytes,
         idle_timeout=config.upstream_idle_timeout,
         fallback_seconds=config.upstream_fallback_seconds,
+        strict_tools=config.strict_tools,
     )
     await router.start()
     for row in router.status():

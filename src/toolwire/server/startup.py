@@ -173,13 +173,3 @@ def summary_lines(
         f"  keys:     {key_line}",
         f"  runs:     {base}/ui",
     ]
-
-
-def shown_database(url: str) -> str:
-    """A database URL fit to print: no password."""
-    try:
-        from sqlalchemy.engine import make_url
-
-        return make_url(url).render_as_string(hide_password=True)
-    except Exception:  # a URL SQLAlchemy cannot parse is shown as given, less any password
-        return url.split("@")[-1]

@@ -1,9 +1,10 @@
 """The store: responses, their items, conversations and their items, behind one async API.
 
-SQLAlchemy Core with async drivers (aiosqlite by default, asyncpg for PostgreSQL), so one code
-path serves both. SQLite runs in WAL mode with a busy timeout, and every write of this process
-goes through one writer at a time (`Store.write`): concurrent requests queue for the write lock
-in process instead of racing for SQLite's file lock ("database is locked"). A server killed
+Every database call is a job (a plain function of a synchronous `sqlalchemy.Connection`, SQLAlchemy
+Core, one code path for SQLite and PostgreSQL) handed to `Store.read` or `Store.transact`, which run
+it on the database's one engine (`store/engine.py`): a SQLite file's writes inline when the file is
+free, else on the writer thread (`store/writer.py`), its reads on reader threads; PostgreSQL's on
+its async engine. SQLite runs in WAL mode: readers never wait for the writer, and a server killed
 mid-request loses nothing committed. The schema is migrated by Alembic (`store/migrate.py`).
 
 History is stored by reference: a response keeps only its own input and output items and the
@@ -13,26 +14,28 @@ query), so storage grows linearly with a conversation.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import secrets
 import time
-from collections.abc import AsyncIterator, Callable
-from pathlib import Path
+from collections.abc import Callable
+from functools import partial
 from typing import Any, TypeVar, cast
 
-import orjson
 import sqlalchemy as sa
-from platformdirs import user_data_dir
-from sqlalchemy import event
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
-from toolwire.errors import ConfigError
 from toolwire.store import timelines as _timelines  # noqa: F401  (its table joins metadata)
-from toolwire.store.files import prepare_sqlite_file, private_directory, sqlite_path
-from toolwire.store.items import index_items, unindex_response
+from toolwire.store.engine import Database, Job, execute, open_database, scalar
+from toolwire.store.files import prepare_sqlite_file, sqlite_path
+from toolwire.store.items import (
+    find_items_in,
+    index_items,
+    taken_ids_in,
+    unindex_response,
+    upstream_of_items_in,
+)
 from toolwire.store.keys import KeyStore
 from toolwire.store.migrate import ensure_schema
+from toolwire.store.notify import Listener
 from toolwire.store.owner import INHERIT, Owner, OwnerArg, owned_by, owner_key, resolve
 from toolwire.store.prepared import Prepared
 from toolwire.store.quotas import QuotaStore
@@ -47,41 +50,11 @@ from toolwire.store.tables import (
     sealed_tools,
     server_secrets,
 )
-from toolwire.store.writer import Job, SqliteWriter, apply_pragmas
+from toolwire.store.ui_queries import UiQueries
+from toolwire.store.urls import check_sqlite_directory, default_database_url, normalize_url
 from toolwire.wire.items import Item, ResponseObject
 
 T = TypeVar("T")
-
-
-def default_database_url() -> str:
-    directory = Path(user_data_dir("toolwire", appauthor=False))
-    private_directory(directory)
-    return f"sqlite+aiosqlite:///{directory / 'toolwire.db'}"
-
-
-def normalize_url(url: str) -> str:
-    """Accept plain `sqlite:///x.db` / `postgresql://…` and pick the async driver."""
-    if url.startswith("sqlite:///"):
-        return "sqlite+aiosqlite:///" + url[len("sqlite:///") :]
-    if url.startswith(("postgresql://", "postgres://")):
-        return "postgresql+asyncpg://" + url.split("://", 1)[1]
-    return url
-
-
-def _check_sqlite_directory(url: str) -> None:
-    """A SQLite file in a directory that does not exist: say so, and what to do, rather than
-    SQLAlchemy's "unable to open database file" under a long traceback."""
-    prefix = "sqlite+aiosqlite:///"
-    if not url.startswith(prefix):
-        return
-    path = Path(url[len(prefix) :].split("?", 1)[0])
-    if not path.name or path.name == ":memory:" or path.parent.is_dir():
-        return
-    raise ConfigError(
-        f"the database's directory {path.parent} does not exist: create it "
-        f"(mkdir -p {path.parent}) or pick another --db, e.g. sqlite:///toolwire.db"
-    )
-
 
 #: Status of a deleted response that others continue: hidden, kept for their history.
 DELETED = "deleted"
@@ -92,80 +65,56 @@ MAX_CHAIN = 100_000
 class Store:
     """Responses, conversations and their items, each owned by the API key that created it
     (see `store/owner.py`: every method takes `owner`, defaulting to the current request's);
-    `keys` holds the API keys themselves."""
+    `keys` holds the API keys themselves, `runs` leases and the queue, `quotas` per-key limits,
+    `ui` the `/ui` page's reads."""
 
-    def __init__(self, engine: AsyncEngine, sqlite_file: Path | None = None) -> None:
-        """`sqlite_file`: the database's file, when it is one: the hot-path writes
-        (`transact`) then go through the store's writer (`store/writer.py`)."""
-        self.engine = engine
-        self.keys = KeyStore(engine)
-        # SQLite has one writer: this process's writes take turns here rather than at the file
-        # lock, where a waiting write can fail with "database is locked".
-        self._write_lock = asyncio.Lock() if engine.dialect.name == "sqlite" else None
-        self._writer = (
-            SqliteWriter(f"sqlite:///{sqlite_file}", self._write_lock)
-            if sqlite_file is not None and self._write_lock is not None
-            else None
-        )
-        self.runs = RunStore(engine, self.write, self.transact)
-        self.quotas = QuotaStore(engine, self.write)  # per-key limits and budgets
+    def __init__(self, database: Database, *, schema_before: str | None = None) -> None:
+        """`schema_before`: the schema's revision when the database was opened (None: new)."""
+        self.database = database
+        self.schema_before = schema_before
+        self.keys = KeyStore(database)
+        self.runs = RunStore(database)
+        self.quotas = QuotaStore(database)  # per-key limits and budgets
+        self.ui = UiQueries(database)
 
-    @contextlib.asynccontextmanager
-    async def write(self) -> AsyncIterator[AsyncConnection]:
-        """A write transaction (one at a time in this process on SQLite)."""
-        if self._write_lock is None:
-            async with self.engine.begin() as connection:
-                yield connection
-            return
-        async with self._write_lock, self.engine.begin() as connection:
-            yield connection
+    async def read(self, job: Job[T]) -> T:
+        """`job` (a function of a synchronous connection) in a read-only transaction: on a
+        SQLite file on a reader thread (never on the event loop: a history can be long), on
+        PostgreSQL on its engine. A write in it is refused: writes go through `transact`."""
+        return await self.database.read(job)
 
     async def transact(self, job: Job[T]) -> T:
-        """`job` (a function of a synchronous connection) in a write transaction: on a SQLite
-        file, at once on the event loop when the file is free, else on the writer thread with
-        the writes queued beside it (`store/writer.py`); on PostgreSQL or an in-memory SQLite,
-        on the async engine (`run_sync`)."""
-        if self._writer is not None:
-            return await self._writer.run(job)
-        async with self.write() as connection:
-            return await connection.run_sync(job)
+        """`job` (a function of a synchronous connection) in a write transaction, committed
+        when this returns, even if the caller is cancelled meanwhile: on a SQLite file, at once
+        on the event loop when the file is free, else on the writer thread with the writes
+        queued beside it (`store/writer.py`); on PostgreSQL on its engine. The one way to
+        write."""
+        return await self.database.transact(job)
+
+    def listener(self, on_notify: Callable[[str], None]) -> Listener:
+        """Wake-ups from other replicas: PostgreSQL's `LISTEN` (a no-op elsewhere)."""
+        return self.database.listener(on_notify)
 
     @classmethod
     async def open(cls, url: str | None = None, *, migrate: bool = True) -> Store:
         """Open (and create) the database; an older schema is upgraded, or with
         `migrate=False` refused with a `ConfigError` naming `toolwire db upgrade`."""
         url = normalize_url(url or default_database_url())
-        _check_sqlite_directory(url)
+        check_sqlite_directory(url)
         sqlite_file = sqlite_path(url)
         if sqlite_file is not None:
             prepare_sqlite_file(sqlite_file)
-        options: dict[str, object] = {}  # the engine's keyword options
-        if url.startswith("postgresql"):
-            options.update(pool_size=20, max_overflow=20, pool_pre_ping=True)
-        engine = create_async_engine(
-            url,
-            json_serializer=lambda value: orjson.dumps(value).decode(),
-            json_deserializer=orjson.loads,
-            **options,
-        )
-        if engine.dialect.name == "sqlite":
-
-            @event.listens_for(engine.sync_engine, "connect")
-            def _pragmas(dbapi_connection: Any, _record: Any) -> None:
-                apply_pragmas(dbapi_connection)
-
+        database = await open_database(url)
         try:
-            async with engine.begin() as connection:
-                await connection.run_sync(ensure_schema, migrate=migrate)
+            before = await database.transact(partial(ensure_schema, migrate=migrate), inline=False)
         except BaseException:
-            await engine.dispose()
+            await database.close()
             raise
-        return cls(engine, sqlite_file)
+        return cls(database, schema_before=before)
 
     async def close(self) -> None:
-        if self._writer is not None:
-            await self._writer.close()
-        await self.engine.dispose()
+        """Wait for the writes under way, then close the database."""
+        await self.database.close()
 
     # -- responses ------------------------------------------------------------------------
 
@@ -232,61 +181,61 @@ class Store:
     async def get_response(
         self, response_id: str, *, owner: OwnerArg = INHERIT
     ) -> ResponseObject | None:
-        async with self.engine.connect() as connection:
-            row = (
-                await connection.execute(
-                    sa.select(responses.c.body).where(_response(response_id, resolve(owner)))
-                )
-            ).first()
-        return None if row is None else cast(ResponseObject, dict(row.body))
+        query = sa.select(responses.c.body).where(_response(response_id, resolve(owner)))
+
+        def get(connection: sa.Connection) -> ResponseObject | None:
+            row = connection.execute(query).first()
+            return None if row is None else cast(ResponseObject, dict(row.body))
+
+        return await self.read(get)
 
     async def get_response_record(
         self, response_id: str, *, owner: OwnerArg = INHERIT
     ) -> ResponseRecord | None:
         """The row, with `history`: every item the model had seen when the response ended
         (what a continuation starts from), gathered along the chain of responses."""
-        async with self.engine.connect() as connection:
-            row = (
-                await connection.execute(
-                    sa.select(responses).where(_response(response_id, resolve(owner)))
-                )
-            ).first()
+        query = sa.select(responses).where(_response(response_id, resolve(owner)))
+
+        def get(connection: sa.Connection) -> ResponseRecord | None:
+            row = connection.execute(query).first()
             if row is None:
                 return None
             record = cast(ResponseRecord, dict(row._mapping))
             if record["history"] is None:
-                record["history"] = await _history(connection, response_id)
-        return record
+                record["history"] = _history(connection, response_id)
+            return record
+
+        return await self.read(get)
 
     async def delete_response(self, response_id: str, *, owner: OwnerArg = INHERIT) -> bool:
         """Delete a response. One that others continue stays as a hidden tombstone (status
         `deleted`): their history is read through it."""
-        async with self.write() as connection:
-            found = (
-                await connection.execute(
-                    sa.select(responses.c.id).where(_response(response_id, resolve(owner)))
-                )
+        who = resolve(owner)
+
+        def delete(connection: sa.Connection) -> bool:
+            found = connection.execute(
+                sa.select(responses.c.id).where(_response(response_id, who))
             ).first()
             if found is None:
                 return False
-            continued = (
-                await connection.execute(
-                    sa.select(responses.c.id)
-                    .where(responses.c.previous_response_id == response_id)
-                    .limit(1)
-                )
+            continued = connection.execute(
+                sa.select(responses.c.id)
+                .where(responses.c.previous_response_id == response_id)
+                .limit(1)
             ).first()
-            await unindex_response(connection, response_id)
-            await connection.execute(
+            unindex_response(connection, response_id)
+            connection.execute(
                 sealed_tools.delete().where(sealed_tools.c.response_id == response_id)
             )
             if continued is None:
-                await connection.execute(responses.delete().where(responses.c.id == response_id))
+                connection.execute(responses.delete().where(responses.c.id == response_id))
             else:
-                await connection.execute(
+                connection.execute(
                     responses.update().where(responses.c.id == response_id).values(status=DELETED)
                 )
-        return True
+            return True
+
+        return await self.transact(delete)
 
     # -- conversations --------------------------------------------------------------------
 
@@ -298,48 +247,49 @@ class Store:
         *,
         owner: OwnerArg = INHERIT,
     ) -> None:
-        async with self.write() as connection:
-            await connection.execute(
-                conversations.insert().values(
-                    id=conversation_id, created_at=created_at, metadata=meta, owner=resolve(owner)
-                )
-            )
+        insert = conversations.insert().values(
+            id=conversation_id, created_at=created_at, metadata=meta, owner=resolve(owner)
+        )
+        await self.transact(partial(execute, insert))
 
     async def get_conversation(
         self, conversation_id: str, *, owner: OwnerArg = INHERIT
     ) -> ConversationRecord | None:
-        async with self.engine.connect() as connection:
-            row = (
-                await connection.execute(
-                    sa.select(conversations).where(_conversation(conversation_id, resolve(owner)))
-                )
-            ).first()
-        return None if row is None else cast(ConversationRecord, dict(row._mapping))
+        query = sa.select(conversations).where(_conversation(conversation_id, resolve(owner)))
+
+        def get(connection: sa.Connection) -> ConversationRecord | None:
+            row = connection.execute(query).first()
+            return None if row is None else cast(ConversationRecord, dict(row._mapping))
+
+        return await self.read(get)
 
     async def update_conversation(
         self, conversation_id: str, meta: dict[str, str], *, owner: OwnerArg = INHERIT
     ) -> bool:
-        async with self.write() as connection:
-            result = await connection.execute(
-                conversations.update()
-                .where(_conversation(conversation_id, resolve(owner)))
-                .values(metadata=meta)
-            )
-        return bool(result.rowcount)
+        update = (
+            conversations.update()
+            .where(_conversation(conversation_id, resolve(owner)))
+            .values(metadata=meta)
+        )
+        return await self.transact(lambda connection: bool(connection.execute(update).rowcount))
 
     async def delete_conversation(self, conversation_id: str, *, owner: OwnerArg = INHERIT) -> bool:
-        async with self.write() as connection:
-            if not await _owns(connection, conversation_id, resolve(owner)):
+        who = resolve(owner)
+
+        def delete(connection: sa.Connection) -> bool:
+            if not _owns(connection, conversation_id, who):
                 return False
-            await connection.execute(
+            connection.execute(
                 conversation_items.delete().where(
                     conversation_items.c.conversation_id == conversation_id
                 )
             )
-            result = await connection.execute(
+            result = connection.execute(
                 conversations.delete().where(conversations.c.id == conversation_id)
             )
-        return bool(result.rowcount)
+            return bool(result.rowcount)
+
+        return await self.transact(delete)
 
     async def add_items(
         self,
@@ -353,31 +303,9 @@ class Store:
         """Append items; False (nothing added) if the owner has no such conversation.
         `upstream`: the model server that served them (fleet), kept as the conversation's."""
         who = resolve(owner)
-        async with self.write() as connection:
-            if not await _owns(connection, conversation_id, who):
-                return False
-            if upstream:
-                await connection.execute(
-                    conversations.update()
-                    .where(conversations.c.id == conversation_id)
-                    .values(upstream=upstream[:UPSTREAM_NAME_LENGTH])
-                )
-            if not items:
-                return True
-            await connection.execute(
-                conversation_items.insert(),
-                [
-                    {
-                        "id": item["id"],
-                        "conversation_id": conversation_id,
-                        "created_at": created_at,
-                        "item": item,
-                        "owner": owner_key(who),
-                    }
-                    for item in items
-                ],
-            )
-        return True
+        return await self.transact(
+            partial(add_items_in, conversation_id, items, created_at, who, upstream=upstream)
+        )
 
     async def list_items(
         self,
@@ -389,19 +317,19 @@ class Store:
         owner: OwnerArg = INHERIT,
     ) -> list[Item]:
         """The conversation's items; none if the owner has no such conversation."""
-        query = sa.select(conversation_items.c.item, conversation_items.c.seq).where(
-            conversation_items.c.conversation_id == conversation_id
-        )
-        async with self.engine.connect() as connection:
-            if not await _owns(connection, conversation_id, resolve(owner)):
+        who = resolve(owner)
+
+        def listing(connection: sa.Connection) -> list[Item]:
+            if not _owns(connection, conversation_id, who):
                 return []
+            query = sa.select(conversation_items.c.item, conversation_items.c.seq).where(
+                conversation_items.c.conversation_id == conversation_id
+            )
             if after is not None:
-                anchor = (
-                    await connection.execute(
-                        sa.select(conversation_items.c.seq).where(
-                            conversation_items.c.conversation_id == conversation_id,
-                            conversation_items.c.id == after,
-                        )
+                anchor = connection.execute(
+                    sa.select(conversation_items.c.seq).where(
+                        conversation_items.c.conversation_id == conversation_id,
+                        conversation_items.c.id == after,
                     )
                 ).scalar()
                 if anchor is not None:
@@ -414,59 +342,81 @@ class Store:
             query = query.order_by(column.asc() if order == "asc" else column.desc())
             if limit is not None:
                 query = query.limit(limit)
-            rows = (await connection.execute(query)).all()
-        return [cast(Item, dict(row.item)) for row in rows]
+            return [cast(Item, dict(row.item)) for row in connection.execute(query)]
+
+        return await self.read(listing)
 
     async def get_item(
         self, conversation_id: str, item_id: str, *, owner: OwnerArg = INHERIT
     ) -> Item | None:
-        async with self.engine.connect() as connection:
-            if not await _owns(connection, conversation_id, resolve(owner)):
+        who = resolve(owner)
+
+        def get(connection: sa.Connection) -> Item | None:
+            if not _owns(connection, conversation_id, who):
                 return None
-            row = (
-                await connection.execute(
-                    sa.select(conversation_items.c.item).where(
-                        conversation_items.c.conversation_id == conversation_id,
-                        conversation_items.c.id == item_id,
-                    )
+            row = connection.execute(
+                sa.select(conversation_items.c.item).where(
+                    conversation_items.c.conversation_id == conversation_id,
+                    conversation_items.c.id == item_id,
                 )
             ).first()
-        return None if row is None else cast(Item, dict(row.item))
+            return None if row is None else cast(Item, dict(row.item))
+
+        return await self.read(get)
 
     async def delete_item(
         self, conversation_id: str, item_id: str, *, owner: OwnerArg = INHERIT
     ) -> bool:
-        async with self.write() as connection:
-            if not await _owns(connection, conversation_id, resolve(owner)):
+        who = resolve(owner)
+
+        def delete(connection: sa.Connection) -> bool:
+            if not _owns(connection, conversation_id, who):
                 return False
-            result = await connection.execute(
+            result = connection.execute(
                 conversation_items.delete().where(
                     conversation_items.c.conversation_id == conversation_id,
                     conversation_items.c.id == item_id,
                 )
             )
-        return bool(result.rowcount)
+            return bool(result.rowcount)
+
+        return await self.transact(delete)
+
+    # -- items, wherever they are stored ---------------------------------------------------
+
+    async def find_items(self, ids: set[str], *, owner: OwnerArg = INHERIT) -> dict[str, Item]:
+        """id -> the stored item, for those of `ids` that the owner stored, in a response or a
+        conversation (`store/items.py`); ids not found are absent."""
+        if not ids:
+            return {}
+        return await self.read(partial(find_items_in, ids, resolve(owner)))
+
+    async def taken_item_ids(self, ids: list[str], *, owner: OwnerArg = INHERIT) -> list[str]:
+        """Those of `ids` that one of the owner's conversation items already has."""
+        if not ids:
+            return []
+        return await self.read(partial(taken_ids_in, ids, resolve(owner)))
+
+    async def upstream_of_items(self, ids: set[str], *, owner: OwnerArg = INHERIT) -> str | None:
+        """The model server that served the newest of the owner's responses holding one of
+        `ids` (a fleet's routing hint for an `item_reference` chain); None if none says."""
+        if not ids:
+            return None
+        return await self.read(partial(upstream_of_items_in, ids, resolve(owner)))
 
     # -- secrets ------------------------------------------------------------------------
 
     async def secret(self, name: str) -> bytes:
         """A random 32-byte secret shared by every process on this database, made on first use.
         Two processes racing to make it agree on the one that was stored first."""
-        async with self.engine.begin() as connection:
-            row = await connection.scalar(
-                sa.select(server_secrets.c.value).where(server_secrets.c.name == name)
-            )
+        query = sa.select(server_secrets.c.value).where(server_secrets.c.name == name)
+        row = await self.read(partial(scalar, query))
         if row is not None:
             return bytes(row)
+        insert = server_secrets.insert().values(name=name, value=secrets.token_bytes(32))
         with contextlib.suppress(sa.exc.IntegrityError):
-            async with self.write() as connection:
-                await connection.execute(
-                    server_secrets.insert().values(name=name, value=secrets.token_bytes(32))
-                )
-        async with self.engine.begin() as connection:
-            value = await connection.scalar(
-                sa.select(server_secrets.c.value).where(server_secrets.c.name == name)
-            )
+            await self.transact(partial(execute, insert))
+        value = await self.read(partial(scalar, query))
         assert value is not None  # inserted above, by this process or another
         return bytes(value)
 
@@ -479,23 +429,19 @@ class Store:
         caller then runs nothing (a replayed or duplicated approval). The same response
         claiming again (a background run started over from the beginning after its process
         died, before any of its tools started) gets True."""
+        insert = approvals.insert().values(
+            approval_request_id=approval_request_id,
+            response_id=response_id,
+            approve=approve,
+            created_at=created_at,
+        )
         try:
-            async with self.write() as connection:
-                await connection.execute(
-                    approvals.insert().values(
-                        approval_request_id=approval_request_id,
-                        response_id=response_id,
-                        approve=approve,
-                        created_at=created_at,
-                    )
-                )
+            await self.transact(partial(execute, insert))
         except sa.exc.IntegrityError:
-            async with self.engine.connect() as connection:
-                claimed_by = await connection.scalar(
-                    sa.select(approvals.c.response_id).where(
-                        approvals.c.approval_request_id == approval_request_id
-                    )
-                )
+            query = sa.select(approvals.c.response_id).where(
+                approvals.c.approval_request_id == approval_request_id
+            )
+            claimed_by = await self.read(partial(scalar, query))
             return bool(claimed_by == response_id)
         return True
 
@@ -525,9 +471,50 @@ _UPDATE_RESPONSE = {
 }
 
 
-async def _owns(connection: AsyncConnection, conversation_id: str, owner: Owner) -> bool:
+def add_items_in(
+    conversation_id: str,
+    items: list[Item],
+    created_at: int,
+    owner: Owner,
+    connection: sa.Connection,
+    *,
+    upstream: str | None = None,
+) -> bool:
+    """In the caller's transaction: append `items` to the owner's conversation; False (nothing
+    added) if the owner has no such conversation. An id the owner's conversation items already
+    have raises `IntegrityError` (the whole transaction is then rolled back). `upstream`: the
+    model server that served them (a fleet's), kept as the conversation's."""
+    owned = connection.execute(
+        sa.select(conversations.c.id).where(_conversation(conversation_id, owner))
+    ).first()
+    if owned is None:
+        return False
+    if upstream:
+        connection.execute(
+            conversations.update()
+            .where(conversations.c.id == conversation_id)
+            .values(upstream=upstream[:UPSTREAM_NAME_LENGTH])
+        )
+    if items:
+        connection.execute(
+            conversation_items.insert(),
+            [
+                {
+                    "id": item["id"],
+                    "conversation_id": conversation_id,
+                    "created_at": created_at,
+                    "item": item,
+                    "owner": owner_key(owner),
+                }
+                for item in items
+            ],
+        )
+    return True
+
+
+def _owns(connection: sa.Connection, conversation_id: str, owner: Owner) -> bool:
     query = sa.select(conversations.c.id).where(_conversation(conversation_id, owner))
-    return (await connection.execute(query)).first() is not None
+    return connection.execute(query).first() is not None
 
 
 def _response(response_id: str, owner: Owner) -> sa.ColumnElement[bool]:
@@ -538,13 +525,12 @@ def _response(response_id: str, owner: Owner) -> sa.ColumnElement[bool]:
     )
 
 
-async def _history(connection: AsyncConnection, response_id: str) -> list[Item]:
-    """The items a response's model had seen: walk `previous_response_id` back (one
-    recursive query) to a row with a full copy (schema 1), a conversation prefix, or the
-    start; then each response's input and output items, oldest first."""
+def _history_query() -> sa.Select[Any]:
+    """The chain of responses behind `:start` (itself first), one recursive query: built once
+    (its construction cost several times its execution)."""
     start = (
         sa.select(responses.c.id, responses.c.previous_response_id, sa.literal(0).label("depth"))
-        .where(responses.c.id == response_id)
+        .where(responses.c.id == sa.bindparam("start"))
         .cte("chain", recursive=True)
     )
     parent = responses.alias("parent")
@@ -553,19 +539,27 @@ async def _history(connection: AsyncConnection, response_id: str) -> list[Item]:
             parent.c.id == start.c.previous_response_id, start.c.depth < MAX_CHAIN
         )
     )
-    rows = (
-        await connection.execute(
-            sa.select(
-                responses.c.history,
-                responses.c.input_items,
-                responses.c.body,
-                responses.c.conversation_id,
-                responses.c.conversation_items,
-            )
-            .join(chain, chain.c.id == responses.c.id)
-            .order_by(chain.c.depth)
+    return (
+        sa.select(
+            responses.c.history,
+            responses.c.input_items,
+            responses.c.body,
+            responses.c.conversation_id,
+            responses.c.conversation_items,
         )
-    ).all()
+        .join(chain, chain.c.id == responses.c.id)
+        .order_by(chain.c.depth)
+    )
+
+
+_HISTORY = _history_query()
+
+
+def _history(connection: sa.Connection, response_id: str) -> list[Item]:
+    """The items a response's model had seen: walk `previous_response_id` back (one
+    recursive query) to a row with a full copy (schema 1), a conversation prefix, or the
+    start; then each response's input and output items, oldest first."""
+    rows = connection.execute(_HISTORY, {"start": response_id}).all()
     parts: list[list[Item]] = []
     for row in rows:
         if row.history is not None:
@@ -573,13 +567,11 @@ async def _history(connection: AsyncConnection, response_id: str) -> list[Item]:
             break
         parts.append(list(row.input_items) + list(row.body.get("output") or []))
         if row.conversation_id is not None and row.conversation_items is not None:
-            prefix = (
-                await connection.execute(
-                    sa.select(conversation_items.c.item)
-                    .where(conversation_items.c.conversation_id == row.conversation_id)
-                    .order_by(conversation_items.c.seq)
-                    .limit(row.conversation_items)
-                )
+            prefix = connection.execute(
+                sa.select(conversation_items.c.item)
+                .where(conversation_items.c.conversation_id == row.conversation_id)
+                .order_by(conversation_items.c.seq)
+                .limit(row.conversation_items)
             ).all()
             parts.append([cast(Item, dict(p.item)) for p in prefix])
             break

@@ -16,7 +16,6 @@ from typing import Any, cast
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from toolwire.store.owner import Owner, owned_by, owner_key
 from toolwire.store.prepared import Prepared
@@ -82,74 +81,81 @@ def index_items(
         _SQLITE_UPSERT.run_many(connection, rows)
 
 
-async def unindex_response(connection: AsyncConnection, response_id: str) -> None:
+def unindex_response(connection: sa.Connection, response_id: str) -> None:
     """A deleted response's items are no longer found."""
-    await connection.execute(item_index.delete().where(item_index.c.response_id == response_id))
+    connection.execute(item_index.delete().where(item_index.c.response_id == response_id))
 
 
-async def find_items(engine: AsyncEngine, ids: set[str], owner: Owner) -> dict[str, Item]:
-    """id -> the stored item, for those of `ids` that `owner` stored; ids not found are
-    absent. A conversation item wins over a response's copy of the same id."""
+def find_items_in(ids: set[str], owner: Owner, connection: sa.Connection) -> dict[str, Item]:
+    """A read job: id -> the stored item, for those of `ids` that `owner` stored; ids not
+    found are absent. A conversation item wins over a response's copy of the same id."""
     found: dict[str, Item] = {}
     if not ids:
         return found
     key = owner_key(owner)
-    async with engine.connect() as connection:
-        rows = await connection.execute(
-            sa.select(conversation_items.c.id, conversation_items.c.item)
-            .join(conversations, conversations.c.id == conversation_items.c.conversation_id)
-            .where(
-                conversation_items.c.owner == key,
-                conversation_items.c.id.in_(sorted(ids)),
-                owned_by(conversations.c.owner, owner),
-            )
+    rows = connection.execute(
+        sa.select(conversation_items.c.id, conversation_items.c.item)
+        .join(conversations, conversations.c.id == conversation_items.c.conversation_id)
+        .where(
+            conversation_items.c.owner == key,
+            conversation_items.c.id.in_(sorted(ids)),
+            owned_by(conversations.c.owner, owner),
         )
-        for row in rows:
-            found[row.id] = cast(Item, dict(row.item))
-        missing = ids - set(found)
-        if not missing:
-            return found
-        candidates = await connection.execute(
-            sa.select(item_index.c.item_id, responses.c.body, responses.c.input_items)
-            .join(responses, responses.c.id == item_index.c.response_id)
-            .where(
-                item_index.c.owner == key,
-                item_index.c.item_id.in_(sorted(missing)),
-                owned_by(responses.c.owner, owner),
-                responses.c.status != _DELETED,
-            )
+    )
+    for row in rows:
+        found[row.id] = cast(Item, dict(row.item))
+    missing = ids - set(found)
+    if not missing:
+        return found
+    candidates = connection.execute(
+        sa.select(item_index.c.item_id, responses.c.body, responses.c.input_items)
+        .join(responses, responses.c.id == item_index.c.response_id)
+        .where(
+            item_index.c.owner == key,
+            item_index.c.item_id.in_(sorted(missing)),
+            owned_by(responses.c.owner, owner),
+            responses.c.status != _DELETED,
         )
-        for hit in candidates:
-            for item in [*(hit.body.get("output") or []), *(hit.input_items or [])]:
-                if (
-                    isinstance(item, dict)
-                    and item.get("id") == hit.item_id
-                    and item.get("type") != "item_reference"
-                ):
-                    found[hit.item_id] = cast(Item, dict(item))
-                    break
+    )
+    for hit in candidates:
+        for item in [*(hit.body.get("output") or []), *(hit.input_items or [])]:
+            if (
+                isinstance(item, dict)
+                and item.get("id") == hit.item_id
+                and item.get("type") != "item_reference"
+            ):
+                found[hit.item_id] = cast(Item, dict(item))
+                break
     return found
 
 
-async def upstream_of_items(engine: AsyncEngine, ids: set[str], owner: Owner) -> str | None:
-    """The model server that served the newest of the owner's responses holding one of
-    `ids` (an `item_reference` chain continues that response's session); None if none
-    says."""
-    if not ids:
-        return None
-    async with engine.connect() as connection:
-        row = (
-            await connection.execute(
-                sa.select(responses.c.upstream)
-                .join(item_index, item_index.c.response_id == responses.c.id)
-                .where(
-                    item_index.c.owner == owner_key(owner),
-                    item_index.c.item_id.in_(sorted(ids)),
-                    owned_by(responses.c.owner, owner),
-                    responses.c.upstream.is_not(None),
-                )
-                .order_by(responses.c.created_at.desc())
-                .limit(1)
+def taken_ids_in(ids: list[str], owner: Owner, connection: sa.Connection) -> list[str]:
+    """A read job: those of `ids` that one of the owner's conversation items already has
+    (conversation item ids are unique per owner)."""
+    return list(
+        connection.execute(
+            sa.select(conversation_items.c.id).where(
+                conversation_items.c.owner == owner_key(owner),
+                conversation_items.c.id.in_(ids),
             )
-        ).first()
+        ).scalars()
+    )
+
+
+def upstream_of_items_in(ids: set[str], owner: Owner, connection: sa.Connection) -> str | None:
+    """A read job: the model server that served the newest of the owner's responses holding
+    one of `ids` (an `item_reference` chain continues that response's session); None if none
+    says."""
+    row = connection.execute(
+        sa.select(responses.c.upstream)
+        .join(item_index, item_index.c.response_id == responses.c.id)
+        .where(
+            item_index.c.owner == owner_key(owner),
+            item_index.c.item_id.in_(sorted(ids)),
+            owned_by(responses.c.owner, owner),
+            responses.c.upstream.is_not(None),
+        )
+        .order_by(responses.c.created_at.desc())
+        .limit(1)
+    ).first()
     return None if row is None else str(row.upstream)

@@ -11,10 +11,11 @@ import hashlib
 import secrets
 import time
 from dataclasses import dataclass, field
+from functools import partial
 
 import sqlalchemy as sa
-from sqlalchemy.ext.asyncio import AsyncEngine
 
+from toolwire.store.engine import Database, rowcount
 from toolwire.store.quotas import PERIODS, KeyLimits
 from toolwire.store.tables import api_keys
 
@@ -79,8 +80,8 @@ def _limit_values(limits: dict[str, int | str | None]) -> dict[str, int | str | 
 
 
 class KeyStore:
-    def __init__(self, engine: AsyncEngine) -> None:
-        self.engine = engine
+    def __init__(self, database: Database) -> None:
+        self.database = database
 
     async def create(
         self,
@@ -105,17 +106,16 @@ class KeyStore:
             created_at=int(time.time()),
             operator=operator,
         )
-        async with self.engine.begin() as connection:
-            taken = (
-                await connection.execute(
-                    sa.select(api_keys.c.id).where(
-                        api_keys.c.name == name, api_keys.c.revoked_at.is_(None)
-                    )
+
+        def insert(connection: sa.Connection) -> None:
+            taken = connection.execute(
+                sa.select(api_keys.c.id).where(
+                    api_keys.c.name == name, api_keys.c.revoked_at.is_(None)
                 )
             ).first()
             if taken is not None:
                 raise KeyNameTaken(name)
-            await connection.execute(
+            connection.execute(
                 api_keys.insert().values(
                     id=record.id,
                     name=name,
@@ -126,6 +126,8 @@ class KeyStore:
                     **values,
                 )
             )
+
+        await self.database.transact(insert)
         return record, key
 
     async def update(
@@ -149,20 +151,21 @@ class KeyStore:
             values["operator"] = operator
         if not values:
             return 0
-        async with self.engine.begin() as connection:
-            result = await connection.execute(
+        return await self.database.transact(
+            partial(
+                rowcount,
                 api_keys.update()
                 .where(api_keys.c.name == name, api_keys.c.revoked_at.is_(None))
-                .values(**values)
+                .values(**values),
             )
-        return int(result.rowcount)
+        )
 
     async def ever_used(self) -> bool:
         """Whether this database has ever had a key (revoked ones count): such a server keeps
         asking for one, even with every key revoked (see server/gate/auth.py)."""
-        async with self.engine.connect() as connection:
-            row = (await connection.execute(sa.select(api_keys.c.id).limit(1))).first()
-        return row is not None
+        query = sa.select(api_keys.c.id).limit(1)
+        found = await self.database.read(lambda connection: connection.execute(query).first())
+        return found is not None
 
     async def listing(self, *, include_revoked: bool = True) -> list[ApiKey]:
         query = sa.select(
@@ -179,8 +182,7 @@ class KeyStore:
         ).order_by(api_keys.c.created_at, api_keys.c.name)
         if not include_revoked:
             query = query.where(api_keys.c.revoked_at.is_(None))
-        async with self.engine.connect() as connection:
-            rows = (await connection.execute(query)).all()
+        rows = await self.database.read(lambda connection: connection.execute(query).all())
         return [
             ApiKey(
                 r.id,
@@ -196,21 +198,18 @@ class KeyStore:
 
     async def revoke(self, name: str) -> int:
         """Revoke every unrevoked key with this name; how many were revoked."""
-        async with self.engine.begin() as connection:
-            result = await connection.execute(
+        return await self.database.transact(
+            partial(
+                rowcount,
                 api_keys.update()
                 .where(api_keys.c.name == name, api_keys.c.revoked_at.is_(None))
-                .values(revoked_at=int(time.time()))
+                .values(revoked_at=int(time.time())),
             )
-        return int(result.rowcount)
+        )
 
     async def active(self) -> list[ActiveKey]:
-        async with self.engine.connect() as connection:
-            rows = (
-                await connection.execute(
-                    sa.select(api_keys.c.id, api_keys.c.hash, api_keys.c.operator).where(
-                        api_keys.c.revoked_at.is_(None)
-                    )
-                )
-            ).all()
+        query = sa.select(api_keys.c.id, api_keys.c.hash, api_keys.c.operator).where(
+            api_keys.c.revoked_at.is_(None)
+        )
+        rows = await self.database.read(lambda connection: connection.execute(query).all())
         return [ActiveKey(r.id, r.hash, bool(r.operator)) for r in rows]

@@ -1,8 +1,9 @@
 """Schema migrations (Alembic, run in process; the scripts are in `store/migrations/`).
 
-`ensure_schema` is what `Store.open` runs: an empty database gets the current schema at once
-(created from `tables.metadata`, stamped at the head revision); an older one is upgraded (or,
-with `migrate=False`, refused with the command that upgrades it). On PostgreSQL the check runs
+`ensure_schema` is what `Store.open` runs, a write job on the database's one engine (off the
+event loop): an empty database gets the current schema at once (created from
+`tables.metadata`, stamped at the head revision); an older one is upgraded (or, with
+`migrate=False`, refused with the command that upgrades it). On PostgreSQL the check runs
 under an advisory lock, so replicas starting together migrate once.
 """
 
@@ -99,24 +100,40 @@ def _alembic_current(connection: sa.Connection) -> str | None:
     return MigrationContext.configure(connection).get_current_revision()
 
 
-def ensure_schema(connection: sa.Connection, *, migrate: bool = True) -> None:
+def ensure_schema(connection: sa.Connection, *, migrate: bool = True) -> str | None:
+    """A write job (`Store.open` runs it off the event loop): the schema brought to the head
+    revision; the revision it was at (None: an empty database, or one from before
+    migrations)."""
     if connection.dialect.name == "postgresql":
         connection.execute(sa.text(f"SELECT pg_advisory_xact_lock({_ADVISORY_LOCK})"))
     revision = current(connection)
     if revision == head():
-        return
+        return revision
     if revision is None and not sa.inspect(connection).get_table_names():
-        from alembic.runtime.migration import MigrationContext
-
         metadata.create_all(connection)
-        MigrationContext.configure(connection).stamp(_script(), "head")
-        return
+        _stamp_head(connection)
+        return None
     if not migrate:
         raise ConfigError(
             f"the database schema is at revision {revision or '(before migrations)'}, this "
             f"toolwire needs {head()}: run `toolwire db upgrade` (or start without --no-migrate)"
         )
     upgrade(connection)
+    return revision
+
+
+def _stamp_head(connection: sa.Connection) -> None:
+    """Record the head revision in a new database as Alembic's `stamp` does (its version table,
+    as Alembic creates it), without importing Alembic: a server started on a fresh database
+    would otherwise hold it (~8 MB of its RSS, benchmarks/STACK.md) for the rest of its life."""
+    version = sa.Table(
+        "alembic_version",
+        sa.MetaData(),
+        sa.Column("version_num", sa.String(32), nullable=False),
+        sa.PrimaryKeyConstraint("version_num", name="alembic_version_pkc"),
+    )
+    version.create(connection)
+    connection.execute(version.insert().values(version_num=head()))
 
 
 def upgrade(connection: sa.Connection, target: str = "head") -> None:

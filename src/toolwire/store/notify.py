@@ -23,38 +23,28 @@ log = logging.getLogger("toolwire.durable")
 CHANNEL = "toolwire_runs"
 
 
-def supports_notify(
-    engine_or_connection: AsyncEngine | AsyncConnection | sa.Connection,
-) -> bool:
-    return engine_or_connection.dialect.name == "postgresql"
-
-
-async def notify(connection: AsyncConnection, payload: str) -> None:
-    """Send `payload` on the channel when `connection`'s transaction commits (PostgreSQL)."""
-    if supports_notify(connection):
-        await connection.run_sync(notify_in, payload)
-
-
 def notify_in(connection: sa.Connection, payload: str) -> None:
-    """`notify` inside a synchronous transaction (`Store.transact`)."""
-    if supports_notify(connection):
+    """Send `payload` on the channel when the transaction of `connection` (a `Store.transact`
+    job's) commits; nothing on other databases than PostgreSQL."""
+    if connection.dialect.name == "postgresql":
         connection.execute(
             sa.select(sa.func.pg_notify(CHANNEL, payload))  # a bound payload: no quoting
         )
 
 
 class Listener:
-    """Holds one pooled connection `LISTEN`ing on the channel for as long as it is open, and
-    calls `on_notify(payload)` for each notification. Does nothing on other databases."""
+    """Holds one pooled connection of the database's engine `LISTEN`ing on the channel for as
+    long as it is open, and calls `on_notify(payload)` for each notification. Does nothing
+    without an engine (SQLite: `Store.listener`)."""
 
-    def __init__(self, engine: AsyncEngine, on_notify: Callable[[str], None]) -> None:
+    def __init__(self, engine: AsyncEngine | None, on_notify: Callable[[str], None]) -> None:
         self.engine = engine
         self.on_notify = on_notify
         self._connection: AsyncConnection | None = None
         self._driver: Any = None
 
     async def start(self) -> None:
-        if not supports_notify(self.engine):
+        if self.engine is None:
             return
         try:
             connection = await self.engine.connect()

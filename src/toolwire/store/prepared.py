@@ -64,8 +64,7 @@ class Prepared:
 
 
 def _sqlite3(connection: sa.Connection) -> sqlite3.Connection | None:
-    """The stdlib driver's connection under `connection` (the store's synchronous SQLite
-    engines), or None: another database, or SQLite through aiosqlite (`run_sync` on the async
-    engine, where the driver's calls are coroutines)."""
+    """The stdlib driver's connection under `connection` (a SQLite database's one engine,
+    `store/sqlite.py`), or None: another database (PostgreSQL's `run_sync`)."""
     driver = connection.connection.driver_connection
     return driver if isinstance(driver, sqlite3.Connection) else None

@@ -26,15 +26,14 @@ from __future__ import annotations
 import calendar
 import math
 import time
-from collections.abc import Callable
-from contextlib import AbstractAsyncContextManager
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from toolwire.errors import ToolwireError
+from toolwire.store.engine import Database
 from toolwire.store.tables import api_keys, quota_usage
 
 PERIODS = ("hour", "day", "week", "month")
@@ -109,18 +108,17 @@ class KeyUsage:
     budget_resets_at: int | None = None
 
 
-Write = Callable[[], AbstractAsyncContextManager[AsyncConnection]]
+#: A counting window's row: (key id, scope, start).
+Window = tuple[str, str, int]
 
 
 class QuotaStore:
-    def __init__(self, engine: AsyncEngine, write: Write, ttl: float = 2.0) -> None:
-        self.engine = engine
-        self._write = write
-        """The store's write funnel (one writer at a time on SQLite, in this process)."""
+    def __init__(self, database: Database, ttl: float = 2.0) -> None:
+        self.database = database
         self.ttl = ttl
         self._limits: dict[str, KeyLimits] = {}
         self._expires = 0.0
-        self._rows: set[tuple[str, str, int]] = set()
+        self._rows: set[Window] = set()
         """Window rows known to exist (they are never deleted while current): no insert."""
 
     async def limits(self, key_id: str | None) -> KeyLimits | None:
@@ -129,18 +127,14 @@ class QuotaStore:
         if key_id is None:
             return None
         if time.monotonic() >= self._expires:
-            async with self.engine.connect() as connection:
-                rows = (
-                    await connection.execute(
-                        sa.select(
-                            api_keys.c.id,
-                            api_keys.c.rpm,
-                            api_keys.c.tpm,
-                            api_keys.c.budget,
-                            api_keys.c.budget_period,
-                        ).where(api_keys.c.revoked_at.is_(None))
-                    )
-                ).all()
+            query = sa.select(
+                api_keys.c.id,
+                api_keys.c.rpm,
+                api_keys.c.tpm,
+                api_keys.c.budget,
+                api_keys.c.budget_period,
+            ).where(api_keys.c.revoked_at.is_(None))
+            rows = await self.database.read(lambda connection: connection.execute(query).all())
             self._limits = {
                 r.id: KeyLimits(r.rpm, r.tpm, r.budget, r.budget_period or "month") for r in rows
             }
@@ -157,22 +151,27 @@ class QuotaStore:
         if limits is None or key_id is None:
             return
         now = time.time()
-        async with self._write() as connection:
+
+        def count(connection: sa.Connection) -> list[Window]:
+            ensured: list[Window] = []
             if limits.rpm is not None or limits.tpm is not None:
                 minute = int(now) // 60 * 60
-                await self._ensure(connection, key_id, "minute", minute)
+                self._ensure(connection, key_id, "minute", minute, ensured)
                 query = _row(key_id, "minute", minute).values(requests=quota_usage.c.requests + 1)
                 if limits.rpm is not None:
                     query = query.where(quota_usage.c.requests + 1 <= limits.rpm)
                 if limits.tpm is not None:
                     query = query.where(quota_usage.c.tokens + estimate <= limits.tpm)
-                if (await connection.execute(query)).rowcount != 1:
-                    raise await _refusal(connection, key_id, limits, now, estimate, "minute")
+                if connection.execute(query).rowcount != 1:
+                    raise _refusal(connection, key_id, limits, now, estimate, "minute")
             if limits.budget is not None:
                 start, _ = period_bounds(limits.budget_period or "month", now)
-                used = await _tokens(connection, key_id, "budget", start)
+                used = _tokens(connection, key_id, "budget", start)
                 if used + estimate > limits.budget:
-                    raise await _refusal(connection, key_id, limits, now, estimate, "budget")
+                    raise _refusal(connection, key_id, limits, now, estimate, "budget")
+            return ensured
+
+        self._remember(await self.database.transact(count))
 
     async def reserve(self, key_id: str | None, tokens: int) -> Reservation | None:
         """A model call's worst case, taken from `tpm` and the budget at once or not at all
@@ -181,28 +180,36 @@ class QuotaStore:
         if limits is None or key_id is None or (limits.tpm is None and limits.budget is None):
             return None
         now = time.time()
-        minute = budget_window = None
-        async with self._write() as connection:
-            if limits.tpm is not None:
-                minute = int(now) // 60 * 60
-                await self._ensure(connection, key_id, "minute", minute)
-                taken = await connection.execute(
+        minute = int(now) // 60 * 60 if limits.tpm is not None else None
+        budget_window = (
+            period_bounds(limits.budget_period or "month", now)[0]
+            if limits.budget is not None
+            else None
+        )
+
+        def take(connection: sa.Connection) -> list[Window]:
+            ensured: list[Window] = []
+            if limits.tpm is not None and minute is not None:
+                self._ensure(connection, key_id, "minute", minute, ensured)
+                taken = connection.execute(
                     _row(key_id, "minute", minute)
                     .where(quota_usage.c.tokens + tokens <= limits.tpm)
                     .values(tokens=quota_usage.c.tokens + tokens)
                 )
                 if taken.rowcount != 1:
-                    raise await _refusal(connection, key_id, limits, now, tokens, "minute")
-            if limits.budget is not None:
-                budget_window, _ = period_bounds(limits.budget_period or "month", now)
-                await self._ensure(connection, key_id, "budget", budget_window)
-                taken = await connection.execute(
+                    raise _refusal(connection, key_id, limits, now, tokens, "minute")
+            if limits.budget is not None and budget_window is not None:
+                self._ensure(connection, key_id, "budget", budget_window, ensured)
+                taken = connection.execute(
                     _row(key_id, "budget", budget_window)
                     .where(quota_usage.c.tokens + tokens <= limits.budget)
                     .values(tokens=quota_usage.c.tokens + tokens)
                 )
                 if taken.rowcount != 1:
-                    raise await _refusal(connection, key_id, limits, now, tokens, "budget")
+                    raise _refusal(connection, key_id, limits, now, tokens, "budget")
+            return ensured
+
+        self._remember(await self.database.transact(take))
         return Reservation(key_id, minute, budget_window, tokens)
 
     async def settle(self, reservation: Reservation, used: int) -> None:
@@ -214,13 +221,14 @@ class QuotaStore:
         delta = used - reservation.tokens
         if delta == 0:
             return
-        async with self._write() as connection:
+
+        def give_back(connection: sa.Connection) -> None:
             for scope, window in (
                 ("minute", reservation.minute),
                 ("budget", reservation.budget_window),
             ):
                 if window is not None:
-                    await connection.execute(
+                    connection.execute(
                         _row(reservation.key_id, scope, window).values(
                             tokens=sa.func.max(quota_usage.c.tokens + delta, 0)
                             if connection.dialect.name == "sqlite"
@@ -228,48 +236,47 @@ class QuotaStore:
                         )
                     )
 
-    async def _ensure(
-        self, connection: AsyncConnection, key_id: str, scope: str, starts: int
+        await self.database.transact(give_back)
+
+    def _ensure(
+        self, connection: sa.Connection, key_id: str, scope: str, starts: int, ensured: list[Window]
     ) -> None:
-        """The window's row exists; remembered once the transaction commits (a refusal rolls
-        back the insert too)."""
+        """The window's row exists; added to `ensured`, remembered once the transaction
+        committed (`_remember`: a refusal rolls back the insert too)."""
         row = (key_id, scope, starts)
         if row in self._rows:
             return
-        await _ensure(connection, key_id, scope, starts)
+        _ensure(connection, key_id, scope, starts)
+        ensured.append(row)
+
+    def _remember(self, rows: Iterable[Window]) -> None:
         if len(self._rows) > 10_000:
             self._rows.clear()
-
-        def remember(_: Any) -> None:
-            self._rows.add(row)
-
-        sa.event.listen(connection.sync_connection, "commit", remember, once=True)
+        self._rows.update(rows)
 
     async def usage(self) -> dict[str, KeyUsage]:
         """Each key's spending in its current windows (for `toolwire keys list` and /ui)."""
         now = time.time()
         minute = int(now) // 60 * 60
-        async with self.engine.connect() as connection:
-            keys = (
-                await connection.execute(
-                    sa.select(api_keys.c.id, api_keys.c.budget_period).where(
-                        api_keys.c.revoked_at.is_(None)
-                    )
+
+        def read(connection: sa.Connection) -> tuple[list[Any], list[Any]]:
+            keys = connection.execute(
+                sa.select(api_keys.c.id, api_keys.c.budget_period).where(
+                    api_keys.c.revoked_at.is_(None)
                 )
             ).all()
-            rows = (
-                await connection.execute(
-                    sa.select(quota_usage).where(
-                        quota_usage.c.key_id.in_([k.id for k in keys]),
-                        sa.or_(
-                            sa.and_(
-                                quota_usage.c.scope == "minute", quota_usage.c.starts == minute
-                            ),
-                            quota_usage.c.scope == "budget",
-                        ),
-                    )
+            rows = connection.execute(
+                sa.select(quota_usage).where(
+                    quota_usage.c.key_id.in_([k.id for k in keys]),
+                    sa.or_(
+                        sa.and_(quota_usage.c.scope == "minute", quota_usage.c.starts == minute),
+                        quota_usage.c.scope == "budget",
+                    ),
                 )
             ).all()
+            return list(keys), list(rows)
+
+        keys, rows = await self.database.read(read)
         out: dict[str, KeyUsage] = {}
         for key in keys:
             start, end = period_bounds(key.budget_period or "month", now)
@@ -293,19 +300,19 @@ def _row(key_id: str, scope: str, starts: int) -> Any:
     )
 
 
-async def _ensure(connection: AsyncConnection, key_id: str, scope: str, starts: int) -> None:
+def _ensure(connection: sa.Connection, key_id: str, scope: str, starts: int) -> None:
     """The window's row exists (INSERT … ON CONFLICT DO NOTHING, which both databases spell
     alike); a new minute clears the key's older minutes."""
     from sqlalchemy.dialects import postgresql, sqlite
 
     dialect: Any = postgresql if connection.dialect.name == "postgresql" else sqlite
-    inserted = await connection.execute(
+    inserted = connection.execute(
         dialect.insert(quota_usage)
         .values(key_id=key_id, scope=scope, starts=starts, requests=0, tokens=0)
         .on_conflict_do_nothing()
     )
     if inserted.rowcount == 1 and scope == "minute":
-        await connection.execute(
+        connection.execute(
             quota_usage.delete().where(
                 quota_usage.c.key_id == key_id,
                 quota_usage.c.scope == "minute",
@@ -314,21 +321,19 @@ async def _ensure(connection: AsyncConnection, key_id: str, scope: str, starts: 
         )
 
 
-async def _tokens(connection: AsyncConnection, key_id: str, scope: str, starts: int) -> int:
-    row = (
-        await connection.execute(
-            sa.select(quota_usage.c.tokens).where(
-                quota_usage.c.key_id == key_id,
-                quota_usage.c.scope == scope,
-                quota_usage.c.starts == starts,
-            )
+def _tokens(connection: sa.Connection, key_id: str, scope: str, starts: int) -> int:
+    row = connection.execute(
+        sa.select(quota_usage.c.tokens).where(
+            quota_usage.c.key_id == key_id,
+            quota_usage.c.scope == scope,
+            quota_usage.c.starts == starts,
         )
     ).first()
     return int(row.tokens) if row is not None else 0
 
 
-async def _refusal(
-    connection: AsyncConnection,
+def _refusal(
+    connection: sa.Connection,
     key_id: str,
     limits: KeyLimits,
     now: float,
@@ -338,13 +343,11 @@ async def _refusal(
     """The 429 for a refused request, with OpenAI's `x-ratelimit-*` headers from the key's
     current windows."""
     minute = int(now) // 60 * 60
-    row = (
-        await connection.execute(
-            sa.select(quota_usage.c.requests, quota_usage.c.tokens).where(
-                quota_usage.c.key_id == key_id,
-                quota_usage.c.scope == "minute",
-                quota_usage.c.starts == minute,
-            )
+    row = connection.execute(
+        sa.select(quota_usage.c.requests, quota_usage.c.tokens).where(
+            quota_usage.c.key_id == key_id,
+            quota_usage.c.scope == "minute",
+            quota_usage.c.starts == minute,
         )
     ).first()
     requests, tokens = (int(row.requests), int(row.tokens)) if row is not None else (0, 0)
@@ -361,7 +364,7 @@ async def _refusal(
     if scope == "budget":
         assert limits.budget is not None
         start, end = period_bounds(limits.budget_period or "month", now)
-        used = await _tokens(connection, key_id, "budget", start)
+        used = _tokens(connection, key_id, "budget", start)
         headers["retry-after"] = str(math.ceil(end - now))
         error = RateLimited(
             f"You exceeded your current quota: this key's budget of {limits.budget} tokens a "

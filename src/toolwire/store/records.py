@@ -66,7 +66,7 @@ class RunRecord(TypedDict):
 
 
 class ResponseSummary(TypedDict):
-    """A response as the `/ui` list shows it (`TimelineStore.list_responses`)."""
+    """A response as the `/ui` list shows it (`UiQueries.recent_responses`)."""
 
     id: str
     created_at: int

@@ -16,29 +16,19 @@ from __future__ import annotations
 
 import os
 import socket
-from collections.abc import Awaitable, Callable, Sequence
-from contextlib import AbstractAsyncContextManager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol, TypeVar, cast
+from functools import partial
+from typing import Literal, cast
 
 import sqlalchemy as sa
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from toolwire.store.notify import notify, notify_in
+from toolwire.store.engine import Database, execute
+from toolwire.store.notify import notify_in
 from toolwire.store.prepared import Prepared
 from toolwire.store.records import QueuedRequest, RunRecord
 from toolwire.store.tables import replicas, responses, runs
 from toolwire.wire.items import ErrorObject
-
-Write = Callable[[], AbstractAsyncContextManager[AsyncConnection]]
-T = TypeVar("T")
-
-
-class Transact(Protocol):
-    """`Store.transact`: a function of a synchronous connection, run in a write transaction."""
-
-    def __call__(self, job: Callable[[sa.Connection], T], /) -> Awaitable[T]: ...
-
 
 TERMINAL = frozenset({"completed", "incomplete", "failed", "cancelled"})
 
@@ -153,22 +143,17 @@ def apply_change(
 
 
 class RunStore:
-    def __init__(self, engine: AsyncEngine, write: Write, transact: Transact) -> None:
-        """`transact`: the Store's fast write (`Store.transact`) for the writes every replica
-        makes several times a second even when idle (the queue poll, the heartbeat)."""
-        self.engine = engine
-        self.write = write
-        self.transact = transact
+    def __init__(self, database: Database) -> None:
+        self.database = database
+        self.transact = database.transact
 
     # -- replicas -------------------------------------------------------------------------
 
     async def register(self, replica_id: str, host: str, pid: int, now: float) -> None:
-        async with self.write() as connection:
-            await connection.execute(
-                replicas.insert().values(
-                    id=replica_id, host=host, pid=pid, started_at=now, heartbeat_at=now
-                )
-            )
+        insert = replicas.insert().values(
+            id=replica_id, host=host, pid=pid, started_at=now, heartbeat_at=now
+        )
+        await self.transact(partial(execute, insert))
 
     async def heartbeat(self, replica_id: str, host: str, pid: int, now: float) -> None:
         """Renew the lease; a replica another one took for dead (a long pause) comes back."""
@@ -187,8 +172,7 @@ class RunStore:
         await self.transact(beat)
 
     async def retire(self, replica_id: str) -> None:
-        async with self.write() as connection:
-            await connection.execute(replicas.delete().where(replicas.c.id == replica_id))
+        await self.transact(partial(execute, replicas.delete().where(replicas.c.id == replica_id)))
 
     async def dead_replicas(
         self,
@@ -199,8 +183,9 @@ class RunStore:
         alive: Callable[[int], bool] = pid_alive,
     ) -> tuple[list[str], set[str]]:
         """(dead replica ids, live replica ids), this one counted live."""
-        async with self.engine.connect() as connection:
-            rows = (await connection.execute(sa.select(replicas))).all()
+        rows = await self.database.read(
+            lambda connection: connection.execute(sa.select(replicas)).all()
+        )
         dead: list[str] = []
         live = {replica_id}
         for row in rows:
@@ -214,8 +199,8 @@ class RunStore:
 
     async def forget_replicas(self, ids: Sequence[str]) -> None:
         if ids:
-            async with self.write() as connection:
-                await connection.execute(replicas.delete().where(replicas.c.id.in_(ids)))
+            delete = replicas.delete().where(replicas.c.id.in_(ids))
+            await self.transact(partial(execute, delete))
 
     # -- orphans --------------------------------------------------------------------------
 
@@ -232,19 +217,15 @@ class RunStore:
         """Running rows nobody runs: those of dead replicas; those of replicas with no row at
         all, once older than `lease`; this replica's own rows that it does not run (a final
         write that failed), once older than `grace`."""
-        async with self.engine.connect() as connection:
-            rows = (
-                await connection.execute(
-                    sa.select(
-                        runs.c.response_id,
-                        runs.c.kind,
-                        runs.c.replica_id,
-                        runs.c.attempts,
-                        runs.c.cancel_requested,
-                        runs.c.updated_at,
-                    ).where(runs.c.state == "running")
-                )
-            ).all()
+        query = sa.select(
+            runs.c.response_id,
+            runs.c.kind,
+            runs.c.replica_id,
+            runs.c.attempts,
+            runs.c.cancel_requested,
+            runs.c.updated_at,
+        ).where(runs.c.state == "running")
+        rows = await self.database.read(lambda connection: connection.execute(query).all())
         found = []
         for row in rows:
             age = now - row.updated_at
@@ -268,30 +249,32 @@ class RunStore:
 
     async def requeue(self, orphan: Orphan, now: float) -> bool:
         """Put a background job back in the queue (only if its row is still as found)."""
-        async with self.write() as connection:
-            updated = await connection.execute(
-                runs.update()
-                .where(
-                    runs.c.response_id == orphan.response_id,
-                    runs.c.state == "running",
-                    _same_replica(orphan.replica_id),
-                )
-                .values(
-                    state="queued", replica_id=None, attempts=runs.c.attempts + 1, updated_at=now
-                )
+        update = (
+            runs.update()
+            .where(
+                runs.c.response_id == orphan.response_id,
+                runs.c.state == "running",
+                _same_replica(orphan.replica_id),
             )
-            if updated.rowcount:
-                await notify(connection, "job")
-        return bool(updated.rowcount)
+            .values(state="queued", replica_id=None, attempts=runs.c.attempts + 1, updated_at=now)
+        )
+
+        def requeue(connection: sa.Connection) -> bool:
+            if not connection.execute(update).rowcount:
+                return False
+            notify_in(connection, "job")
+            return True
+
+        return await self.transact(requeue)
 
     async def release(self, response_id: str, replica_id: str, now: float) -> None:
         """Give a job back to the queue as is (a replica shutting down)."""
-        async with self.write() as connection:
-            await connection.execute(
-                runs.update()
-                .where(runs.c.response_id == response_id, runs.c.replica_id == replica_id)
-                .values(state="queued", replica_id=None, updated_at=now)
-            )
+        update = (
+            runs.update()
+            .where(runs.c.response_id == response_id, runs.c.replica_id == replica_id)
+            .values(state="queued", replica_id=None, updated_at=now)
+        )
+        await self.transact(partial(execute, update))
 
     async def finalize(
         self,
@@ -306,21 +289,18 @@ class RunStore:
         items still in progress are marked incomplete, and its run row goes, in one
         transaction. Only a response still queued or in progress changes; with `replica_id`
         (not False), only while its run row still names that replica (or none)."""
-        async with self.write() as connection:
+
+        def finalize(connection: sa.Connection) -> bool:
             if replica_id is not False:
-                row = (
-                    await connection.execute(
-                        sa.select(runs.c.replica_id).where(runs.c.response_id == response_id)
-                    )
+                row = connection.execute(
+                    sa.select(runs.c.replica_id).where(runs.c.response_id == response_id)
                 ).first()
                 if row is not None and row.replica_id != replica_id:
                     return False
-            stored = (
-                await connection.execute(
-                    sa.select(responses.c.body).where(responses.c.id == response_id)
-                )
+            stored = connection.execute(
+                sa.select(responses.c.body).where(responses.c.id == response_id)
             ).first()
-            await connection.execute(runs.delete().where(runs.c.response_id == response_id))
+            connection.execute(runs.delete().where(runs.c.response_id == response_id))
             if stored is None or stored.body.get("status") in TERMINAL:
                 return False
             body = dict(stored.body)
@@ -332,12 +312,14 @@ class RunStore:
                 if item.get("status") == "in_progress":
                     item["status"] = "incomplete"
             body["output"] = output
-            await connection.execute(
+            connection.execute(
                 responses.update()
                 .where(responses.c.id == response_id)
                 .values(status=status, body=body)
             )
-        return True
+            return True
+
+        return await self.transact(finalize)
 
     # -- the queue ------------------------------------------------------------------------
 
@@ -380,36 +362,30 @@ class RunStore:
     async def request_cancel(self, response_id: str) -> str | None:
         """Flag a run for cancelling: its state (`queued` / `running`), or None if it has no
         run row (it is not running anywhere)."""
-        async with self.write() as connection:
-            row = (
-                await connection.execute(
-                    sa.select(runs.c.state).where(runs.c.response_id == response_id)
-                )
+
+        def flag(connection: sa.Connection) -> str | None:
+            row = connection.execute(
+                sa.select(runs.c.state).where(runs.c.response_id == response_id)
             ).first()
             if row is None:
                 return None
-            await connection.execute(
+            connection.execute(
                 runs.update().where(runs.c.response_id == response_id).values(cancel_requested=True)
             )
-            await notify(connection, "cancel")  # the replica running it stops it now
-        return str(row.state)
+            notify_in(connection, "cancel")  # the replica running it stops it now
+            return str(row.state)
+
+        return await self.transact(flag)
 
     async def cancel_requests(self, replica_id: str) -> list[str]:
-        async with self.engine.connect() as connection:
-            rows = (
-                await connection.execute(
-                    sa.select(runs.c.response_id).where(
-                        runs.c.replica_id == replica_id, runs.c.cancel_requested.is_(True)
-                    )
-                )
-            ).all()
-        return [row.response_id for row in rows]
+        query = sa.select(runs.c.response_id).where(
+            runs.c.replica_id == replica_id, runs.c.cancel_requested.is_(True)
+        )
+        return await self.database.read(lambda connection: list(connection.scalars(query)))
 
     async def run_row(self, response_id: str) -> RunRecord | None:
-        async with self.engine.connect() as connection:
-            row = (
-                await connection.execute(sa.select(runs).where(runs.c.response_id == response_id))
-            ).first()
+        query = sa.select(runs).where(runs.c.response_id == response_id)
+        row = await self.database.read(lambda connection: connection.execute(query).first())
         return None if row is None else cast(RunRecord, dict(row._mapping))
 
 

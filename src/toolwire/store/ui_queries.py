@@ -1,9 +1,10 @@
-"""The queries behind the `/ui` page's lists and overview, for one tenant or (an operator) all.
+"""Every read the `/ui` page makes (`Store.ui`): its lists, the overview, a run with its
+timeline, the approvals waiting; for one tenant or (an operator) all.
 
 Filtering, counting and paging happen in SQL (SQLAlchemy Core, the same for SQLite and
 PostgreSQL: the model is read from the stored body's JSON, text is searched in the stored
 input and body), so a page's total is the true number of matching rows, not the size of a
-page.
+page. Each method is one read job (`Store.read`): one snapshot, off the event loop.
 """
 
 from __future__ import annotations
@@ -13,7 +14,9 @@ from typing import Any, cast
 
 import sqlalchemy as sa
 
+from toolwire.store.engine import Database
 from toolwire.store.records import (
+    ResponseSummary,
     SavedCounts,
     UiConversation,
     UiConversationItem,
@@ -22,7 +25,7 @@ from toolwire.store.records import (
     UiResponseRow,
     UiRun,
 )
-from toolwire.store.tables import api_keys, conversation_items, conversations, responses
+from toolwire.store.tables import api_keys, approvals, conversation_items, conversations, responses
 from toolwire.store.timelines import run_timelines
 from toolwire.wire.items import ResponseObject, UsageObject
 from toolwire.wire.timeline import TimelineEntry
@@ -94,9 +97,16 @@ def _filtered(query: Any, visible: Visible, where: ResponseFilter) -> Any:
     return query
 
 
+def _owned(table: sa.Table, query: Any, owner: str | None) -> Any:
+    """`owner`'s rows (None: every row)."""
+    if owner is not None and "owner" in table.c:
+        return query.where(table.c.owner == owner)
+    return query
+
+
 class UiQueries:
-    def __init__(self, engine: Any) -> None:
-        self.engine = engine
+    def __init__(self, database: Database) -> None:
+        self.database = database
 
     async def responses(
         self, visible: Visible, where: ResponseFilter, *, offset: int, limit: int
@@ -118,21 +128,22 @@ class UiQueries:
         )
         page = page.order_by(responses.c.created_at.desc(), responses.c.id.desc())
         count = _filtered(sa.select(sa.func.count()).select_from(responses), visible, where)
-        async with self.engine.connect() as connection:
-            total = int((await connection.execute(count)).scalar_one())
-            rows = (await connection.execute(page.offset(offset).limit(limit))).all()
+
+        def read(connection: sa.Connection) -> tuple[list[UiResponseRow], int]:
+            total = int(connection.execute(count).scalar_one())
+            rows = connection.execute(page.offset(offset).limit(limit)).all()
             ids = [row.id for row in rows]
             timelines = {
                 r.response_id: r.entries
-                for r in (
-                    await connection.execute(
-                        sa.select(run_timelines.c.response_id, run_timelines.c.entries).where(
-                            run_timelines.c.response_id.in_(ids)
-                        )
+                for r in connection.execute(
+                    sa.select(run_timelines.c.response_id, run_timelines.c.entries).where(
+                        run_timelines.c.response_id.in_(ids)
                     )
                 ).all()
             }
-        return [_row(row, timelines.get(row.id) or []) for row in rows], total
+            return [_row(row, timelines.get(row.id) or []) for row in rows], total
+
+        return await self.database.read(read)
 
     async def models(self, visible: Visible) -> list[str]:
         """The models these responses used (for the filter's choices)."""
@@ -140,8 +151,9 @@ class UiQueries:
         owned = visible.where(responses.c.owner)
         if owned is not None:
             query = query.where(owned)
-        async with self.engine.connect() as connection:
-            rows = (await connection.execute(query.limit(200))).all()
+        rows = await self.database.read(
+            lambda connection: connection.execute(query.limit(200)).all()
+        )
         return sorted(str(r[0]) for r in rows if r[0])
 
     async def runs(self, visible: Visible, since: int, until: int) -> list[UiRun]:
@@ -163,8 +175,7 @@ class UiQueries:
             ResponseFilter(since=since, until=until),
         )
         query = query.order_by(responses.c.created_at.desc()).limit(OVERVIEW_ROWS)
-        async with self.engine.connect() as connection:
-            rows = (await connection.execute(query)).all()
+        rows = await self.database.read(lambda connection: connection.execute(query).all())
         return [
             {
                 "id": r.id,
@@ -195,9 +206,12 @@ class UiQueries:
         count = sa.select(sa.func.count()).select_from(conversations)
         if owned is not None:
             page, count = page.where(owned), count.where(owned)
-        async with self.engine.connect() as connection:
-            total = int((await connection.execute(count)).scalar_one())
-            rows = (await connection.execute(page.offset(offset).limit(limit))).all()
+
+        def read(connection: sa.Connection) -> tuple[int, list[Any]]:
+            total = int(connection.execute(count).scalar_one())
+            return total, list(connection.execute(page.offset(offset).limit(limit)).all())
+
+        total, rows = await self.database.read(read)
         return [
             {
                 "id": r.id,
@@ -216,25 +230,28 @@ class UiQueries:
         head = sa.select(conversations).where(conversations.c.id == conversation_id)
         if owned is not None:
             head = head.where(owned)
-        async with self.engine.connect() as connection:
-            found = (await connection.execute(head)).first()
+
+        def read(connection: sa.Connection) -> tuple[Any, list[Any], list[Any]] | None:
+            found = connection.execute(head).first()
             if found is None:
                 return None
-            items = (
-                await connection.execute(
-                    sa.select(conversation_items.c.item, conversation_items.c.created_at)
-                    .where(conversation_items.c.conversation_id == conversation_id)
-                    .order_by(conversation_items.c.seq)
-                    .limit(2000)
-                )
+            items = connection.execute(
+                sa.select(conversation_items.c.item, conversation_items.c.created_at)
+                .where(conversation_items.c.conversation_id == conversation_id)
+                .order_by(conversation_items.c.seq)
+                .limit(2000)
             ).all()
-            runs = (
-                await connection.execute(
-                    sa.select(responses.c.id, responses.c.created_at, responses.c.status)
-                    .where(responses.c.conversation_id == conversation_id)
-                    .order_by(responses.c.created_at)
-                )
+            runs = connection.execute(
+                sa.select(responses.c.id, responses.c.created_at, responses.c.status)
+                .where(responses.c.conversation_id == conversation_id)
+                .order_by(responses.c.created_at)
             ).all()
+            return found, list(items), list(runs)
+
+        read_back = await self.database.read(read)
+        if read_back is None:
+            return None
+        found, items, runs = read_back
         conversation: UiConversation = {
             "id": found.id,
             "created_at": found.created_at,
@@ -249,9 +266,107 @@ class UiQueries:
         return conversation
 
     async def key_names(self) -> dict[str, str]:
-        async with self.engine.connect() as connection:
-            rows = (await connection.execute(sa.select(api_keys.c.id, api_keys.c.name))).all()
+        query = sa.select(api_keys.c.id, api_keys.c.name)
+        rows = await self.database.read(lambda connection: connection.execute(query).all())
         return {r.id: r.name for r in rows}
+
+    async def response(self, visible: Visible, response_id: str) -> UiResponse | None:
+        """A response as the run page shows it: the body, its input items and its owner."""
+        query = sa.select(
+            responses.c.body, responses.c.input_items, responses.c.owner, responses.c.created_at
+        ).where(responses.c.id == response_id)
+        owned = visible.where(responses.c.owner)
+        if owned is not None:
+            query = query.where(owned)
+        row = await self.database.read(lambda connection: connection.execute(query).first())
+        if row is None:
+            return None
+        return {
+            "body": cast(ResponseObject, dict(row.body)),
+            "input_items": list(row.input_items or []),
+            "owner": row.owner,
+        }
+
+    async def timeline(self, response_id: str) -> list[TimelineEntry] | None:
+        """The run's timeline (`store/timelines.py`), if one was stored."""
+        query = sa.select(run_timelines.c.entries).where(run_timelines.c.response_id == response_id)
+        row = await self.database.read(lambda connection: connection.execute(query).first())
+        return None if row is None else list(row.entries)
+
+    async def response_body(self, response_id: str, owner: str | None) -> ResponseObject | None:
+        """The stored response of `owner` (None: anyone's)."""
+        query = _owned(
+            responses, sa.select(responses.c.body).where(responses.c.id == response_id), owner
+        )
+        row = await self.database.read(lambda connection: connection.execute(query).first())
+        return None if row is None else cast(ResponseObject, dict(row.body))
+
+    async def recent_responses(
+        self,
+        *,
+        owner: str | None,
+        status: str | None = None,
+        model: str | None = None,
+        since: int | None = None,
+        until: int | None = None,
+        limit: int = 50,
+    ) -> list[ResponseSummary]:
+        """Newest first: id, time, status, model, conversation and usage of each response
+        (`owner` None: everyone's)."""
+        query = sa.select(
+            responses.c.id,
+            responses.c.created_at,
+            responses.c.status,
+            responses.c.conversation_id,
+            responses.c.previous_response_id,
+            responses.c.body,
+        ).order_by(responses.c.created_at.desc(), responses.c.id.desc())
+        if status:
+            query = query.where(responses.c.status == status)
+        if since is not None:
+            query = query.where(responses.c.created_at >= since)
+        if until is not None:
+            query = query.where(responses.c.created_at <= until)
+        query = _owned(responses, query, owner)
+        # the model lives in the body: filter it here, reading a bounded number of rows
+        query = query.limit(limit if not model else limit * 10)
+        out: list[ResponseSummary] = []
+        rows = await self.database.read(lambda connection: connection.execute(query).all())
+        for row in rows:
+            body = row.body or {}
+            if model and body.get("model") != model:
+                continue
+            pending = [
+                item["id"]
+                for item in body.get("output") or []
+                if item.get("type") == "mcp_approval_request"
+            ]
+            out.append(
+                {
+                    "id": row.id,
+                    "created_at": row.created_at,
+                    "status": row.status,
+                    "model": body.get("model"),
+                    "conversation_id": row.conversation_id,
+                    "previous_response_id": row.previous_response_id,
+                    "usage": body.get("usage"),
+                    "approval_requests": pending,
+                    "error": body.get("error"),
+                    "incomplete_details": body.get("incomplete_details"),
+                }
+            )
+            if len(out) >= limit:
+                break
+        return out
+
+    async def decided(self, approval_ids: list[str]) -> set[str]:
+        """Which of these approval requests were already answered."""
+        if not approval_ids:
+            return set()
+        query = sa.select(approvals.c.approval_request_id).where(
+            approvals.c.approval_request_id.in_(approval_ids)
+        )
+        return await self.database.read(lambda connection: set(connection.scalars(query)))
 
 
 def first_line(items: Any, limit: int = 160) -> str:
@@ -289,7 +404,9 @@ def _row(row: Any, entries: list[TimelineEntry]) -> UiResponseRow:
     count: SavedCounts = {"repairs": 0, "leaks": 0, "retries": 0, "refused": 0}
     for entry in entries:
         kind = entry.get("type")
-        if kind == "repair":
+        if kind in ("repair", "arguments_repaired") or (
+            kind == "arguments_misfit" and entry.get("action") == "retry"
+        ):
             count["repairs"] += 1
         elif kind == "leak":
             count["leaks"] += 1
@@ -317,23 +434,4 @@ def _row(row: Any, entries: list[TimelineEntry]) -> UiResponseRow:
         "error": body.get("error"),
         "incomplete_details": body.get("incomplete_details"),
         "saved": count,
-    }
-
-
-async def one_response(engine: Any, visible: Visible, response_id: str) -> UiResponse | None:
-    """A response as the run page shows it: the body, its input items and its owner."""
-    query = sa.select(
-        responses.c.body, responses.c.input_items, responses.c.owner, responses.c.created_at
-    ).where(responses.c.id == response_id)
-    owned = visible.where(responses.c.owner)
-    if owned is not None:
-        query = query.where(owned)
-    async with engine.connect() as connection:
-        row = (await connection.execute(query)).first()
-    if row is None:
-        return None
-    return {
-        "body": cast(ResponseObject, dict(row.body)),
-        "input_items": list(row.input_items or []),
-        "owner": row.owner,
     }

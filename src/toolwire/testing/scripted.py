@@ -1,7 +1,8 @@
 """`ScriptedUpstream`: an OpenAI-compatible HTTP server that plays scripted turns, on loopback
 or in process.
 
-It speaks `/v1/chat/completions` (streamed or not) and `/v1/models`. Started (`with` /
+It speaks `/v1/chat/completions` (streamed or not), `/v1/models`, and vLLM's `/version` when
+given one. Started (`with` /
 `async with` / `start()`), it serves real sockets, so whatever talks to it (toolwire, the
 `openai` client, your own agent) runs its true HTTP path. Made with `ScriptedUpstream.in_process()`
 it opens no socket: `.transport` is an httpx transport over the same app, and `.adapter()` a
@@ -147,7 +148,10 @@ class ScriptedUpstream:
         host: str = "127.0.0.1",
         port: int = 0,
         default: Turn | Callable[[Any], Turn] | None = None,
+        version: str | None = None,
     ) -> None:
+        """`version`: answer `GET /version` as vLLM does (`{"version": ...}`); None: 404."""
+        self.version = version
         self._turns: collections.deque[Turn] = collections.deque(turns)
         #: played whenever no scripted turn is left (None: answer HTTP 500 then); a function
         #: gets the decoded request body and picks the turn, for clients whose requests come
@@ -164,10 +168,14 @@ class ScriptedUpstream:
 
     @classmethod
     def in_process(
-        cls, turns: Iterable[Turn] = (), *, models: Sequence[str] = ("scripted-model",)
+        cls,
+        turns: Iterable[Turn] = (),
+        *,
+        models: Sequence[str] = ("scripted-model",),
+        version: str | None = None,
     ) -> ScriptedUpstream:
         """A scripted upstream reached through `.transport` only: no socket, no thread."""
-        upstream = cls(turns, models=models)
+        upstream = cls(turns, models=models, version=version)
         upstream._in_process = True
         return upstream
 
@@ -300,6 +308,9 @@ class ScriptedUpstream:
                 for m in self.models
             ]
             await _send_json(send, 200, {"object": "list", "data": data})
+            return
+        if path == "/version" and scope["method"] == "GET" and self.version is not None:
+            await _send_json(send, 200, {"version": self.version})
             return
         if not path.endswith("/chat/completions") or scope["method"] != "POST":
             await _send_json(

@@ -75,8 +75,3 @@ def sanitize(text: str) -> str:
     except UnicodeEncodeError:
         text = _SURROGATE.sub("\ufffd", text)
     return text
-
-
-def decode_output(data: bytes) -> str:
-    """Bytes from a tool (a process's stdout, a file) as text; invalid UTF-8 becomes U+FFFD."""
-    return data.decode("utf-8", "replace")

@@ -7,6 +7,7 @@ JSON object is an error with the raw text kept.
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -102,9 +103,45 @@ def _reject_second_object(text: str, end: int, first: dict[str, object]) -> None
         )
 
 
+#: What `balanced_object_end` steps over: a run of brackets together with the text after it up to
+#: the next bracket (strings included, whatever brackets they hold), or a quote that no such
+#: step could take (a string that never closes). Steps are bracket runs, so even a megabyte of
+#: `{` (a model stuck in a loop) or of strings is a handful of steps, each taken in C.
+_GAP = r'(?:[^"{}\[\]]++|"[^"\\]*+(?:\\.[^"\\]*+)*+")*+'
+_JSON_STEP = re.compile(rf'([{{\[]++|[}}\]]++){_GAP}|"', re.DOTALL)
+
+
 def balanced_object_end(text: str, start: int) -> int:
-    """Index just past the `}` closing the object opened at `start`, or -1 if it never closes."""
+    """Index just past the `}` closing the object opened at `start`, or -1 if it never closes.
+
+    Brackets are counted outside strings (either kind closes either kind, as a repair reads
+    them); a string that never closes means the object never does. Long strings and bracket
+    runs are stepped over in C; where the steps turn out short (`{}{}{}...`), the rest is
+    read character by character, which is then cheaper than a step each."""
+    if not text.startswith(("{", "["), start):
+        return _balanced_end(text, start, 0)
     depth = 0
+    for steps, m in enumerate(_JSON_STEP.finditer(text, start), 1):
+        if m.start(1) < 0:
+            return -1  # a lone quote: a string that never closes
+        run = m.end(1) - m.start(1)
+        if text[m.start()] in "{[":
+            depth += run
+        elif run >= depth:
+            return m.start() + depth
+        else:
+            depth -= run
+        if steps % 256 == 0 and m.end() - start < steps * _CHARS_PER_STEP:
+            return _balanced_end(text, m.end(), depth)
+    return -1
+
+
+#: Below this many characters per step on average, `balanced_object_end` reads on by character.
+_CHARS_PER_STEP = 6
+
+
+def _balanced_end(text: str, start: int, depth: int) -> int:
+    """`balanced_object_end` character by character, from outside any string at `depth`."""
     in_string = False
     escaped = False
     for i in range(start, len(text)):
@@ -263,9 +300,20 @@ def continuation(released: str, final: str, raw: str, arguments: dict[str, Any])
     for text in (final, light_repair(raw)):
         if not text.startswith(released):
             continue
-        try:
-            if orjson.loads(text) == arguments:
-                return text[len(released) :]
-        except orjson.JSONDecodeError:
-            continue
+        if _parses_to(text, arguments):
+            return text[len(released) :]
     return None
+
+
+def _parses_to(text: str, arguments: dict[str, Any]) -> bool:
+    try:
+        if orjson.loads(text) == arguments:
+            return True
+    except orjson.JSONDecodeError:
+        pass
+    # orjson reads an integer beyond 64 bits as a float (JSON allows any integer); the
+    # standard library reads it exactly
+    try:
+        return bool(json.loads(text) == arguments)
+    except ValueError:
+        return False

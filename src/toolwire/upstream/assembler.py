@@ -109,6 +109,17 @@ def _text_of(value: Any) -> str:
     return ""
 
 
+#: A call's argument text goes out in deltas of at most this many characters: a server that
+#: sends a megabyte in one chunk would otherwise make one event whose handling by a door
+#: (settling it for live streaming) holds the event loop for that long.
+ARGUMENT_DELTA_CHARS = 4096
+
+
+def _argument_deltas(key: int, text: str, events: list[ModelEvent]) -> None:
+    for start in range(0, len(text), ARGUMENT_DELTA_CHARS):
+        events.append(ToolCallArgumentsDelta(key, text[start : start + ARGUMENT_DELTA_CHARS]))
+
+
 class StreamAssembler:
     """Turns chat-completions chunks (in any variant) into clean `ModelEvent`s for one turn."""
 
@@ -358,7 +369,7 @@ class StreamAssembler:
                 return
         call.parts.append(fragment)
         if call.started:
-            events.append(ToolCallArgumentsDelta(call.key, fragment))
+            _argument_deltas(call.key, fragment, events)
 
     @staticmethod
     def _restarts(call: _PendingCall, fragment: str) -> bool:
@@ -386,7 +397,7 @@ class StreamAssembler:
             call.id = _new_call_id()
         events.append(ToolCallStarted(call.key, call.id, call.name))
         if call.parts and call.obj is None:
-            events.append(ToolCallArgumentsDelta(call.key, "".join(call.parts)))
+            _argument_deltas(call.key, "".join(call.parts), events)
 
     def _hydrate(self, position: int, entry: dict[str, Any], events: list[ModelEvent]) -> None:
         """A full call object (message.tool_calls): fill in or replace what deltas built."""
@@ -509,6 +520,10 @@ class StreamAssembler:
         return not (self.saw_text or self.saw_reasoning or self._calls or self._legacy)
 
     # -- finishing ------------------------------------------------------------------------
+
+    def argument_chars(self) -> int:
+        """How much argument text `finish` will parse (and maybe repair)."""
+        return sum(len(part) for call in self._calls for part in call.parts)
 
     def finish(self) -> list[ModelEvent]:
         """Close the turn: every call parsed and validated, then `TurnEnd`."""

@@ -49,6 +49,7 @@ from toolwire.upstream.events import (
 from toolwire.upstream.lowering import chat_messages, chat_tool_choice, chat_tools
 from toolwire.upstream.retry import RETRYABLE_STATUSES, RetryPolicy, parse_retry_after
 from toolwire.upstream.scrub import Scrubber
+from toolwire.upstream.strict import StrictSupport, StrictTools
 from toolwire.upstream.transport import Answer, sender
 from toolwire.wire.chat import ChatRequest
 from toolwire.wire.sse import SSEDecoder, SSEEventTooLarge
@@ -111,6 +112,12 @@ class ChatCompletionsConfig(BaseModel):
         description="how long a fallback learned from this upstream (not streaming tool calls) "
         "holds before streaming is tried again",
     )
+    strict_tools: StrictTools = Field(
+        default="auto",
+        description="whether this upstream enforces a `strict` tool's schema (then `strict` is "
+        "passed on, and such calls stream live): `auto` learns it (vLLM >= 0.27 from its "
+        "/version, OpenAI's API by its host); `enforced` / `ignored` say it (upstream/strict.py)",
+    )
 
     def resolved_api_key(self) -> str | None:
         if self.api_key is not None:
@@ -154,6 +161,8 @@ class ChatCompletionsUpstream:
         self._completions_url = base + "/chat/completions"
         self._models_url = base + "/models"
         root = base.removesuffix("/v1")
+        self._version_url = root + "/version"
+        self._strict = StrictSupport(config.strict_tools, base, config.fallback_seconds)
         # Tokenizers (loop/compaction.py counts prompts with them): llama-cpp-python's, then
         # the `/tokenize` of llama.cpp's server and vLLM's (SGLang's too).
         self._tokenizers = [(root + "/extras/tokenize/count", False), (root + "/tokenize", True)]
@@ -178,6 +187,24 @@ class ChatCompletionsUpstream:
         self._no_streamed_tools_until = (
             time.monotonic() + self.config.fallback_seconds if value else 0.0
         )
+
+    @property
+    def enforces_strict(self) -> bool:
+        """This upstream constrains calls of `strict` tools to their schema (as far as toolwire
+        knows: `upstream/strict.py`); the loop then streams such calls live."""
+        return self._strict.enforced
+
+    async def _learn_strict(self, request: TurnRequest) -> None:
+        """Ask the upstream its version once a request has a `strict` tool (not before: most
+        never do), and again after `fallback_seconds`."""
+        if not self._strict.needs_probe() or not any(t.strict for t in request.tools or ()):
+            return
+        try:
+            status, content = await self._send("GET", self._version_url, None, most=64 * 1024)
+        except UpstreamError:
+            self._strict.learn(None)
+            return
+        self._strict.learn(content if status == 200 else None)
 
     async def aclose(self) -> None:
         await self._sender.aclose()
@@ -227,7 +254,7 @@ class ChatCompletionsUpstream:
         if stream:
             body["stream_options"] = {"include_usage": True}
         if request.tools:
-            body["tools"] = chat_tools(request.tools)
+            body["tools"] = chat_tools(request.tools, strict=self.enforces_strict)
             if request.tool_choice is not None:
                 body["tool_choice"] = chat_tool_choice(request.tool_choice)
             if request.parallel_tool_calls is not None:
@@ -267,6 +294,7 @@ class ChatCompletionsUpstream:
 
     async def _turn(self, request: TurnRequest) -> AsyncIterator[list[ModelEvent]]:
         declared = [tool.name for tool in request.tools] if request.tools else None
+        await self._learn_strict(request)
         stream = request.stream and not (request.tools and self.refuses_streamed_tools)
         attempt = 0
         while stream:
@@ -340,7 +368,7 @@ class ChatCompletionsUpstream:
         )
         if body.get("usage"):
             events.append(usage_from(body["usage"]))
-        events.extend(assembler.finish())
+        events.extend(await finished(assembler))
         self._learn_reasoning_field(assembler)
         return events
 
@@ -465,7 +493,7 @@ class ChatCompletionsUpstream:
                 "the upstream ended the stream without a finish reason: the answer was cut off"
             )
         self._learn_reasoning_field(assembler)
-        yield assembler.finish()
+        yield await finished(assembler)
 
     def _learn_reasoning_field(self, assembler: StreamAssembler) -> None:
         """Remember the field this upstream writes reasoning in: where `auto` replays it."""
@@ -738,6 +766,20 @@ class _ErrorKind(TypedDict):
 _GENERIC_CODES = frozenset(
     {"invalid_request_error", "invalid_request", "bad_request", "badrequesterror", "error"}
 )
+#: A turn whose calls hold more argument text than this is finished on a worker thread:
+#: repairing a megabyte of broken JSON (json-repair, pure Python) takes seconds, which on the
+#: event loop would hold every other request; on a thread the interpreter hands the loop the
+#: GIL every few milliseconds.
+OFF_LOOP_FINISH_CHARS = 64 * 1024
+
+
+async def finished(assembler: StreamAssembler) -> list[ModelEvent]:
+    """`assembler.finish()`, off the event loop when its arguments are long."""
+    if assembler.argument_chars() > OFF_LOOP_FINISH_CHARS:
+        return await asyncio.to_thread(assembler.finish)
+    return assembler.finish()
+
+
 _CODE = re.compile(r"[a-z][a-z0-9_]{2,63}")
 
 

@@ -101,7 +101,9 @@ def _call_json(call: ToolCall) -> ChatToolCall:
     }
 
 
-def chat_tools(tools: list[ToolSpec]) -> list[ChatTool]:
+def chat_tools(tools: list[ToolSpec], *, strict: bool = True) -> list[ChatTool]:
+    """`strict`: pass each tool's `strict` flag on (the upstream enforces it:
+    `upstream/strict.py`); False drops it, and the gateway's check enforces the schema."""
     out: list[ChatTool] = []
     for tool in tools:
         function: ChatFunctionSpec = {
@@ -109,7 +111,7 @@ def chat_tools(tools: list[ToolSpec]) -> list[ChatTool]:
             "description": tool.description,
             "parameters": tool.parameters,
         }
-        if tool.strict is not None:
+        if strict and tool.strict is not None:
             function["strict"] = tool.strict
         out.append({"type": "function", "function": function})
     return out

@@ -24,7 +24,8 @@ class Usage(TypedDict):
 
 
 class ContentBlock(TypedDict, total=False):
-    """A content block of the message (`text`, `thinking`, `redacted_thinking`, `tool_use`)."""
+    """A content block of the message (`text`, `thinking`, `redacted_thinking`, `tool_use`,
+    `server_tool_use`, `web_search_tool_result`, `web_fetch_tool_result`)."""
 
     type: str
     text: str
@@ -36,6 +37,9 @@ class ContentBlock(TypedDict, total=False):
     input: dict[str, object]
     """A tool call's arguments: arbitrary JSON."""
     citations: list[object] | None
+    tool_use_id: str
+    content: object
+    """A server tool's result: a list of results, or an error / fetch object."""
 
 
 class BlockDelta(TypedDict, total=False):

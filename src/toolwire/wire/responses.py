@@ -176,13 +176,3 @@ def response_object(
     if settings.get("user") is not None:
         body["user"] = settings["user"]
     return body
-
-
-def output_text_of(output: list[Item]) -> str:
-    parts = []
-    for item in output:
-        if item.get("type") == "message":
-            for part in item.get("content", []):
-                if part.get("type") == "output_text":
-                    parts.append(part.get("text", ""))
-    return "".join(parts)

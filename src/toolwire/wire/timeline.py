@@ -47,6 +47,8 @@ class TimelineEntry(TypedDict, total=False):
     ok: bool
     output: str
     kind: str
+    path: str
+    """Where in a call's arguments (`arguments_repaired`: `$.limit`)."""
     cause: str
     attempt: int
     delay: float

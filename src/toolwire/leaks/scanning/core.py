@@ -43,11 +43,14 @@ class RawCall:
 
 @dataclass(slots=True)
 class Block:
-    """Calls found from one marker, and where they stop."""
+    """Calls found from one marker, and where they stop. `last`: for a chain that stopped
+    before the region's end (`chain.follow_chain`), where its last block ends (before the
+    separators `end` is past); -1 otherwise."""
 
     family: str
     end: int
     calls: list[RawCall]
+    last: int = -1
 
 
 @dataclass(slots=True)
@@ -83,16 +86,16 @@ class Ctx:
 
 # -- trailers and separators ----------------------------------------------------------------------
 
-_TOKEN = (
+TOKEN = (
     r"</[A-Za-z_][\w:.\-]*\s*>"
     r"|<\|[A-Za-z_]+\|>"
     r"|<｜[^｜<>\n]{1,40}｜>"
     r"|<\s*/\s*[|｜]\s*DSML\s*[|｜]\s*\w+\s*>"
     r"|<end_of_turn>|<end_function_call>|<eos>|\[e~\["
 )
-TRAILER = re.compile(rf"(?:\s|{_TOKEN})*")
-_TRAILER_FENCED = re.compile(rf"(?:\s|{_TOKEN})*(?:```(?:\s|{_TOKEN})*)?")
-_TOKEN_AT_END = re.compile(rf"(?:{_TOKEN})\Z")
+TRAILER = re.compile(rf"(?:\s|{TOKEN})*")
+_TRAILER_FENCED = re.compile(rf"(?:\s|{TOKEN})*(?:```(?:\s|{TOKEN})*)?")
+_TOKEN_AT_END = re.compile(rf"(?:{TOKEN})\Z")
 SEP = re.compile(r"(?:\s|;|</[A-Za-z_][\w:.\-]*\s*>)*")
 _WS = re.compile(r"\s*")
 FENCE_LINE = re.compile(r"```[\w+.\-]*[ \t]*\r?\n\s*")

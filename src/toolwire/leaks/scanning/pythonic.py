@@ -6,6 +6,7 @@ must be safe against hostile code.
 from __future__ import annotations
 
 import ast
+import re
 import warnings
 from typing import Any, ClassVar
 
@@ -15,7 +16,7 @@ from toolwire.leaks.scanning.core import RawCall, valid_name
 
 
 class _JsonNames(ast.NodeTransformer):
-    """`true`/`false`/`null` as OLMo writes them become Python constants."""
+    """`true`/`false`/`null` as OLMo writes them become Python constants; sets become lists."""
 
     _MAP: ClassVar[dict[str, Any]] = {"true": True, "false": False, "null": None}
 
@@ -23,6 +24,11 @@ class _JsonNames(ast.NodeTransformer):
         if node.id in self._MAP:
             return ast.copy_location(ast.Constant(self._MAP[node.id]), node)
         return node
+
+    def visit_Set(self, node: ast.Set) -> ast.AST:
+        """A set (`tags={'a', 'b'}`) as a list in the order written: JSON has no sets."""
+        elts = [self.visit(e) for e in node.elts]
+        return ast.copy_location(ast.List(elts=elts, ctx=ast.Load()), node)
 
 
 def _jsonable(value: Any) -> Any:
@@ -39,14 +45,13 @@ def _jsonable(value: Any) -> Any:
 def literal_value(node: ast.expr) -> Any:
     """A keyword value via `ast.literal_eval` (never eval), JSON's `true`/`false`/`null` allowed."""
     try:
-        value = ast.literal_eval(node)
+        return _jsonable(ast.literal_eval(node))
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
         fixed = _JsonNames().visit(node)
         try:
-            value = ast.literal_eval(fixed)
+            return _jsonable(ast.literal_eval(fixed))
         except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError) as exc:
             raise ValueError("not a literal") from exc
-    return _jsonable(value)
 
 
 def _dotted(node: ast.expr) -> str | None:
@@ -58,6 +63,74 @@ def _dotted(node: ast.expr) -> str | None:
     return None
 
 
+def _parse(src: str, listed: bool) -> ast.AST | None:
+    try:
+        with warnings.catch_warnings():
+            # Prose parsed as Python warns ("invalid decimal literal"); that is only noise here.
+            warnings.simplefilter("ignore")
+            return ast.parse(src, mode="eval" if listed else "exec")
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+
+
+# What may follow a string's closing quote: a separator, a closing bracket, or the end.
+_CLOSES = re.compile(r"""[ \t]*(?:[,)\]}:]|$)""")
+_ARG_AFTER_COMMA = re.compile(
+    r"""\s*(?:[A-Za-z_][\w.]*\s*=|["'\d\-\[{(]|True|False|None|[)\]}]|$)"""
+)
+_LEADING_ZEROS = re.compile(r"(?<=[=(\[,:\s])-?0+(?=\d)")
+_ESCAPES = {"\n": "\\n", "\r": "\\r", "\x00": "\\x00"}
+
+
+def repair_python_literals(src: str) -> str | None:
+    """Calls as small models write them, made Python (LFM2's fixtures in vLLM's parser tests):
+    raw newlines, carriage returns and NULs inside a string escaped; a quote of the string's
+    own kind that does not end it (`'sed -n '1,5p' f'`) escaped, a quote ending a string only
+    where a separator, a closing bracket or the end follows; leading zeros dropped from numbers
+    (`month=07`). None when nothing needed repair (or a triple-quoted string is involved)."""
+    out: list[str] = []
+    quote = ""
+    changed = False
+    i, n = 0, len(src)
+    while i < n:
+        ch = src[i]
+        if not quote:
+            if ch in "\"'":
+                if src.startswith(ch * 3, i):
+                    return None
+                quote = ch
+            out.append(ch)
+            i += 1
+            continue
+        if ch == "\\" and i + 1 < n:
+            out.append(src[i : i + 2])
+            i += 2
+            continue
+        if ch == quote:
+            after = _CLOSES.match(src, i + 1)
+            closes = after is not None and (
+                after.group().strip() != "," or _ARG_AFTER_COMMA.match(src, after.end()) is not None
+            )
+            if closes:
+                quote = ""
+                out.append(ch)
+            else:
+                out.append("\\" + ch)
+                changed = True
+            i += 1
+            continue
+        escaped = _ESCAPES.get(ch)
+        if escaped is not None:
+            out.append(escaped)
+            changed = True
+        else:
+            out.append(ch)
+        i += 1
+    text = "".join(out)
+    unzeroed = _LEADING_ZEROS.sub(lambda m: "-" if m.group().startswith("-") else "", text)
+    return unzeroed if changed or unzeroed != text else None
+
+
 def pythonic_calls(source: str, *, listed: bool) -> list[RawCall] | None:
     """Calls written as Python, `name(kw=literal, ...)` only, parsed with `ast` (never run).
 
@@ -67,12 +140,11 @@ def pythonic_calls(source: str, *, listed: bool) -> list[RawCall] | None:
     src = source.strip()
     if not src or len(src) > 200_000:
         return None
-    try:
-        with warnings.catch_warnings():
-            # Prose parsed as Python warns ("invalid decimal literal"); that is only noise here.
-            warnings.simplefilter("ignore")
-            tree = ast.parse(src, mode="eval" if listed else "exec")
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
+    tree = _parse(src, listed)
+    if tree is None:
+        repaired = repair_python_literals(src)
+        tree = None if repaired is None else _parse(repaired, listed)
+    if tree is None:
         return None
     exprs: list[ast.expr]
     if isinstance(tree, ast.Expression):

@@ -259,9 +259,13 @@ def _renamed(ctx: Ctx, m: re.Match[str], family: str, close: str, rename: str) -
         if not isinstance(item, dict):
             return None
         if rename == "cohere":
-            if not isinstance(item.get("tool_name"), str):
+            # `tool_name`/`parameters` as the template writes them; `name`/`arguments` as the
+            # models also write them (SMG's Cohere parser accepts both).
+            name = item.get("tool_name", item.get("name"))
+            if not isinstance(name, str):
                 return None
-            calls.append({"name": item["tool_name"], "arguments": item.get("parameters", {})})
+            args = item.get("parameters", item.get("arguments", {}))
+            calls.append({"name": name, "arguments": args})
         elif len(item) == 1:
             ((name, args),) = item.items()
             calls.append({"name": name, "arguments": args})
@@ -298,9 +302,18 @@ def scan_lfm2(ctx: Ctx, m: re.Match[str]) -> Block | None:
         body = fence.group(1)
     calls = pythonic_calls(body, listed=False)
     if calls is None:
-        return None
+        named = _PYTHONIC_HEAD.match(body)
+        if close < 0 or named is None:
+            return None
+        # Between its own tokens a call is a call even when its Python does not parse (then
+        # it is re-asked, never run).
+        problem = f"the call to {named.group(1)} is not valid Python"
+        calls = [RawCall("values", named.group(1), problem=problem)]
     end = close + len(M.LFM2_CALL_END) if close >= 0 else body_end
     return Block("lfm2", end, calls)
+
+
+_PYTHONIC_HEAD = re.compile(r"\[\s*([^\W\d][\w.]*)\s*\(")
 
 
 _PY_FENCE = re.compile(r"```(?:python|py)?\s*\n(.*?)\n?```", re.DOTALL)
@@ -312,5 +325,6 @@ def scan_longcat(ctx: Ctx, m: re.Match[str]) -> Block | None:
 
 
 def scan_gigachat(ctx: Ctx, m: re.Match[str]) -> Block | None:
-    """GigaChat 3: `function call<|role_sep|>` then one `{"name", "arguments"}` object."""
+    """GigaChat 3 (`function call<|role_sep|>`) and 3.1 (`<|function_call|>`): one
+    `{"name", "arguments"}` object after the header."""
     return json_block(ctx, ws(ctx.s, m.end(), ctx.limit), "gigachat3", strict=False)

@@ -39,6 +39,7 @@ _PARAM_STOP = re.compile(
 )
 _PARAM_CLOSE = re.compile(r"</param(?:eter)?\s*>")
 _FUNC_CLOSE = re.compile(r"</function\s*>")
+JSON_FUNCTION = "llama31_function"
 
 
 def _tag_name(m: re.Match[str]) -> str:
@@ -73,6 +74,22 @@ def functions(ctx: Ctx, pos: int, family: str) -> Block | None:
             return None
         at_line = line_start(ctx, fm.start())
         q = fm.end()
+        body = ws(s, q, limit)
+        if body < limit and s[body] == "{":
+            # Llama 3.1's custom tool format `<function=f>{...}</function>` (and its
+            # `<function name="f">` drift): JSON arguments instead of parameters.
+            found = named_json(ctx, name, body)
+            if found is None:
+                return None
+            call, q = found
+            calls.append(call)
+            if call.problem:
+                return Block(JSON_FUNCTION, limit, calls)
+            fc = _FUNC_CLOSE.match(s, ws(s, q, limit), limit)
+            end = fc.end() if fc is not None else q
+            family = JSON_FUNCTION
+            p = ws(s, end, limit)
+            continue
         params: list[tuple[str, str, bool | None]] = []
         closed_any = False
         while True:

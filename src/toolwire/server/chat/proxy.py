@@ -42,7 +42,6 @@ from toolwire.loop.quick import run_single_turn
 from toolwire.loop.state import LoopRequest, LoopSettings
 from toolwire.server.chat.schemas import check_chat_body
 from toolwire.server.chat.validation import check_chat_messages
-from toolwire.server.responses.sink import arguments_text
 from toolwire.transcript import ToolCall, ToolSpec
 from toolwire.upstream.base import NO_HINTS, RoutingHints, Sampling, ensure_served
 from toolwire.wire.chat import (
@@ -343,7 +342,7 @@ def _call_json(call: ToolCall) -> ChatToolCall:
     return {
         "id": call.id,
         "type": "function",
-        "function": {"name": call.name, "arguments": arguments_text(call)},
+        "function": {"name": call.name, "arguments": call.arguments_json()},
     }
 
 

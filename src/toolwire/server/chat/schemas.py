@@ -1,7 +1,8 @@
 """The body of `POST /v1/chat/completions`, validated at the edge.
 
-Liberal in: parameters toolwire does not handle itself are kept and passed to the upstream
-(`extra="allow"`), so only the ones it reads are typed here. The messages' own shape is checked
+Forward compatibility (`server/http/compat.py`, docs/server.md): parameters toolwire does not
+handle itself are kept and passed to the upstream as sent (`extra="allow"`), whatever their
+value, so only the ones it reads are typed (and checked) here. The messages' own shape is checked
 where they become a transcript (`loop/chat_history.py`), with the same `param` paths.
 """
 
@@ -12,13 +13,14 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from toolwire.errors import InvalidRequestError
-from toolwire.server.responses.prepare.request import validation_error
+from toolwire.server.http.compat import Ignored
+from toolwire.server.http.validation import validation_error
 
 
 class StreamOptions(BaseModel):
     model_config = ConfigDict(extra="allow", strict=True)
     include_usage: bool | None = None
-    include_obfuscation: bool | None = None
+    include_obfuscation: Ignored[bool] = None
 
 
 class ChatMessage(BaseModel):

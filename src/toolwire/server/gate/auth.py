@@ -2,8 +2,13 @@
 
 When the database holds at least one unrevoked key (`toolwire keys create NAME`), every route but
 `GET /health` and `GET /openapi.json` (the same for every server: it holds no data) needs one:
-`Authorization: Bearer KEY`, or the `api-key` / `x-api-key` header. A missing or wrong key gets
-401 in the OpenAI error shape. The presented key is hashed and compared with every active
+`Authorization: Bearer KEY`, or the `api-key` / `x-api-key` / `x-goog-api-key` header, or, on
+the paths of Google's API (`QUERY_KEY_PATHS`), the `key` query parameter, as Google's clients
+may send it. There a `key` parameter is taken out of the URL before anything else reads it
+(`redact_query_key`): its value reads `REDACTED` in the scope, so no log line (uvicorn's access
+log prints the query), trace or echo can hold it; elsewhere `key` is the route's own parameter
+(`/ui`'s filter by key id). A missing or wrong key gets 401 in the OpenAI error shape
+(Anthropic's or Google's on their doors). The presented key is hashed and compared with every active
 key's hash by `hmac.compare_digest`, so the time taken says nothing about which keys exist.
 The key's id becomes the request's owner: `scope["state"]["owner"]` (so `request.state.owner`)
 and `store.owner.current_owner`, which scopes every store call.
@@ -31,13 +36,13 @@ import hmac
 import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
+from urllib.parse import parse_qsl, urlencode
 
-import orjson
 from starlette.requests import HTTPConnection
 
+from toolwire.server.http.errors import send_error
 from toolwire.store.keys import ActiveKey, KeyStore, hash_key
 from toolwire.store.owner import current_owner
-from toolwire.wire import anthropic
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -117,56 +122,40 @@ class KeyRing:
         return found
 
 
-def presented_key(headers: list[tuple[bytes, bytes]]) -> str | None:
-    """The key from `Authorization: Bearer …`, `api-key` or `x-api-key`, or None."""
+def presented_key(headers: list[tuple[bytes, bytes]], query_key: str | None = None) -> str | None:
+    """The key from `Authorization: Bearer …`, `api-key`, `x-api-key` or `x-goog-api-key`,
+    else the `key` query parameter (`query_key`, from `redact_query_key`), or None."""
     for name, value in headers:
         if name == b"authorization":
             scheme, _, token = value.decode("latin-1").strip().partition(" ")
             if scheme.lower() == "bearer" and token.strip():
                 return token.strip()
-        elif name in (b"api-key", b"x-api-key") and value.strip():
+        elif name in (b"api-key", b"x-api-key", b"x-goog-api-key") and value.strip():
             return value.decode("latin-1").strip()
+    if query_key is not None and query_key.strip():
+        return query_key.strip()
     return None
 
 
-async def send_error(
-    send: Send,
-    status: int,
-    message: str,
-    code: str,
-    *,
-    param: str | None = None,
-    error_type: str = "invalid_request_error",
-    headers: list[tuple[bytes, bytes]] | None = None,
-    scope: Scope | None = None,
-) -> None:
-    """An OpenAI-shaped error answered straight from middleware. For a WebSocket handshake
-    (`scope` of type `websocket`), the same status and body when the server can send an HTTP
-    answer to an upgrade (the ASGI "websocket.http.response" extension: uvicorn, Starlette's
-    TestClient); otherwise the upgrade is closed with 1008 (policy violation), which servers
-    answer as 403."""
-    body = orjson.dumps(
-        {"error": {"message": message, "type": error_type, "param": param, "code": code}}
-    )
-    if scope is not None and scope.get("path", "").startswith("/v1/messages"):
-        body = orjson.dumps(anthropic.error_body(status, message))  # the Anthropic door
-    start = {
-        "status": status,
-        "headers": [
-            (b"content-type", b"application/json"),
-            (b"content-length", str(len(body)).encode()),
-            *(headers or []),
-        ],
-    }
-    if scope is not None and scope["type"] == "websocket":
-        if "websocket.http.response" in scope.get("extensions", {}):
-            await send({"type": "websocket.http.response.start", **start})
-            await send({"type": "websocket.http.response.body", "body": body})
-        else:
-            await send({"type": "websocket.close", "code": 1008, "reason": code})
-        return
-    await send({"type": "http.response.start", **start})
-    await send({"type": "http.response.body", "body": body})
+REDACTED = "REDACTED"
+QUERY_KEY_PATHS = ("/v1beta/", "/v1/models")
+"""Where `?key=` is an API key: the Gemini door's paths (Google's API defines the parameter)."""
+
+
+def redact_query_key(scope: Scope) -> str | None:
+    """On `QUERY_KEY_PATHS`, the `key` query parameter's value, replaced in the scope's query
+    string by `REDACTED` (the parameter stays, so a route still sees that one was sent). Only
+    such a path's query that holds `key` at all is parsed: every other request pays a prefix
+    test."""
+    query: bytes = scope.get("query_string", b"")
+    if not query or not scope["path"].startswith(QUERY_KEY_PATHS) or b"key" not in query.lower():
+        return None
+    pairs = parse_qsl(query.decode("latin-1"), keep_blank_values=True)
+    found = next((value for name, value in pairs if name == "key"), None)
+    if found is not None:
+        kept = [(name, REDACTED if name == "key" else value) for name, value in pairs]
+        scope["query_string"] = urlencode(kept).encode("latin-1")
+    return found
 
 
 class AuthMiddleware:
@@ -193,6 +182,7 @@ class AuthMiddleware:
         WebSocket scopes only; also a step of `server/gate/middleware.py`'s one middleware."""
         kind = scope["type"]
         path = scope["path"]
+        query_key = redact_query_key(scope)  # before anything can log or echo the URL
         if (
             kind == "http"
             and scope["method"] in ("GET", "HEAD")
@@ -204,7 +194,7 @@ class AuthMiddleware:
         owner: str | None = None
         operator = False
         if keys or self.require_keys or self.keyring.ever_used:
-            presented = presented_key(scope["headers"])
+            presented = presented_key(scope["headers"], query_key)
             found = None if presented is None else KeyRing.find(keys, presented)
             if found is None:
                 message = _MISSING if presented is None else _WRONG

@@ -21,7 +21,8 @@ import functools
 import ipaddress
 from collections.abc import Iterable
 
-from toolwire.server.gate.auth import ASGIApp, Message, Receive, Scope, Send, send_error
+from toolwire.server.gate.auth import ASGIApp, Message, Receive, Scope, Send
+from toolwire.server.http.errors import send_error
 
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 _CORS_METHODS = b"GET, POST, DELETE, OPTIONS"

@@ -27,7 +27,8 @@ import orjson
 from starlette.requests import Request
 
 from toolwire.errors import InvalidRequestError, ToolwireError
-from toolwire.server.gate.auth import ASGIApp, Message, Receive, Scope, Send, send_error
+from toolwire.server.gate.auth import ASGIApp, Message, Receive, Scope, Send
+from toolwire.server.http.errors import send_error
 
 MiB = 1024 * 1024
 #: The list fields counted against `max_input_items`: Responses `input`, Conversations `items`,

@@ -1,10 +1,8 @@
 """Unknown routes and methods answer in the OpenAI error shape (404 `unknown_url`, 405
-`method_not_allowed` with its `Allow` header), never Starlette's plain text; under
-`/v1/messages`, in Anthropic's."""
+`method_not_allowed` with its `Allow` header), never Starlette's plain text; under a door that
+registered its own shape (`http/errors.py`), in that door's."""
 
 from __future__ import annotations
-
-from collections.abc import Mapping
 
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
@@ -12,7 +10,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from toolwire.errors import ToolwireError
-from toolwire.wire import anthropic
+from toolwire.server.http.errors import shape_for
 
 
 class RouteError(ToolwireError):
@@ -55,17 +53,12 @@ async def http_error_handler(request: Request, exc: Exception) -> Response:
             f"allowed: {', '.join(allowed)}."
         )
         error = RouteError(message, code="method_not_allowed", status=405)
-        return JSONResponse(_body(request, error), status_code=405, headers=headers)
+        status, body = shape_for(request.url.path, request.scope)(error)
+        return JSONResponse(body, status_code=status, headers=headers)
     else:
         message = str(exc.detail)
     if status in (204, 304):
         return Response(status_code=status, headers=exc.headers)
     error = RouteError(message, code=_CODES.get(status, "http_error"), status=status)
-    return JSONResponse(_body(request, error), status_code=status, headers=exc.headers)
-
-
-def _body(request: Request, error: ToolwireError) -> Mapping[str, object]:
-    """OpenAI's error shape, or Anthropic's under `/v1/messages` (the Anthropic door)."""
-    if request.url.path.startswith("/v1/messages"):
-        return anthropic.error_body(error.status, error.message)
-    return error.to_body()
+    status, body = shape_for(request.url.path, request.scope)(error)
+    return JSONResponse(body, status_code=status, headers=exc.headers)

@@ -1,17 +1,19 @@
 """`GET /openapi.json`: an OpenAPI 3.1 document of every route, built from the models that
 validate the requests (`CreateResponse`, `server/responses/schemas/`), so it cannot drift from them.
 
-Routes register an `Operation` with an `ApiSpec` (`API`, the default one, holds toolwire's own:
-`server/responses/operations.py`); a route added later registers itself the same way, next to its
-handler, and `tests/unit/test_openapi.py` fails if a served route has no operation or the other way
-round. Each operation names its request body model, its success answer (JSON, and the SSE event it
-streams if it streams) and the error statuses it can answer; the statuses every route shares (401
-without a valid key, 403 for a refused Origin or Host, 413 and 415 for bodies, 500) are added here.
-Every error is the OpenAI shape (`ErrorResponse`).
+Each wing registers its routes' `Operation`s with an `ApiSpec` (`API`, the default one) as it is
+built (`responses/operations.py`, `chat/operations.py`, `messages/schemas.py`,
+`operator/operations.py`, and `http/root_operations.py` for the routes every app serves), and
+`tests/unit/test_openapi.py` fails if a served route has no operation or the other way round. Each
+operation names its request body model, its success answer (JSON, and the SSE event it streams if it
+streams) and the error statuses it can answer; the statuses every route shares (401 without a valid
+key, 403 for a refused Origin or Host, 413 and 415 for bodies, 500) are added here. Every error is
+the OpenAI shape (`ErrorResponse`).
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -37,6 +39,7 @@ ERROR_STATUSES: dict[int, str] = {
     429: "The upstream model server is rate limiting.",
     500: "An internal error (a bug: please report it).",
     502: "The upstream model server failed.",
+    503: "The upstream model server failed or is unavailable (the Gemini door's status for it).",
     504: "The upstream model server did not answer in time.",
     529: "The upstream model server is overloaded (Anthropic's status for it).",
 }
@@ -102,6 +105,12 @@ class ApiSpec:
             self.operations.append(operation)
         self._cached = None
 
+    def ensure(self, *operations: Operation) -> None:
+        """Register those of `operations` not registered yet (a wing registers its rows each
+        time an app is built; one process may build several)."""
+        present = {(o.method, o.path) for o in self.operations}
+        self.register(*(o for o in operations if (o.method, o.path) not in present))
+
     def document(self, served: frozenset[tuple[str, str]] | None = None) -> dict[str, object]:
         """The document; with `served` ((method, path) pairs), only the operations an app
         actually serves (a library app has no `/metrics`), each set built once."""
@@ -142,7 +151,8 @@ class ApiSpec:
                 "description": (
                     "An OpenAI-compatible agent gateway. Errors are "
                     '`{"error": {"message", "type", "param", "code"}}`, except on the '
-                    "Anthropic door (`/v1/messages`), where they are Anthropic's shape."
+                    "Anthropic door (`/v1/messages`) and the Gemini door (`/v1beta/...`, "
+                    "`/v1/models/...`), where they are Anthropic's and Google's shapes."
                 ),
                 "license": {"name": "Apache-2.0", "identifier": "Apache-2.0"},
             },
@@ -232,11 +242,12 @@ def _operation(op: Operation, ref: Any, error_ref: dict[str, object]) -> dict[st
 
 
 def served_operations(routes: list[Any]) -> frozenset[tuple[str, str]]:
-    """(method, path) of each plain route an app serves (`HEAD` is implied by `GET`)."""
+    """(method, path) of each plain route an app serves (`HEAD` is implied by `GET`); a typed
+    path parameter (`{model:gemini_model}`) is documented by its name alone."""
     from starlette.routing import Route
 
     return frozenset(
-        (method.lower(), route.path)
+        (method.lower(), re.sub(r"\{(\w+):\w+\}", r"{\1}", route.path))
         for route in routes
         if isinstance(route, Route)
         for method in route.methods or ()
@@ -245,7 +256,9 @@ def served_operations(routes: list[Any]) -> frozenset[tuple[str, str]]:
 
 
 def _path_names(path: str) -> list[str]:
-    return [part[1:-1] for part in path.split("/") if part.startswith("{") and part.endswith("}")]
+    """The path's parameters, also one followed by more text in its segment (Gemini's
+    `/models/{model}:generateContent`)."""
+    return re.findall(r"\{([^{}/]+)\}", path)
 
 
 API = ApiSpec()

@@ -8,6 +8,7 @@ Anthropic's `overloaded_error` (529), which its clients back off and retry.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 
 from starlette.responses import Response
 
@@ -25,14 +26,10 @@ def status_of(error: ToolwireError) -> int:
     return error.status
 
 
-def error_response(error: ToolwireError) -> Response:
+def anthropic_shape(error: ToolwireError) -> tuple[int, Mapping[str, object]]:
+    """The door's error shape (registered for its paths with `http/errors.py`)."""
     status = status_of(error)
-    headers = dict(error.headers or {})  # a 429's retry-after and x-ratelimit-* travel too
-    if not error.should_retry:
-        headers["x-should-retry"] = "false"
-    return ORJSONResponse(
-        anthropic.error_body(status, error.message), status_code=status, headers=headers or None
-    )
+    return status, anthropic.error_body(status, error.message)
 
 
 def unexpected_response(exc: Exception) -> Response:

@@ -10,9 +10,7 @@ makes Claude Code compact.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
-from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -22,14 +20,22 @@ from starlette.routing import Route
 
 from toolwire.errors import InvalidRequestError, ToolwireError
 from toolwire.loop.compaction import count_tokens
-from toolwire.loop.driver import LoopDriver
 from toolwire.loop.events import LoopEvent, LoopFinished
 from toolwire.loop.pump import pump_batches
-from toolwire.loop.state import LoopRequest, LoopSettings
+from toolwire.loop.state import LoopRequest
+from toolwire.pdf_readers import read_ahead
+from toolwire.runtime import Runtime
 from toolwire.server.gate.auth import owner_of
 from toolwire.server.gate.quotas import admit_tokens
+from toolwire.server.http.errors import in_shape_of, register_error_shape
 from toolwire.server.http.helpers import ORJSONResponse, started, until_disconnected
-from toolwire.server.messages.errors import error_frame, error_response, unexpected_response
+from toolwire.server.http.root import ModelListShape
+from toolwire.server.messages.errors import (
+    anthropic_shape,
+    error_frame,
+    unexpected_response,
+)
+from toolwire.server.messages.history import ThinkingSeal
 from toolwire.server.messages.schemas import register as register_operations
 from toolwire.server.messages.sink import (
     RELAYED,
@@ -38,67 +44,54 @@ from toolwire.server.messages.sink import (
     stop_reason,
     usage_of,
 )
-from toolwire.server.messages.translate import (
-    MessagesCall,
-    MessagesSettings,
-    ThinkingSeal,
-    translate,
-)
-from toolwire.store.database import Store
-from toolwire.tools.base import Tool
-from toolwire.upstream.base import TurnRequest, Upstream, ensure_served, routes_models
+from toolwire.server.messages.translate import MessagesCall, MessagesSettings, translate
+from toolwire.upstream.base import ensure_served, routes_models
 from toolwire.upstream.events import Routed
 from toolwire.upstream.fleet.affinity import session_of
+from toolwire.upstream.window import UpstreamWindows, capped
 from toolwire.wire import anthropic
 
-Handler = Callable[[Request], Awaitable[Response]]
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _ORDER = {"thinking": 0, "text": 1, "tool_use": 2}
-LISTING_SECONDS = 300.0
 
 
-def anthropic_errors(handler: Handler) -> Handler:
-    async def guarded(request: Request) -> Response:
-        try:
-            return await handler(request)
-        except ToolwireError as exc:
-            return error_response(exc)
-        except Exception as exc:  # the door answers in its own shape, always
-            return unexpected_response(exc)
-
-    return guarded
+anthropic_errors = in_shape_of("/v1/messages")
+"""The door's handlers: every error in Anthropic's shape (registered in `routes`)."""
 
 
 class MessagesDoor:
+    """The Anthropic door, on the composed `Runtime`."""
+
     def __init__(
         self,
+        runtime: Runtime,
         *,
-        driver: LoopDriver,
-        upstream: Upstream,
-        store: Store,
         settings: MessagesSettings,
-        loop_settings: LoopSettings,
-        default_model: str | None,
-        server_tools: list[Tool],
         read_json: Callable[[Request], Awaitable[Any]],
     ) -> None:
-        self.driver = driver
-        self.upstream = upstream
-        self.store = store
+        self.driver = runtime.driver
+        self.upstream = runtime.upstream
+        self.store = runtime.store
         self.settings = settings
-        self.loop_settings = loop_settings
-        self.default_model = default_model
-        self.server_tools = server_tools
+        self.loop_settings = runtime.loop_settings
+        self.default_model = runtime.default_model
+        self.server_tools = runtime.server_tools
         self.read_json = read_json
         self._seal: ThinkingSeal | None = None
-        self._listing: tuple[float, list[dict[str, object]]] | None = None
+        self._windows = UpstreamWindows(runtime.upstream, settings.context_window)
 
     def routes(self) -> list[Route]:
         register_operations()  # the door in /openapi.json (schemas.py)
+        register_error_shape("/v1/messages", anthropic_shape)  # errors in Anthropic's shape
         return [
             Route("/v1/messages", anthropic_errors(self.create), methods=["POST"]),
             Route("/v1/messages/count_tokens", anthropic_errors(self.count), methods=["POST"]),
         ]
+
+    def model_list(self) -> ModelListShape:
+        """`GET /v1/models` in Anthropic's shape for its clients (they send
+        `anthropic-version`)."""
+        return ModelListShape(lambda request: "anthropic-version" in request.headers, self.models)
 
     def models(self, data: list[dict[str, object]]) -> anthropic.ModelList:
         """`data`: the upstream's `/models` entries, as it sent them."""
@@ -114,6 +107,7 @@ class MessagesDoor:
 
     async def _translate(self, request: Request, *, counting: bool = False) -> MessagesCall:
         body = await self.read_json(request)
+        await read_ahead(body, raw=await request.body())  # its PDFs, read off the event loop
         call = translate(
             body,
             settings=self.settings,
@@ -130,35 +124,15 @@ class MessagesDoor:
         return call
 
     async def _prompt_tokens(self, request: LoopRequest) -> int:
-        tools = [tool.spec for tool in request.tools] + list(request.client_tools)
-        turn = TurnRequest(request.model, request.input, tools)
-        return await count_tokens(self.upstream, turn)
+        return await count_tokens(self.upstream, request.prompt_turn())
 
     async def count(self, request: Request) -> Response:
         call = await self._translate(request, counting=True)
         return ORJSONResponse({"input_tokens": await self._prompt_tokens(call.request)})
 
     async def _window(self, model: str) -> int | None:
-        """The configured window, else the one the upstream's `/v1/models` names for the model
-        (vLLM and SGLang: `max_model_len`; LM Studio, OpenRouter: `context_length`). The
-        listing is asked at most every `LISTING_SECONDS`, whatever names clients send."""
-        if self.settings.context_window is not None:
-            return self.settings.context_window
-        if self._listing is None or time.monotonic() - self._listing[0] > LISTING_SECONDS:
-            try:
-                listed = await self.upstream.list_models()
-            except ToolwireError:
-                listed = []
-            self._listing = (time.monotonic(), listed)
-        listed = self._listing[1]
-        entry = next((m for m in listed if m.get("id") == model), None)
-        if entry is None and len(listed) == 1:
-            entry = listed[0]
-        for key in ("max_model_len", "context_length", "context_window"):
-            value = (entry or {}).get(key)
-            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-                return value
-        return None
+        """The upstream's window for `model` (`upstream/window.py`)."""
+        return await self._windows.window(model)
 
     async def _fit(self, call: MessagesCall, prompt: int) -> None:
         """`max_tokens` within what the upstream's window leaves; a prompt that does not fit
@@ -170,10 +144,7 @@ class MessagesDoor:
             raise InvalidRequestError(
                 f"prompt is too long: {prompt} tokens > {window} maximum", param="messages"
             )
-        sampling = call.request.sampling
-        left = window - prompt
-        if sampling.max_output_tokens is not None and sampling.max_output_tokens > left:
-            call.request.sampling = replace(sampling, max_output_tokens=left)
+        call.request.sampling = capped(call.request.sampling, window - prompt)
 
     async def create(self, request: Request) -> Response:
         call = await self._translate(request)
@@ -189,6 +160,7 @@ class MessagesDoor:
             call.omit_thinking,
             live=call.stream,
             stop_sequences=call.stop_sequences,
+            web_tools=call.web_tools,
         )
         if call.stream:
             return StreamingResponse(

@@ -16,7 +16,7 @@ from toolwire.server.http.openapi import API, ApiSpec, Operation
 
 
 class ContentBlockParam(BaseModel):
-    """A content block: `text`, `image` (base64 or URL), `document` (text; PDF is refused),
+    """A content block: `text`, `image` (base64 or URL), `document` (text, or a PDF: its text),
     `tool_use`, `tool_result` (string or blocks, `is_error`), `thinking`, `redacted_thinking`.
     `cache_control` is accepted on any of them."""
 
@@ -68,8 +68,10 @@ class CountTokensRequest(BaseModel):
 
 
 class MessagesRequest(CountTokensRequest):
-    """`POST /v1/messages`. Also accepted (see docs/anthropic.md): `metadata`, `output_config`,
-    `context_management`, `cache_control`, and fields Claude Code adds later."""
+    """`POST /v1/messages`. Fields toolwire does not act on (`metadata`, `output_config`,
+    `context_management`, `cache_control`, `thinking.budget_tokens`, `thinking.display`,
+    any field a later client adds) take any value: `translate.IGNORED`, docs/server.md
+    "Forward compatibility"."""
 
     model_config = ConfigDict(extra="allow", title="AnthropicMessagesRequest")
     max_tokens: int = Field(ge=1)
@@ -78,7 +80,7 @@ class MessagesRequest(CountTokensRequest):
     top_p: float | None = Field(default=None, ge=0, le=1)
     top_k: int | None = Field(default=None, ge=0)
     stop_sequences: list[str] | None = None
-    metadata: dict[str, Any] | None = None
+    metadata: Any = None
 
 
 class Usage(BaseModel):
@@ -209,5 +211,4 @@ OPERATIONS = (
 
 def register(spec: ApiSpec = API) -> None:
     """Register the door's operations (once per spec)."""
-    if not any(op.operation_id == "createMessage" for op in spec.operations):
-        spec.register(*OPERATIONS)
+    spec.ensure(*OPERATIONS)

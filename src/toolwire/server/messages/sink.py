@@ -26,8 +26,10 @@ from toolwire.loop.events import (
     OutputTextDelta,
     PlannedCall,
     ReasoningTextDelta,
+    ToolExecutionFinished,
 )
-from toolwire.server.messages.translate import ThinkingSeal
+from toolwire.server.messages.history import ThinkingSeal
+from toolwire.server.messages.server_tools import server_blocks
 from toolwire.transcript import ToolCall
 from toolwire.upstream.arguments import SettledArguments, continuation
 from toolwire.upstream.events import Usage
@@ -40,6 +42,7 @@ RELAYED = (
     CallStreamStarted,
     CallArgumentsDelta,
     ModelTurnCompleted,
+    ToolExecutionFinished,
     LoopFinished,
 )
 
@@ -91,6 +94,9 @@ class BlockWriter:
     upstream: str | None = None
     """The model server of the turn being written (a fleet's `Routed`): sealed into thinking
     signatures, so the block coming back says where its session's prefix is."""
+    web_tools: frozenset[str] = frozenset()
+    """The Anthropic server tools the request declared (`web_search`, `web_fetch`): their
+    calls are shown as `server_tool_use` and result blocks."""
     content: list[anthropic.ContentBlock] = field(default_factory=list)
     _open: str | None = None
     _thinking: list[str] = field(default_factory=list)
@@ -165,6 +171,19 @@ class BlockWriter:
                 released = call.settled.feed(event.delta)
                 if released:
                     frames.append(anthropic.input_json_delta(call.index, released))
+        elif isinstance(event, ToolExecutionFinished):
+            if event.call.name in self.web_tools:
+                self._close(frames)
+                for block in server_blocks(event.call, event.result):
+                    start = block.copy()
+                    if block["type"] == "server_tool_use":
+                        start["input"] = {}
+                    self.content.append(block)
+                    frames.append(anthropic.block_start(self._index, start))
+                    if block["type"] == "server_tool_use" and block.get("input"):
+                        arguments = event.call.arguments_json()
+                        frames.append(anthropic.input_json_delta(self._index, arguments))
+                    frames.append(anthropic.block_stop(self._index))
         elif isinstance(event, ModelTurnCompleted):
             matched = event.stop_sequence
             self.stop_sequence = matched if matched in self.stop_sequences else None

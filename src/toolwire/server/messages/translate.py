@@ -3,45 +3,36 @@
 Hand-written rather than a pydantic model: Claude Code sends fields and block types ahead of the
 published schema (`context_management`, `output_config`, `display`, `defer_loading`, `system`
 messages inside `messages[]`), which must be tolerated, while what toolwire cannot do must be
-refused by name with a 400 that says why. Each check below says which.
+refused by name with a 400 that says why. The door's forward-compatibility rule
+(`server/http/compat.py`, docs/server.md) lives here: the fields in `IGNORED` (and any field not
+read below) take any value; the fields read below are checked, an unknown value of one naming
+the values known (`known_value`).
 """
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-import orjson
-
-from toolwire.errors import InvalidRequestError
 from toolwire.loop.state import LoopRequest, LoopSettings
-from toolwire.sealed import Sealer, SealError
+from toolwire.server.http.compat import known_value, unknown_value
+from toolwire.server.messages.fields import expect_object, expect_string, invalid
+from toolwire.server.messages.history import ThinkingSeal, messages_transcript, system_transcript
 from toolwire.tools.base import Tool
+from toolwire.tools.web import FETCH, SEARCH, WebTools
 from toolwire.transcript import (
-    AssistantMessage,
-    SystemMessage,
-    ToolCall,
-    ToolMessage,
     ToolSpec,
-    Transcript,
-    UserMessage,
 )
 from toolwire.upstream.base import NO_HINTS, RoutingHints, Sampling
-from toolwire.wire.chat import ChatPart
-
-BILLING_PREFIX = "x-anthropic-billing-header"
-"""Claude Code's attribution block, first in `system` and different per version and entry
-point: moved after the stable system text so the prompt's cacheable prefix stays the same."""
+from toolwire.upstream.model_map import map_model
 
 TIERS = ("opus", "sonnet", "haiku")
 
 #: Anthropic's own tools (run on Anthropic's servers, or with schemas only Claude knows):
 #: refused by name, since toolwire neither serves them on this door nor can describe them.
+#: (`web_search_*` and `web_fetch_*` are served: `tools/web.py`.)
 SERVER_TOOL_PREFIXES = (
-    "web_search_",
-    "web_fetch_",
     "code_execution_",
     "bash_",
     "text_editor_",
@@ -50,6 +41,25 @@ SERVER_TOOL_PREFIXES = (
     "tool_search_tool_",
     "mcp_toolset",
 )
+
+
+IGNORED = (
+    "metadata",
+    "output_config",
+    "context_management",
+    "cache_control",
+    "service_tier",
+    "container",
+    "inference_geo",
+    "thinking.budget_tokens",
+    "thinking.display",
+)
+"""Fields toolwire does not act on (or, for `thinking.display`, acts on one value of:
+`omitted`; any other means the default): any value, any type, never a 400. Sent nowhere:
+open servers have no common field for a thinking budget or an effort."""
+
+THINKING_TYPES = ("enabled", "adaptive", "disabled")
+TOOL_CHOICES = ("auto", "any", "tool", "none")
 
 
 @dataclass(slots=True, frozen=True)
@@ -62,63 +72,15 @@ class MessagesSettings:
     context_window: int | None = None
     """The upstream's context window in tokens: `max_tokens` is capped to what is left of it,
     and a prompt that does not fit is refused as Anthropic refuses one ("prompt is too long")."""
+    web: WebTools = field(default_factory=WebTools)
+    """What serves Anthropic's `web_search` / `web_fetch` server tools (`tools/web.py`)."""
     ping_interval: float = 10.0
     """Seconds without an event after which a stream sends `ping` (the model is slow to start,
     or a server-side tool runs), so proxies and clients do not take the quiet for a dead
     connection."""
 
     def upstream_model(self, requested: str, default: str | None) -> str:
-        if requested in self.models:
-            return self.models[requested]
-        lowered = requested.lower()
-        for tier in TIERS:
-            if tier in lowered and tier in self.models:
-                return self.models[tier]
-        return self.models.get("default") or default or requested
-
-
-class ThinkingSeal:
-    """Signatures of `thinking` blocks: the reasoning itself, sealed (Fernet) for the key that
-    asked, under a secret only the server holds. A block coming back in history is replayed
-    to the upstream from its signature, so a forged or altered block (or one signed for
-    another key, or by Anthropic) carries no reasoning: it is dropped, never replayed. With
-    `display: "omitted"` the text is not shown, yet still goes back to the upstream."""
-
-    def __init__(self, secret: bytes) -> None:
-        self._sealer = Sealer(secret, label=b"toolwire anthropic thinking v1")
-
-    @staticmethod
-    def _owner(owner: str | None) -> str:
-        return hashlib.sha256((owner or "").encode()).hexdigest()[:32]
-
-    def sign(self, reasoning: str, owner: str | None, upstream: str | None = None) -> str:
-        """`upstream`: the model server that wrote the reasoning (a fleet's), sealed with it:
-        the block coming back says where its session's prefix is."""
-        payload = {"o": self._owner(owner), "r": reasoning}
-        if upstream:
-            payload["u"] = upstream
-        return self._sealer.seal(payload)
-
-    def open(self, signature: Any, owner: str | None) -> str | None:
-        opened = self.open_signed(signature, owner)
-        return opened[0] if opened is not None else None
-
-    def open_signed(self, signature: Any, owner: str | None) -> tuple[str, str | None] | None:
-        """(the reasoning, the model server that wrote it) of a block toolwire signed for
-        this key; None for any other."""
-        if not isinstance(signature, str) or not signature:
-            return None
-        try:
-            payload = self._sealer.open(signature)
-        except (SealError, UnicodeEncodeError):
-            return None
-        if not isinstance(payload, dict) or payload.get("o") != self._owner(owner):
-            return None
-        reasoning = payload.get("r")
-        if not isinstance(reasoning, str):
-            return None
-        upstream = payload.get("u")
-        return reasoning, upstream if isinstance(upstream, str) else None
+        return map_model(requested, self.models, TIERS, default)
 
 
 @dataclass(slots=True)
@@ -132,22 +94,9 @@ class MessagesCall:
     omit_thinking: bool
     """`display: "omitted"`: thinking blocks carry their signature but no text."""
     stop_sequences: list[str] = field(default_factory=list)
-
-
-def _invalid(message: str, param: str | None = None) -> InvalidRequestError:
-    return InvalidRequestError(message, param=param)
-
-
-def _obj(value: Any, where: str) -> dict[str, Any]:
-    if not isinstance(value, dict):
-        raise _invalid(f"{where}: expected an object", where)
-    return value
-
-
-def _string(value: Any, where: str) -> str:
-    if not isinstance(value, str):
-        raise _invalid(f"{where}: expected a string", where)
-    return value
+    web_tools: frozenset[str] = frozenset()
+    """Anthropic server tools the request declared that toolwire serves (`web_search`,
+    `web_fetch`): run inside the loop, shown as `server_tool_use` and result blocks."""
 
 
 def _number(body: dict[str, Any], name: str, low: float, high: float) -> float | None:
@@ -155,7 +104,7 @@ def _number(body: dict[str, Any], name: str, low: float, high: float) -> float |
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= high:
-        raise _invalid(f"{name}: must be a number between {low:g} and {high:g}", name)
+        raise invalid(f"{name}: must be a number between {low:g} and {high:g}", name)
     return float(value)
 
 
@@ -175,49 +124,44 @@ def translate(
     """`counting`: a `count_tokens` body (no `max_tokens`, nothing runs). `routes`: the
     upstream routes over several model servers: the request carries routing hints (the
     client's `session`, the server a signed thinking block came from)."""
-    body = _obj(body, "body")
+    body = expect_object(body, "body")
     requested = body.get("model")
     if not isinstance(requested, str) or not requested:
-        raise _invalid("model: Field required", "model")
+        raise invalid("model: Field required", "model")
     max_tokens = body.get("max_tokens")
     if not counting:
         if max_tokens is None:
-            raise _invalid("max_tokens: Field required", "max_tokens")
+            raise invalid("max_tokens: Field required", "max_tokens")
         if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
-            raise _invalid("max_tokens: must be an integer of at least 1", "max_tokens")
+            raise invalid("max_tokens: must be an integer of at least 1", "max_tokens")
     stream = body.get("stream", False)
     if not isinstance(stream, bool):
-        raise _invalid("stream: must be a boolean", "stream")
+        raise invalid("stream: must be a boolean", "stream")
     temperature = _number(body, "temperature", 0, 1)
     top_p = _number(body, "top_p", 0, 1)
     extra: dict[str, Any] = {}
     top_k = body.get("top_k")
     if top_k is not None:
         if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 0:
-            raise _invalid("top_k: must be a non-negative integer", "top_k")
+            raise invalid("top_k: must be a non-negative integer", "top_k")
         extra["top_k"] = top_k
     stops = body.get("stop_sequences")
     if stops is not None:
         if not isinstance(stops, list) or not all(isinstance(s, str) and s for s in stops):
-            raise _invalid("stop_sequences: must be a list of non-empty strings", "stop_sequences")
+            raise invalid("stop_sequences: must be a list of non-empty strings", "stop_sequences")
         if stops:
             extra["stop"] = list(stops)
-    if body.get("metadata") is not None:
-        _obj(body["metadata"], "metadata")  # user_id: accepted, never sent upstream
-    show, omit = _thinking(body.get("thinking"))
-    for name in ("output_config", "context_management"):
-        if body.get(name) is not None:
-            _obj(body[name], name)  # accepted; see docs/anthropic.md
-    system = _system(body.get("system"))
+    show, omit = _thinking(body.get("thinking"))  # IGNORED fields are never read
+    system = system_transcript(body.get("system"))
     served: list[str] = []  # the model servers of the signed thinking blocks, in order
-    transcript = _messages(body.get("messages"), seal, owner, served)
-    specs = _tools(body.get("tools"))
+    transcript = messages_transcript(body.get("messages"), seal, owner, served)
+    specs, web = _tools(body.get("tools"), _referenced_tools(body["messages"]))
     tool_choice, parallel = _tool_choice(body.get("tool_choice"), specs)
     model = settings.upstream_model(requested, default_model)
     request = LoopRequest(
         model=model,
         input=system + transcript,
-        tools=list(server_tools),
+        tools=[*server_tools, *(settings.web.tool(name) for name in web)],
         client_tools=specs,
         tool_choice=tool_choice,
         parallel_tool_calls=parallel,
@@ -232,262 +176,74 @@ def translate(
         settings=replace(loop_settings, stream=stream, live_calls=stream),
         routing=RoutingHints(served[-1] if served else None, session) if routes else NO_HINTS,
     )
-    return MessagesCall(request, requested, stream, show, omit, list(stops or []))
+    return MessagesCall(request, requested, stream, show, omit, list(stops or []), frozenset(web))
 
 
 def _thinking(value: Any) -> tuple[bool, bool]:
     """(show reasoning, omit its text). Without `thinking`, reasoning an upstream produces
-    anyway is shown: a model that needs its reasoning replayed gets it back only so."""
+    anyway is shown: a model that needs its reasoning replayed gets it back only so. `type` is
+    acted on (checked); `budget_tokens` is not, and `display` only for `omitted`: any other
+    value (`summarized`, Claude Code's `updates`, whatever comes next) shows the reasoning."""
     if value is None:
         return True, False
-    thinking = _obj(value, "thinking")
-    kind = thinking.get("type")
+    thinking = expect_object(value, "thinking")
+    kind = known_value("thinking.type", thinking.get("type"), THINKING_TYPES)
     if kind == "disabled":
         return False, False
-    if kind not in ("enabled", "adaptive"):
-        raise _invalid("thinking.type: must be enabled, adaptive or disabled", "thinking.type")
-    if kind == "enabled":
-        budget = thinking.get("budget_tokens")
-        if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
-            raise _invalid(
-                "thinking.budget_tokens: a positive integer is required with type enabled",
-                "thinking.budget_tokens",
-            )
-    display = thinking.get("display")
-    if display is not None and display not in ("summarized", "omitted"):
-        raise _invalid("thinking.display: must be summarized or omitted", "thinking.display")
-    return True, display == "omitted"
+    return True, thinking.get("display") == "omitted"
 
 
-def _text_blocks(value: Any, where: str) -> list[str]:
-    if isinstance(value, str):
-        return [value]
-    if not isinstance(value, list):
-        raise _invalid(f"{where}: expected a string or a list of text blocks", where)
-    texts = []
-    for n, block in enumerate(value):
-        block = _obj(block, f"{where}[{n}]")
-        if block.get("type") != "text":
-            raise _invalid(f"{where}[{n}].type: only text blocks are allowed here", where)
-        texts.append(_string(block.get("text"), f"{where}[{n}].text"))
-    return texts
+def _referenced_tools(messages: list[Any]) -> frozenset[str]:
+    """The tools a tool search loaded: a `tool_reference` block in a tool result names one
+    (Claude Code's ToolSearch answers so, and keeps `defer_loading` on the tool it loaded)."""
+    names: set[str] = set()
+    for message in messages:
+        for block in message.get("content") if isinstance(message.get("content"), list) else ():
+            content = block.get("content") if block.get("type") == "tool_result" else None
+            for part in content if isinstance(content, list) else ():
+                if part.get("type") == "tool_reference" and isinstance(part.get("tool_name"), str):
+                    names.add(part["tool_name"])
+    return frozenset(names)
 
 
-def _system(value: Any) -> Transcript:
+def _tools(value: Any, loaded: frozenset[str] = frozenset()) -> tuple[list[ToolSpec], list[str]]:
+    """The client's tools, and the Anthropic server tools toolwire serves that it declared
+    (`web_search_*`, `web_fetch_*`: run inside the loop by `tools/web.py`). A `defer_loading`
+    tool is offered once a tool search loaded it (`loaded`), as Anthropic's API does."""
     if value is None:
-        return []
-    texts = _text_blocks(value, "system")
-    billing = [t for t in texts if t.startswith(BILLING_PREFIX)]
-    stable = [t for t in texts if not t.startswith(BILLING_PREFIX)]
-    text = "\n\n".join([*stable, *billing])
-    return [SystemMessage(text)] if text else []
-
-
-def _messages(value: Any, seal: ThinkingSeal, owner: str | None, served: list[str]) -> Transcript:
-    if not isinstance(value, list) or not value:
-        raise _invalid("messages: must be a non-empty list", "messages")
-    transcript: Transcript = []
-    names: dict[str, str] = {}  # tool_use id -> tool name, for the results that answer them
-    for index, raw in enumerate(value):
-        where = f"messages[{index}]"
-        message = _obj(raw, where)
-        role = message.get("role")
-        content = message.get("content")
-        if isinstance(content, str):
-            content = [{"type": "text", "text": content}]
-        if not isinstance(content, list):
-            raise _invalid(f"{where}.content: expected a string or a list of blocks", where)
-        blocks = [_obj(b, f"{where}.content[{n}]") for n, b in enumerate(content)]
-        if role == "user":
-            transcript.extend(_user(blocks, where, names))
-        elif role == "assistant":
-            transcript.append(_assistant(blocks, where, names, seal, owner, served))
-        elif role == "system":
-            # Claude Code sends these mid-conversation; many chat templates accept a system
-            # message only first, so the text joins the user turn it sits beside.
-            text = "\n\n".join(_text_blocks(content, f"{where}.content"))
-            last = transcript[-1] if transcript else None
-            if isinstance(last, UserMessage):
-                parts = _parts(last.content)
-                parts.append({"type": "text", "text": text})
-                last.content = parts
-            else:
-                transcript.append(UserMessage([{"type": "text", "text": text}]))
-        else:
-            raise _invalid(f"{where}.role: must be user, assistant or system", f"{where}.role")
-    return transcript
-
-
-def _parts(content: str | list[ChatPart]) -> list[ChatPart]:
-    return [{"type": "text", "text": content}] if isinstance(content, str) else list(content)
-
-
-def _user(blocks: list[dict[str, Any]], where: str, names: dict[str, str]) -> Transcript:
-    """Tool results first (each a tool message, as chat-completions servers expect right after
-    the calls), then the rest of the turn as one user message."""
-    results: Transcript = []
-    parts: list[ChatPart] = []
-    for n, block in enumerate(blocks):
-        at = f"{where}.content[{n}]"
-        kind = block.get("type")
-        if kind == "tool_result":
-            results.append(_tool_result(block, at, names))
-        else:
-            parts.extend(_user_part(block, at))
-    if parts:
-        results.append(UserMessage(parts))
-    return results
-
-
-def _user_part(block: dict[str, Any], at: str) -> list[ChatPart]:
-    kind = block.get("type")
-    if kind == "text":
-        return [{"type": "text", "text": _string(block.get("text"), f"{at}.text")}]
-    if kind == "image":
-        return [{"type": "image_url", "image_url": {"url": _image_url(block, at)}}]
-    if kind == "document":
-        return [{"type": "text", "text": _document_text(block, at)}]
-    if kind in ("thinking", "redacted_thinking", "tool_use"):
-        raise _invalid(f"{at}.type: {kind} blocks belong in assistant messages", f"{at}.type")
-    raise _invalid(f"{at}.type: unsupported content block type {kind!r}", f"{at}.type")
-
-
-def _image_url(block: dict[str, Any], at: str) -> str:
-    source = _obj(block.get("source"), f"{at}.source")
-    kind = source.get("type")
-    if kind == "base64":
-        media = _string(source.get("media_type"), f"{at}.source.media_type")
-        if media not in ("image/jpeg", "image/png", "image/gif", "image/webp"):
-            raise _invalid(
-                f"{at}.source.media_type: must be image/jpeg, image/png, image/gif or image/webp",
-                f"{at}.source.media_type",
-            )
-        return f"data:{media};base64,{_string(source.get('data'), f'{at}.source.data')}"
-    if kind == "url":
-        url = _string(source.get("url"), f"{at}.source.url")
-        if not url.startswith(("https://", "http://")):
-            raise _invalid(f"{at}.source.url: must be an http(s) URL", f"{at}.source.url")
-        return url
-    raise _invalid(
-        f"{at}.source.type: {kind!r} is not served here (base64 or url; toolwire has no Files API)",
-        f"{at}.source.type",
-    )
-
-
-def _document_text(block: dict[str, Any], at: str) -> str:
-    """Plain-text documents reach any upstream as text; PDFs (base64 or URL) need an upstream
-    that reads them, which a chat-completions server does not: a clear 400."""
-    source = _obj(block.get("source"), f"{at}.source")
-    kind = source.get("type")
-    title = block.get("title")
-    head = f"[document: {title}]\n" if isinstance(title, str) and title else ""
-    if kind == "text":
-        return head + _string(source.get("data"), f"{at}.source.data")
-    if kind == "content":
-        return head + "\n".join(_text_blocks(source.get("content"), f"{at}.source.content"))
-    raise _invalid(
-        f"{at}: {kind} documents (PDF) cannot be passed to this upstream (a chat-completions "
-        "server reads text and images only); send the document's text instead",
-        f"{at}.source.type",
-    )
-
-
-def _tool_result(block: dict[str, Any], at: str, names: dict[str, str]) -> ToolMessage:
-    call_id = _string(block.get("tool_use_id"), f"{at}.tool_use_id")
-    content = block.get("content")
-    texts: list[str] = []
-    images: list[ChatPart] = []
-    if content is None:
-        pass
-    elif isinstance(content, str):
-        texts.append(content)
-    elif isinstance(content, list):
-        for n, part in enumerate(content):
-            part = _obj(part, f"{at}.content[{n}]")
-            if part.get("type") == "image":
-                url = _image_url(part, f"{at}.content[{n}]")
-                images.append({"type": "image_url", "image_url": {"url": url}})
-            elif part.get("type") == "tool_reference":  # a tool search's answer (Claude Code)
-                texts.append(f"[tool loaded: {part.get('tool_name')}]")
-            else:
-                texts.extend(p["text"] for p in _user_part(part, f"{at}.content[{n}]"))
-    else:
-        raise _invalid(f"{at}.content: expected a string or a list of blocks", f"{at}.content")
-    is_error = block.get("is_error")
-    if is_error is not None and not isinstance(is_error, bool):
-        raise _invalid(f"{at}.is_error: must be a boolean", f"{at}.is_error")
-    text = "\n".join(texts)
-    if is_error:
-        text = "Error: " + text if text else "Error: the tool failed"
-    return ToolMessage(call_id, names.get(call_id, ""), text, images)
-
-
-def _assistant(
-    blocks: list[dict[str, Any]],
-    where: str,
-    names: dict[str, str],
-    seal: ThinkingSeal,
-    owner: str | None,
-    served: list[str],
-) -> AssistantMessage:
-    texts: list[str] = []
-    reasoning: list[str] = []
-    calls: list[ToolCall] = []
-    for n, block in enumerate(blocks):
-        at = f"{where}.content[{n}]"
-        kind = block.get("type")
-        if kind == "text":
-            texts.append(_string(block.get("text"), f"{at}.text"))
-        elif kind == "tool_use":
-            call_id = _string(block.get("id"), f"{at}.id")
-            name = _string(block.get("name"), f"{at}.name")
-            arguments = _obj(block.get("input"), f"{at}.input")
-            names[call_id] = name
-            calls.append(
-                ToolCall(call_id, name, arguments, orjson.dumps(arguments).decode(), index=n)
-            )
-        elif kind == "thinking":
-            _string(block.get("thinking"), f"{at}.thinking")
-            opened = seal.open_signed(block.get("signature"), owner)
-            if opened is not None and opened[0]:  # one toolwire did not sign is dropped
-                reasoning.append(opened[0])
-                if opened[1]:
-                    served.append(opened[1])
-        elif kind == "redacted_thinking":
-            _string(block.get("data"), f"{at}.data")  # never issued here: nothing to replay
-        else:
-            raise _invalid(f"{at}.type: unsupported content block type {kind!r}", f"{at}.type")
-    return AssistantMessage("".join(texts), calls, "\n".join(reasoning))
-
-
-def _tools(value: Any) -> list[ToolSpec]:
-    if value is None:
-        return []
+        return [], []
     if not isinstance(value, list):
-        raise _invalid("tools: must be a list", "tools")
+        raise invalid("tools: must be a list", "tools")
     specs: list[ToolSpec] = []
+    web: list[str] = []
     seen: set[str] = set()
     for n, raw in enumerate(value):
         at = f"tools[{n}]"
-        tool = _obj(raw, at)
+        tool = expect_object(raw, at)
         kind = tool.get("type")
         name = tool.get("name")
+        if isinstance(kind, str) and kind.startswith(("web_search_", "web_fetch_")):
+            served = SEARCH if kind.startswith("web_search_") else FETCH
+            if served not in web:
+                web.append(served)  # max_uses, allowed_domains, ...: not acted on
+            continue
         if kind not in (None, "custom"):
             label = kind if isinstance(kind, str) else repr(kind)
-            served = any(label.startswith(p) for p in SERVER_TOOL_PREFIXES)
-            raise _invalid(
+            served_elsewhere = any(label.startswith(p) for p in SERVER_TOOL_PREFIXES)
+            raise invalid(
                 f"{at}: Anthropic's server tool {label!r} is not served by toolwire"
-                if served
-                else f"{at}.type: unknown tool type {label!r}",
+                if served_elsewhere
+                else f"{at}.type: unknown tool type {label!r}; toolwire knows custom, "
+                "web_search_* and web_fetch_*",
                 f"{at}.type",
             )
         if not isinstance(name, str) or not name:
-            raise _invalid(f"{at}.name: a non-empty string is required", f"{at}.name")
+            raise invalid(f"{at}.name: a non-empty string is required", f"{at}.name")
         if name in seen:
-            raise _invalid(f"{at}.name: tool names must be unique ({name!r})", f"{at}.name")
+            raise invalid(f"{at}.name: tool names must be unique ({name!r})", f"{at}.name")
         seen.add(name)
-        schema = _obj(tool.get("input_schema"), f"{at}.input_schema")
-        if tool.get("defer_loading") is True:
+        schema = expect_object(tool.get("input_schema"), f"{at}.input_schema")
+        if tool.get("defer_loading") is True and name not in loaded:
             continue  # loaded later through the client's tool search: not offered yet
         description = tool.get("description")
         specs.append(
@@ -498,17 +254,17 @@ def _tools(value: Any) -> list[ToolSpec]:
                 tool.get("strict") if isinstance(tool.get("strict"), bool) else None,
             )
         )
-    return specs
+    return specs, web
 
 
 def _tool_choice(value: Any, specs: list[ToolSpec]) -> tuple[str | dict[str, Any] | None, Any]:
     if value is None:
         return None, None
-    choice = _obj(value, "tool_choice")
-    kind = choice.get("type")
+    choice = expect_object(value, "tool_choice")
+    kind = known_value("tool_choice.type", choice.get("type"), TOOL_CHOICES)
     disable = choice.get("disable_parallel_tool_use")
     if disable is not None and not isinstance(disable, bool):
-        raise _invalid(
+        raise invalid(
             "tool_choice.disable_parallel_tool_use: must be a boolean",
             "tool_choice.disable_parallel_tool_use",
         )
@@ -520,8 +276,8 @@ def _tool_choice(value: Any, specs: list[ToolSpec]) -> tuple[str | dict[str, Any
     if kind == "none":
         return "none", None
     if kind == "tool":
-        name = _string(choice.get("name"), "tool_choice.name")
+        name = expect_string(choice.get("name"), "tool_choice.name")
         if name not in {spec.name for spec in specs}:
-            raise _invalid(f"tool_choice.name: no tool named {name!r} in tools", "tool_choice")
+            raise invalid(f"tool_choice.name: no tool named {name!r} in tools", "tool_choice")
         return {"type": "function", "name": name}, parallel
-    raise _invalid("tool_choice.type: must be auto, any, tool or none", "tool_choice.type")
+    raise unknown_value("tool_choice.type", kind, TOOL_CHOICES)  # not reached

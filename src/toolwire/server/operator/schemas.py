@@ -8,7 +8,16 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from toolwire.server.responses.schemas.objects import ResponseObject
+
+class UiStoredResponse(BaseModel):
+    """A response as the store holds it (OpenAI's `Response` object: the Responses door
+    documents it in full)."""
+
+    model_config = ConfigDict(extra="allow", title="UiStoredResponse")
+    id: str
+    object: Literal["response"]
+    status: str
+    output: list[dict[str, Any]]
 
 
 class UiRunSummary(BaseModel):
@@ -45,7 +54,7 @@ class UiRun(BaseModel):
     """One response with its run timeline (model calls, tool calls, repairs, timings)."""
 
     model_config = ConfigDict(extra="allow", title="UiRun")
-    response: ResponseObject
+    response: UiStoredResponse
     timeline: list[dict[str, Any]]
     pending_approvals: list[str]
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -17,36 +17,38 @@ from starlette.routing import Route
 from toolwire.errors import MISSING_MODEL, InvalidRequestError
 from toolwire.loop.compaction import Compactor
 from toolwire.loop.items import items_to_transcript
+from toolwire.pdf_readers import read_ahead
+from toolwire.runtime import Runtime
 from toolwire.server.gate.auth import owner_of
 from toolwire.server.gate.quotas import admit
+from toolwire.server.http.compat import Ignored
 from toolwire.server.http.helpers import ORJSONResponse, until_disconnected
 from toolwire.server.http.openapi import API, ApiSpec, Operation
+from toolwire.server.http.validation import validation_error
 from toolwire.server.responses.prepare.item_ids import check_unique
 from toolwire.server.responses.prepare.item_references import resolve_stored_references
-from toolwire.server.responses.prepare.request import validation_error
 from toolwire.server.responses.prepare.validation.compactions import expand_compactions
 from toolwire.server.responses.prepare.validation.items import normalize_input
 from toolwire.server.responses.schemas.objects import Item as ItemSchema
-from toolwire.server.responses.service import ResponsesService
 from toolwire.wire import responses as wire
 from toolwire.wire.items import Item
 
 
 class CompactRequest(BaseModel):
     """The body of `POST /v1/responses/compact` (OpenAI's `CompactResponseMethodPublicBody`).
-    The prompt-cache, service-tier and `image` (the SDK sends it) fields are accepted and
-    ignored."""
+    The prompt-cache, service-tier and `image` (the SDK sends it) fields, and any field OpenAI
+    adds later, take any value and are ignored (docs/server.md, "Forward compatibility")."""
 
-    model_config = ConfigDict(extra="forbid", title="CompactRequest")
+    model_config = ConfigDict(extra="ignore", title="CompactRequest")
     model: str | None = None
     input: str | list[Any] | None = None
     previous_response_id: str | None = None
     instructions: str | None = None
-    prompt_cache_key: str | None = Field(default=None, max_length=64)
-    prompt_cache_retention: str | None = None
-    prompt_cache_options: dict[str, Any] | None = None
-    service_tier: str | None = None
-    image: dict[str, Any] | None = None
+    prompt_cache_key: Ignored[str] = None
+    prompt_cache_retention: Ignored[str] = None
+    prompt_cache_options: Ignored[dict[str, Any]] = None
+    service_tier: Ignored[str] = None
+    image: Ignored[dict[str, Any]] = None
 
 
 class Usage(BaseModel):
@@ -91,18 +93,18 @@ def register(spec: ApiSpec = API) -> None:
 
 
 class CompactionService:
-    def __init__(self, responses: ResponsesService) -> None:
-        self.responses = responses
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
 
     async def compact(self, body: Any, owner: str | None) -> dict[str, Any]:
         request = _parse(body)
-        responses = self.responses
-        model = request.model or responses.default_model
+        runtime = self.runtime
+        model = request.model or runtime.default_model
         if not model:
             raise InvalidRequestError(MISSING_MODEL, param="model")
         history: list[Item] = []
         if request.previous_response_id:
-            record = await responses.store.get_response_record(
+            record = await runtime.store.get_response_record(
                 request.previous_response_id, owner=owner
             )
             if record is None:
@@ -114,13 +116,14 @@ class CompactionService:
             history = list(record["history"] or [])
         input_items = normalize_input(request.input if request.input is not None else [])
         check_unique(input_items, "input")
-        input_items = await resolve_stored_references(responses.store, input_items, history, owner)
+        input_items = await resolve_stored_references(runtime.store, input_items, history, owner)
         if not history and not input_items:
             raise InvalidRequestError(
                 "Nothing to compact: give input items or a previous_response_id.", param="input"
             )
-        items = expand_compactions(history, input_items, responses.compaction, owner)
-        compactor = Compactor(responses.driver.upstream, model)
+        items = expand_compactions(history, input_items, runtime.compaction, owner)
+        await read_ahead(items)  # their PDFs, read off the event loop
+        compactor = Compactor(runtime.upstream, model)
         context = await compactor.compact(items_to_transcript(items), request.instructions)
         output = [
             {"id": wire.new_id("msg"), **item, "status": "completed"}
@@ -130,7 +133,7 @@ class CompactionService:
             {
                 "id": wire.new_id("cmp"),
                 "type": "compaction",
-                "encrypted_content": responses.compaction.seal(context, owner),
+                "encrypted_content": runtime.compaction.seal(context, owner),
             }
         )
         usage = compactor.usage
@@ -149,7 +152,7 @@ class CompactionService:
 
         async def compact(request: Request) -> Response:
             body = await read_json(request)
-            await admit(self.responses.store, owner_of(request), body, None)  # 429: limits
+            await admit(self.runtime.store, owner_of(request), body, None)  # 429: limits
             work = self.compact(body, owner_of(request))
             return ORJSONResponse(await until_disconnected(request, work))
 

@@ -39,15 +39,14 @@ from toolwire.loop.state import Cancellation, RunOutcome
 from toolwire.observe.metrics import BACKGROUND_JOBS
 from toolwire.sealed import SECRET_NAME as SEALED_SECRET
 from toolwire.sealed import Sealer, SealError
+from toolwire.server.responses.draft import ResponseDraft
 from toolwire.server.responses.prepare.preparer import Prepared, Resumption, request_body
 from toolwire.server.responses.record import ResponseRecorder, resumable
-from toolwire.server.responses.sink import ResponseBuilder
 from toolwire.store.database import Store
-from toolwire.store.notify import Listener
 from toolwire.store.records import QueuedRequest
 from toolwire.store.runs import TERMINAL, Job, RunChange, host_key
 from toolwire.wire import responses as wire
-from toolwire.wire.items import ResponseObject
+from toolwire.wire.items import ErrorObject, ResponseObject
 
 log = logging.getLogger("toolwire.durable")
 
@@ -85,11 +84,31 @@ class JobRunner(Protocol):
     def cancel_local(self, response_id: str) -> bool: ...
 
 
+class Finalize(Protocol):
+    async def __call__(
+        self, response_id: str, status: str, error: ErrorObject | None = None
+    ) -> None: ...
+
+
+def new_replica_id() -> str:
+    return "rep_" + secrets.token_hex(8)
+
+
 class Replica:
-    def __init__(self, store: Store, settings: DurabilitySettings | None = None) -> None:
+    def __init__(
+        self,
+        store: Store,
+        settings: DurabilitySettings | None = None,
+        *,
+        replica_id: str | None = None,
+        finalize: Finalize | None = None,
+    ) -> None:
+        """`finalize`: how the sweep ends a dead replica's response: the recorder's, the one
+        writer of stored responses."""
         self.store = store
         self.settings = settings or DurabilitySettings()
-        self.id = "rep_" + secrets.token_hex(8)
+        self.id = replica_id or new_replica_id()
+        self._finalize = finalize or self._finalize_in_store
         self.host = host_key()
         self.pid = os.getpid()
         self.active: set[str] = set()
@@ -98,7 +117,7 @@ class Replica:
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._runner: JobRunner | None = None
-        self._listener = Listener(store.engine, lambda _payload: self.wake())
+        self._listener = store.listener(lambda _payload: self.wake())
 
     async def start(self, runner: JobRunner) -> None:
         """Register, sweep what dead replicas left, then keep the lease and take jobs."""
@@ -139,6 +158,11 @@ class Replica:
 
     def wake(self) -> None:
         self._wake.set()
+
+    async def _finalize_in_store(
+        self, response_id: str, status: str, error: ErrorObject | None = None
+    ) -> None:
+        await self.store.runs.finalize(response_id, status, error, wire.now())
 
     async def _loop(self) -> None:
         settings = self.settings
@@ -186,9 +210,8 @@ class Replica:
             settings.heartbeat_seconds,
         )
         for orphan in orphans:
-            completed = wire.now()
             if orphan.kind == "background" and orphan.cancel_requested:
-                await runs.finalize(orphan.response_id, "cancelled", None, completed)
+                await self._finalize(orphan.response_id, "cancelled")
             elif orphan.kind == "background" and orphan.attempts + 1 < settings.max_attempts:
                 if await runs.requeue(orphan, now):
                     log.warning("re-queued background response %s", orphan.response_id)
@@ -200,13 +223,13 @@ class Replica:
                     else LOST.format(replica=orphan.replica_id)
                 )
                 error = wire.error_object("server_error", message)
-                await runs.finalize(orphan.response_id, "failed", error, completed)
+                await self._finalize(orphan.response_id, "failed", error)
                 log.warning("finalized response %s: %s", orphan.response_id, message)
         await runs.forget_replicas(dead)
         return len(orphans)
 
 
-Run = Callable[[Prepared, ResponseBuilder, Cancellation], Awaitable[RunOutcome]]
+Run = Callable[[Prepared, ResponseDraft, Cancellation], Awaitable[RunOutcome]]
 Prepare = Callable[..., Awaitable[Prepared]]
 
 
@@ -246,7 +269,7 @@ class BackgroundQueue:
     async def start_background(self, prepared: Prepared, body: Any | None = None) -> ResponseObject:
         """Queue the response (its request kept, so that any replica can run it); if this
         replica has room, it is queued claimed by this replica and starts here at once."""
-        queued = ResponseBuilder(prepared.header, None).body("queued")
+        queued = ResponseDraft(prepared.header).body("queued")
         sealer = await self._sealer()
         request: QueuedRequest = {
             # sealed: the body may carry MCP credentials (toolwire/sealed.py)
@@ -298,10 +321,10 @@ class BackgroundQueue:
                     error = wire.error_object(exc.code or "server_error", exc.message)
                     await self.recorder.finalize(response_id, "failed", error)
                     return
-            builder = ResponseBuilder(prepared.header, None, output=prepared.resumed)
+            draft = ResponseDraft(prepared.header, output=prepared.resumed)
             BACKGROUND_JOBS.labels("running").inc()  # observe/
             try:
-                await self.run(prepared, builder, cancellation)
+                await self.run(prepared, draft, cancellation)
             finally:
                 BACKGROUND_JOBS.labels("running").dec()
         finally:

@@ -17,24 +17,27 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from functools import partial
 from typing import Any, TypeVar
 
 import orjson
-import sqlalchemy as sa
 
-from toolwire.errors import StoreError
+from toolwire.errors import ConflictingWrite, StopReason, StoreError
 from toolwire.loop.compaction import CompactionCodec
 from toolwire.loop.driver import Checkpoint
 from toolwire.loop.events import CancelCause, LoopEvent, LoopFinished, RunStarted, StepReached
 from toolwire.observe.timeline import Timeline
+from toolwire.server.responses.draft import ResponseDraft
 from toolwire.server.responses.prepare.approval_tools import asks_approval
-from toolwire.server.responses.prepare.approval_tools import keep as keep_tools
+from toolwire.server.responses.prepare.approval_tools import seal as seal_tools
 from toolwire.server.responses.prepare.item_ids import is_duplicate_key, taken_item
 from toolwire.server.responses.prepare.preparer import Prepared
-from toolwire.server.responses.sink import ResponseBuilder
-from toolwire.store.database import Store
+from toolwire.store.database import Store, add_items_in
+from toolwire.store.engine import Connection, Job
+from toolwire.store.failures import transient
 from toolwire.store.runs import RunChange
+from toolwire.store.sealed_tools import keep_in as keep_sealed_in
 from toolwire.store.timelines import TimelineStore
 from toolwire.wire import responses as wire
 from toolwire.wire.items import ErrorObject, Item, ResponseObject
@@ -60,7 +63,7 @@ class ResponseRecorder:
     def checkpoint(
         self,
         prepared: Prepared,
-        builder: ResponseBuilder,
+        draft: ResponseDraft,
         *,
         streamed: bool = False,
         timeline: Timeline | None = None,
@@ -85,25 +88,21 @@ class ResponseRecorder:
         async def record(event: LoopEvent) -> None:
             if isinstance(event, RunStarted):
                 if store and stored_at_start:
-                    await self._write(
-                        lambda: self.persist(
-                            prepared, builder.body("in_progress"), run=hold, fresh=not background
-                        )
-                    )
+                    body = draft.body("in_progress")
+                    await self.persist(prepared, body, run=hold, fresh=not background)
                 started.append(True)
             elif isinstance(event, StepReached):
                 if background:
-                    await self._write(lambda: self.persist(prepared, builder.body("in_progress")))
+                    await self.persist(prepared, draft.body("in_progress"))
             elif isinstance(event, LoopFinished):
                 prepared.served_by = event.upstream
-                final = builder.settle(event)
                 saved = None
                 if timeline is not None and store:  # observe/: for /ui, same transaction
                     timeline(event)
                     saved = partial(self._save_timeline, prepared, timeline, not background)
                 await self._finished(
                     prepared,
-                    final,
+                    draft,
                     event,
                     stored=stored_at_start,
                     start_written=bool(started),
@@ -113,7 +112,7 @@ class ResponseRecorder:
         return record
 
     def _save_timeline(
-        self, prepared: Prepared, timeline: Timeline, fresh: bool, connection: sa.Connection
+        self, prepared: Prepared, timeline: Timeline, fresh: bool, connection: Connection
     ) -> None:
         """In the response's final transaction (one commit). A lost timeline must lose no
         answer: the entries are checked to serialize first (the one way they could fail), and
@@ -129,9 +128,13 @@ class ResponseRecorder:
         )
 
     async def _write(self, write: Callable[[], Awaitable[T]]) -> T:
+        """One database call, retried when the database failed for a while (`retrying`); a
+        failure that stays is the run's `StoreError`."""
         try:
             return await retrying(write)
         except asyncio.CancelledError:
+            raise
+        except StoreError:
             raise
         except Exception as exc:
             raise StoreError(f"the response could not be stored: {exc}") from exc
@@ -139,12 +142,12 @@ class ResponseRecorder:
     async def _finished(
         self,
         prepared: Prepared,
-        final: ResponseObject,
+        draft: ResponseDraft,
         event: LoopFinished,
         *,
         stored: bool = True,
         start_written: bool = True,
-        also: Callable[[sa.Connection], None] | None = None,
+        also: Job[None] | None = None,
     ) -> None:
         """`stored`: the response was stored when it started (it holds a lease to release);
         else this is its first and only write. `start_written`: that first write finished; a
@@ -153,26 +156,45 @@ class ResponseRecorder:
         raises `StoreError`: the lease stays behind, and the sweep finalizes the stored
         response once the database is back."""
         response_id = prepared.response_id
+        final = draft.settle(event)
         if prepared.request.background and event.cause is CancelCause.SHUTDOWN:
             # Shutting down: the job goes back to the queue with what it has done so far.
-            partial = final.copy()
-            partial["status"] = "in_progress"
-            partial["completed_at"] = None
-            partial["error"] = None
+            partial_body = final.copy()
+            partial_body["status"] = "in_progress"
+            partial_body["completed_at"] = None
+            partial_body["error"] = None
             with contextlib.suppress(Exception):
-                await self.persist(prepared, partial)
+                await self.persist(prepared, partial_body)
                 await self.store.runs.release(response_id, self.replica_id, time.time())
             return
-        landed = await self._write(
-            lambda: self.persist(
-                prepared,
-                final,
-                run=RunChange("release") if stored else None,
-                finished=stored and start_written,
-                fresh=not stored,
-                also=also,
+        run = RunChange("release") if stored else None
+        only_if_active = stored and start_written
+        try:
+            landed = await self.persist(
+                prepared, final, run=run, finished=only_if_active, fresh=not stored, also=also
             )
-        )
+        except StoreError as exc:
+            if exc.__cause__ is None or not is_duplicate_key(exc.__cause__):
+                raise
+            # A concurrent request stored one of the conversation's new item ids first (the
+            # check in `prepare` lost the race): nothing of the final transaction landed. The
+            # response is stored failed, as the client is told: the request's 400.
+            refused = ConflictingWrite(taken_item("input"))
+            failed = draft.settle(
+                replace(
+                    event, reason=StopReason.STORE_ERROR, message=refused.message, error=refused
+                )
+            )
+            landed = await self.persist(
+                prepared,
+                failed,
+                run=run,
+                finished=only_if_active,
+                fresh=not stored,
+                conversation=False,
+            )
+            if landed:
+                raise refused from None
         if not landed:
             # Another replica finalized the response first (it took this one for dead, or it
             # was cancelled there): what is stored stands, and the client must not be told
@@ -187,15 +209,50 @@ class ResponseRecorder:
         run: RunChange | None = None,
         finished: bool = False,
         fresh: bool = False,
-        also: Callable[[sa.Connection], None] | None = None,
+        also: Job[None] | None = None,
+        conversation: bool = True,
     ) -> bool:
-        """`fresh`: the response's first write (an insert); `also`: more writes in the same
-        transaction. False: the response was finalized meanwhile and was left alone."""
+        """The response's write, in one transaction: its row (`fresh`: the first write, an
+        insert), its run row (`run`), and once it has ended, a conversation's new items and the
+        sealed credentials an approval needs, and the model server that served it (a fleet's:
+        `prepared.served_by`); `also`: more writes in the same transaction.
+        False: the response was finalized meanwhile and nothing was written. Only the database
+        call is retried."""
+        request = prepared.request
         output = body["output"]
-        conversation_id = prepared.request.conversation_id
-        in_conversation = conversation_id is not None and not prepared.request.previous_response_id
-        if prepared.request.store:
-            stored = await self.store.save_response(
+        conversation_id = request.conversation_id
+        ended = body["status"] not in ("queued", "in_progress")
+        writes: list[Job[object]] = []
+        if conversation and conversation_id is not None and ended:
+            new_items = prepared.input_items + output
+            writes.append(
+                partial(
+                    add_items_in,
+                    conversation_id,
+                    new_items,
+                    wire.now(),
+                    prepared.owner,
+                    upstream=prepared.served_by,
+                )
+            )
+        if request.store and body["status"] == "completed" and asks_approval(output):
+            sealed = await seal_tools(self.store, request.tools)
+            if sealed is not None:
+                writes.append(partial(keep_sealed_in, body["id"], prepared.owner, sealed))
+        if also is not None:
+            writes.append(also)
+
+        def more(connection: Connection) -> None:
+            for write in writes:
+                write(connection)
+
+        if not request.store:
+            if writes:
+                await self._write(lambda: self.store.transact(more))
+            return True
+        in_conversation = conversation_id is not None and not request.previous_response_id
+        return await self._write(
+            lambda: self.store.save_response(
                 body,
                 input_items=prepared.input_items,
                 history=(
@@ -209,45 +266,14 @@ class ResponseRecorder:
                 run=run,
                 only_if_active=finished,
                 fresh=fresh,
-                also=also,
+                also=more if writes else None,
                 upstream=prepared.served_by,
             )
-            if not stored:
-                return False  # finalized meanwhile (cancelled, or taken for lost): that stands
-            if body["status"] == "completed" and asks_approval(output):
-                await keep_tools(self.store, body["id"], prepared.request.tools, prepared.owner)
-        if conversation_id is not None and body["status"] not in ("queued", "in_progress"):
-            try:
-                await self.store.add_items(
-                    conversation_id,
-                    prepared.input_items + output,
-                    wire.now(),
-                    owner=prepared.owner,
-                    upstream=prepared.served_by,
-                )
-            except Exception as exc:
-                if not is_duplicate_key(exc):
-                    raise
-                # A concurrent request stored one of these ids first (the check in `prepare`
-                # lost the race): the response is not left saying it completed.
-                error = taken_item("input")
-                if prepared.request.store:
-                    failed = body.copy()
-                    failed["status"] = "failed"
-                    # error.code on a response object is one of OpenAI's ResponseErrorCode
-                    failed["error"] = {"code": "server_error", "message": error.message}
-                    await self.store.save_response(
-                        failed,
-                        input_items=prepared.input_items,
-                        conversation_id=conversation_id,
-                        owner=prepared.owner,
-                    )
-                raise error from None
-        return True
+        )
 
     async def queue(self, prepared: Prepared, queued: ResponseObject, claim: RunChange) -> None:
         """A background response's first write: the response `queued`, its job in the queue."""
-        await self._write(lambda: self.persist(prepared, queued, run=claim))
+        await self.persist(prepared, queued, run=claim)
 
     async def finalize(
         self, response_id: str, status: str, error: ErrorObject | None = None, **run: Any
@@ -282,14 +308,14 @@ def resumable(output: list[Item]) -> list[Item]:
 async def retrying(
     write: Callable[[], Awaitable[T]], *, attempts: int = 3, backoff: float = 0.2
 ) -> T:
-    """A write retried a few times with backoff (a database restarting, a lock timeout)."""
+    """One database call, retried a few times with backoff when it failed transiently."""
     for attempt in range(attempts):
         try:
             return await write()
         except asyncio.CancelledError:
             raise
-        except Exception:
-            if attempt == attempts - 1:
+        except Exception as exc:
+            if attempt == attempts - 1 or not transient(exc):
                 raise
             await asyncio.sleep(backoff * 3**attempt)
     raise AssertionError("unreachable: attempts must be at least 1")

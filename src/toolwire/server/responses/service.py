@@ -15,30 +15,28 @@ replica. A stream's terminal event goes out only once the final write is done; a
 from __future__ import annotations
 
 import contextlib
-import secrets
 from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 
 import orjson
 
-from toolwire.config import McpServerConfig, WebSearchConfig
 from toolwire.errors import RunStatus
-from toolwire.loop.approvals import ApprovalSigner
-from toolwire.loop.compaction import CompactionCodec
-from toolwire.loop.driver import LoopDriver, Observe
 from toolwire.loop.pump import pump_batches
-from toolwire.loop.state import Cancellation, LoopSettings, RunOutcome
+from toolwire.loop.state import Cancellation, RunOutcome
 from toolwire.observe.setup import compose
 from toolwire.observe.timeline import Timeline
-from toolwire.server.responses.durable import BackgroundQueue, DurabilitySettings, Replica
+from toolwire.runtime import Runtime
+from toolwire.server.responses.draft import ResponseDraft
+from toolwire.server.responses.durable import (
+    BackgroundQueue,
+    DurabilitySettings,
+    Replica,
+    new_replica_id,
+)
 from toolwire.server.responses.prepare.preparer import LocalResponse, Prepared, Preparer, Resumption
 from toolwire.server.responses.record import ResponseRecorder
-from toolwire.server.responses.sink import ResponseBuilder
-from toolwire.store.database import Store
-from toolwire.store.timelines import TimelineStore
-from toolwire.tools.base import Tool
-from toolwire.tools.mcp.pool import McpPool
-from toolwire.upstream.base import Upstream, ensure_served, routes_models
+from toolwire.server.responses.stream import ResponseStream
+from toolwire.upstream.base import ensure_served, routes_models
 from toolwire.wire.items import ResponseObject, StreamEvent
 from toolwire.wire.sse import FramedEvent, encode_event
 
@@ -46,53 +44,37 @@ __all__ = ["LocalResponse", "Prepared", "ResponsesService"]
 
 
 class ResponsesService:
-    def __init__(
-        self,
-        *,
-        upstream: Upstream,
-        store: Store,
-        default_model: str | None = None,
-        server_tools: list[Tool] | None = None,
-        loop_settings: LoopSettings | None = None,
-        mcp_servers: list[McpServerConfig] | None = None,
-        mcp_pool: McpPool | None = None,
-        mcp_call_timeout: float = 60.0,
-        approval_secret: bytes | None = None,
-        web_search: WebSearchConfig | None = None,
-        durability: DurabilitySettings | None = None,
-        observe: Observe | None = None,
-    ) -> None:
-        """`observe`: the run observers (metrics, traces; `observe/setup.py`), declared here,
-        when the app is built."""
-        self.driver = LoopDriver(upstream, observe=observe)
-        # Without a secret from the store (shared by replicas, kept across restarts), requests
-        # issued by this process can only be approved while it runs.
-        secret = approval_secret or secrets.token_bytes(32)
-        self.signer = ApprovalSigner(secret)
-        self.compaction = CompactionCodec(secret)  # compaction items (loop/compaction.py)
-        self.mcp_pool = mcp_pool or McpPool()
-        self.store = store
-        self.timelines = TimelineStore(store.engine, store.write)  # observe/: run timelines for /ui
-        self.default_model = default_model
-        self.server_tools = server_tools or []
-        self.loop_settings = loop_settings or LoopSettings()
+    """The `/v1/responses` runs of one app, on the composed `Runtime` (the driver, the store,
+    the codecs and settings every door shares)."""
+
+    def __init__(self, runtime: Runtime, durability: DurabilitySettings | None = None) -> None:
+        self.runtime = runtime
+        self.driver = runtime.driver
+        self.store = runtime.store
+        self.timelines = runtime.timelines  # observe/: run timelines for /ui
         self.preparer = Preparer(
-            store=store,
-            signer=self.signer,
-            compaction=self.compaction,
-            default_model=default_model,
-            server_tools=self.server_tools,
-            loop_settings=self.loop_settings,
-            mcp_servers=mcp_servers,
-            mcp_pool=self.mcp_pool,
-            mcp_call_timeout=mcp_call_timeout,
-            web_search=web_search,
-            routes=routes_models(upstream),
+            store=runtime.store,
+            signer=runtime.signer,
+            compaction=runtime.compaction,
+            default_model=runtime.default_model,
+            server_tools=runtime.server_tools,
+            loop_settings=runtime.loop_settings,
+            mcp_servers=runtime.mcp_servers,
+            mcp_pool=runtime.mcp_pool,
+            mcp_call_timeout=runtime.mcp_call_timeout,
+            web_search=runtime.web_search,
+            routes=routes_models(runtime.upstream),
         )
-        self.replica = Replica(store, durability)
-        self.recorder = ResponseRecorder(store, self.replica.id, self.timelines, self.compaction)
+        replica_id = new_replica_id()
+        self.recorder = ResponseRecorder(
+            runtime.store, replica_id, runtime.timelines, runtime.compaction
+        )
+        # the sweep of dead replicas' runs finalizes them through the one writer
+        self.replica = Replica(
+            runtime.store, durability, replica_id=replica_id, finalize=self.recorder.finalize
+        )
         self.queue = BackgroundQueue(
-            store, self.replica, self.recorder, prepare=self.prepare, run=self._run_job
+            runtime.store, self.replica, self.recorder, prepare=self.prepare, run=self._run_job
         )
         self.background = self.queue.background
         """Background responses running in this process."""
@@ -115,12 +97,13 @@ class ResponsesService:
         local: LocalResponse | None = None,
         resume: Resumption | None = None,
         session: str | None = None,
+        raw: bytes | None = None,
     ) -> Prepared:
         """`local`: a response the caller holds (WebSocket mode), found by
         `previous_response_id` before the store is asked; `resume`: a queued job;
         `session`: the client's session id, a routing hint (`upstream/fleet/affinity.py`)."""
         prepared = await self.preparer.prepare(
-            body, owner=owner, local=local, resume=resume, session=session
+            body, owner=owner, local=local, resume=resume, session=session, raw=raw
         )
         ensure_served(self.driver.upstream, prepared.loop_request.model)
         return prepared
@@ -130,7 +113,7 @@ class ResponsesService:
     async def _run(
         self,
         prepared: Prepared,
-        builder: ResponseBuilder,
+        draft: ResponseDraft,
         *,
         streamed: bool = False,
         cancellation: Cancellation | None = None,
@@ -144,9 +127,9 @@ class ResponsesService:
         try:
             state = await self.driver.run(
                 prepared.loop_request,
-                compose(builder, timeline),
+                compose(draft, timeline),
                 checkpoint=self.recorder.checkpoint(
-                    prepared, builder, streamed=streamed, timeline=timeline
+                    prepared, draft, streamed=streamed, timeline=timeline
                 ),
                 cancellation=cancellation,
                 services=prepared.services,
@@ -159,12 +142,12 @@ class ResponsesService:
     async def create(self, prepared: Prepared) -> ResponseObject:
         """Non-streaming: the finished response, or the error if the run failed (stored as
         failed either way)."""
-        builder = ResponseBuilder(prepared.header, None)
-        finished = await self._run(prepared, builder)
+        draft = ResponseDraft(prepared.header)
+        finished = await self._run(prepared, draft)
         if finished.status is RunStatus.FAILED and finished.error is not None:
             raise finished.error  # a failed final write included (`STORE_ERROR`)
-        assert builder.final is not None
-        return builder.final
+        assert draft.final is not None
+        return draft.final
 
     async def stream(self, prepared: Prepared) -> AsyncIterator[bytes]:
         """Streaming over SSE: `batches`, framed; what is ready goes out in one write."""
@@ -202,16 +185,17 @@ class ResponsesService:
         cancels the run."""
 
         async def run(emit: Any) -> None:
-            await self._run(prepared, ResponseBuilder(prepared.header, emit), streamed=True)
+            stream = ResponseStream(prepared.header, emit)
+            await self._run(prepared, ResponseDraft(prepared.header, stream), streamed=True)
 
         async with contextlib.aclosing(pump_batches(run)) as batches:
             async for batch in batches:
                 yield batch
 
     async def _run_job(
-        self, prepared: Prepared, builder: ResponseBuilder, cancellation: Cancellation
+        self, prepared: Prepared, draft: ResponseDraft, cancellation: Cancellation
     ) -> RunOutcome:
-        return await self._run(prepared, builder, cancellation=cancellation)
+        return await self._run(prepared, draft, cancellation=cancellation)
 
     async def start_background(self, prepared: Prepared, body: Any | None = None) -> ResponseObject:
         """Queue the response (`server/responses/durable.py`); it starts here at once if there is

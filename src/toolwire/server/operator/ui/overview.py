@@ -88,6 +88,10 @@ class _Tally:
             kind = entry.get("type")
             if kind == "repair":
                 self.repairs[str(entry.get("kind"))] += 1
+            elif kind == "arguments_repaired":  # a call made to fit its tool's schema
+                self.repairs[f"arguments_{entry.get('kind')}"] += 1
+            elif kind == "arguments_misfit" and entry.get("action") == "retry":
+                self.repairs["arguments_reasked"] += 1
             elif kind == "leak":
                 if entry.get("action") == "gave_up":
                     gave_up += 1

@@ -23,8 +23,7 @@ from toolwire.server.http.helpers import ORJSONResponse
 from toolwire.server.operator.ui.access import operator_only, visible
 from toolwire.server.operator.ui.overview import overview
 from toolwire.store.database import Store
-from toolwire.store.timelines import TimelineStore
-from toolwire.store.ui_queries import ResponseFilter, UiQueries, one_response
+from toolwire.store.ui_queries import ResponseFilter
 from toolwire.upstream.fleet.router import ReplicaStatus
 from toolwire.wire.timeline import PendingApproval
 
@@ -33,7 +32,7 @@ _NO_CACHE = {"cache-control": "no-cache"}
 
 
 def _owner(request: Request) -> str | None:
-    """The owner `TimelineStore` filters by (None: every row, for an operator)."""
+    """The owner `UiQueries.recent_responses` keeps to (None: every row, for an operator)."""
     return None if is_operator(request) else owner_of(request)
 
 
@@ -63,13 +62,12 @@ def _int(
 
 
 def ui_routes(
-    timelines: TimelineStore,
     store: Store,
     upstream_name: str,
     fleet: Callable[[], Sequence[ReplicaStatus]] | None = None,
 ) -> list[BaseRoute]:
     """`fleet`: the state of each model server, when the gateway routes among several."""
-    queries = UiQueries(store.engine)
+    queries = store.ui
 
     async def page(request: Request) -> Response:
         return FileResponse(STATIC / "index.html", headers=_NO_CACHE)
@@ -99,7 +97,7 @@ def ui_routes(
         )
         rows, total = await queries.responses(visible(request), where, offset=offset, limit=limit)
         asked = [rid for row in rows for rid in row["approval_requests"]]
-        decided = await timelines.decided(asked)
+        decided = await queries.decided(asked)
         names = await queries.key_names()
         for row in rows:
             row["pending_approvals"] = [r for r in row["approval_requests"] if r not in decided]
@@ -120,17 +118,17 @@ def ui_routes(
 
     async def one(request: Request) -> Response:
         response_id = request.path_params["response_id"]
-        found = await one_response(store.engine, visible(request), response_id)
+        found = await queries.response(visible(request), response_id)
         if found is None:
             raise NotFoundError(f"Response with id '{response_id}' not found.", param="response_id")
         body = found["body"]
-        entries = await timelines.get(response_id) or []
+        entries = await queries.timeline(response_id) or []
         asked = [
             item["id"]
             for item in body.get("output") or []
             if item.get("type") == "mcp_approval_request"
         ]
-        decided = await timelines.decided(asked)
+        decided = await queries.decided(asked)
         names = await queries.key_names()
         return ORJSONResponse(
             {
@@ -145,15 +143,15 @@ def ui_routes(
 
     async def pending_approvals(request: Request) -> Response:
         since = _int(request, "since", int(time.time()) - 7 * 86400)
-        rows = await timelines.list_responses(owner=_owner(request), since=since, limit=200)
+        rows = await queries.recent_responses(owner=_owner(request), since=since, limit=200)
         asked = [rid for row in rows for rid in row["approval_requests"]]
-        decided = await timelines.decided(asked)
+        decided = await queries.decided(asked)
         waiting: list[PendingApproval] = []
         for row in rows:
             open_ids = [a for a in row["approval_requests"] if a not in decided]
             if not open_ids:
                 continue
-            body = await timelines.get_response(row["id"], _owner(request))
+            body = await queries.response_body(row["id"], _owner(request))
             if body is None:
                 continue
             for item in body.get("output") or []:

@@ -15,13 +15,12 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
-import sqlalchemy as sa
 
 from toolwire.sealed import SECRET_NAME, Sealer, SealError
 from toolwire.server.responses.prepare.mcp_tools import redacted
 from toolwire.store.database import Store
-from toolwire.store.owner import Owner, owner_key
-from toolwire.store.tables import sealed_tools
+from toolwire.store.owner import Owner
+from toolwire.store.sealed_tools import read as kept_tools
 from toolwire.tools.mcp.redact import REDACTED
 from toolwire.wire.items import Item
 
@@ -44,21 +43,13 @@ async def _sealer(store: Store) -> Sealer:
     return Sealer(await store.secret(SECRET_NAME), _LABEL)
 
 
-async def keep(store: Store, response_id: str, tools: list[Any], owner: Owner) -> None:
-    """Seal the request's credentialed MCP tools for a response that asks for approval."""
+async def seal(store: Store, tools: list[Any]) -> str | None:
+    """The request's credentialed MCP tools, sealed, for a response that asks for approval
+    (the recorder keeps them in the response's final transaction); None when none has any."""
     secret = _with_secrets(tools)
     if not secret:
-        return
-    sealed = (await _sealer(store)).seal(secret)
-    async with store.write() as connection:
-        await connection.execute(
-            sealed_tools.delete().where(sealed_tools.c.response_id == response_id)
-        )
-        await connection.execute(
-            sealed_tools.insert().values(
-                response_id=response_id, owner=owner_key(owner), sealed=sealed
-            )
-        )
+        return None
+    return (await _sealer(store)).seal(secret)
 
 
 async def restore(
@@ -68,15 +59,7 @@ async def restore(
     replaced by the original; unchanged when nothing was redacted or nothing is kept."""
     if REDACTED not in orjson.dumps(tools).decode():
         return tools
-    async with store.engine.connect() as connection:
-        token = (
-            await connection.execute(
-                sa.select(sealed_tools.c.sealed).where(
-                    sealed_tools.c.response_id == previous_response_id,
-                    sealed_tools.c.owner == owner_key(owner),
-                )
-            )
-        ).scalar()
+    token = await kept_tools(store, previous_response_id, owner)
     if token is None:
         return tools
     try:

@@ -14,12 +14,10 @@ item on purpose and are skipped.
 
 from __future__ import annotations
 
-import sqlalchemy as sa
-
 from toolwire.errors import InvalidRequestError
 from toolwire.store.database import Store
-from toolwire.store.owner import Owner, owner_key
-from toolwire.store.tables import conversation_items
+from toolwire.store.failures import duplicate_key
+from toolwire.store.owner import Owner
 from toolwire.wire.items import Item
 
 #: The longest id a stored item may have (the column's width).
@@ -77,21 +75,12 @@ async def check_storable(store: Store, items: list[Item], param: str, owner: Own
             )
     if not ids:
         return
-    async with store.engine.connect() as connection:
-        taken = (
-            await connection.execute(
-                sa.select(conversation_items.c.id).where(
-                    conversation_items.c.owner == owner_key(owner),
-                    conversation_items.c.id.in_(list(ids)),
-                )
-            )
-        ).scalars()
-        first = next(iter(taken), None)
-    if first is not None:
-        raise duplicate_item(first, ids[first])
+    taken = await store.taken_item_ids(list(ids), owner=owner)
+    if taken:
+        raise duplicate_item(taken[0], ids[taken[0]])
 
 
 def is_duplicate_key(exc: BaseException) -> bool:
     """Whether `exc` is the database refusing an item id that is already taken (a race the
     check above lost)."""
-    return isinstance(exc, sa.exc.IntegrityError)
+    return duplicate_key(exc)

@@ -9,14 +9,9 @@ existed.
 
 from __future__ import annotations
 
-import sqlalchemy as sa
-
 from toolwire.errors import NotFoundError
 from toolwire.server.responses.prepare.validation.items import resolve_references
 from toolwire.store.database import Store
-from toolwire.store.items import find_items, upstream_of_items
-from toolwire.store.owner import owner_key
-from toolwire.store.tables import conversation_items
 from toolwire.wire import responses as wire
 from toolwire.wire.items import Item
 
@@ -38,7 +33,7 @@ async def resolve_stored_references(
 ) -> list[Item]:
     """`items` with each `item_reference` replaced by the item it names."""
     wanted = _referenced(items) - {item.get("id") for item in history}
-    found = await find_items(store.engine, wanted, owner) if wanted else {}
+    found = await store.find_items(wanted, owner=owner)
     return resolve_references(items, [*found.values(), *history], param)
 
 
@@ -46,7 +41,7 @@ async def referenced_upstream(store: Store, items: list[Item], owner: str | None
     """The model server that served the newest stored response holding an item the input
     references (a client replaying earlier turns as references continues that session)."""
     wanted = _referenced(items)
-    return await upstream_of_items(store.engine, wanted, owner) if wanted else None
+    return await store.upstream_of_items(wanted, owner=owner) if wanted else None
 
 
 async def conversation_additions(
@@ -57,7 +52,7 @@ async def conversation_additions(
     the original id is taken, since conversation item ids are unique); any other is a 404
     naming it. A conversation item is never of type `item_reference` (OpenAI's
     `ConversationItem`)."""
-    found = await find_items(store.engine, _referenced(items) - held, owner)
+    found = await store.find_items(_referenced(items) - held, owner=owner)
     kept = []
     for position, item in enumerate(items):
         if item["type"] != "item_reference":
@@ -66,7 +61,7 @@ async def conversation_additions(
             continue
         elif item["id"] in found:
             copy = found[item["id"]].copy()
-            if await _taken(store, copy["id"], owner):
+            if await store.taken_item_ids([copy["id"]], owner=owner):
                 prefix = str(copy["id"]).split("_", 1)[0] or "item"
                 copy["id"] = wire.new_id(prefix)
             kept.append(copy)
@@ -76,14 +71,3 @@ async def conversation_additions(
                 f"Item with id '{item['id']}' not found.", param=f"items[{position}]"
             )
     return kept
-
-
-async def _taken(store: Store, item_id: str, owner: str | None) -> bool:
-    """Whether one of the owner's conversation items already has the id."""
-    async with store.engine.connect() as connection:
-        row = await connection.execute(
-            sa.select(conversation_items.c.id).where(
-                conversation_items.c.owner == owner_key(owner), conversation_items.c.id == item_id
-            )
-        )
-        return row.first() is not None

@@ -20,6 +20,7 @@ from toolwire.loop.approvals import ApprovalDecisions, ApprovalSigner
 from toolwire.loop.compaction import CompactionCodec, ContextPolicy
 from toolwire.loop.items import items_to_transcript
 from toolwire.loop.state import LoopRequest, LoopSettings, RunServices
+from toolwire.pdf_readers import read_ahead
 from toolwire.server.responses.prepare.approval_tools import restore as restore_tools
 from toolwire.server.responses.prepare.item_ids import check_storable, check_unique
 from toolwire.server.responses.prepare.item_references import (
@@ -36,7 +37,7 @@ from toolwire.server.responses.prepare.validation.items import (
     check_outputs_answer_calls,
     normalize_input,
 )
-from toolwire.server.responses.sink import ResponseHeader
+from toolwire.server.responses.response_object import ResponseHeader
 from toolwire.store.database import Store
 from toolwire.tools.base import Tool
 from toolwire.tools.mcp.pool import McpPool
@@ -142,11 +143,13 @@ class Preparer:
         local: LocalResponse | None = None,
         resume: Resumption | None = None,
         session: str | None = None,
+        raw: bytes | None = None,
     ) -> Prepared:
         """`local`: a response the caller holds (WebSocket mode), found by
         `previous_response_id` before the store is asked. `resume`: a queued job, prepared
         under its own id, going on after what an earlier attempt stored. `session`: the
-        client's session id (a header), a routing hint."""
+        client's session id (a header), a routing hint. `raw`: the body as it came, when there
+        is one (its input's PDFs are looked for only if it may hold one)."""
         request = parse_create(body)
         model = request.model or self.default_model
         if not model:
@@ -205,6 +208,9 @@ class Preparer:
             include=frozenset(request.include or ()),
             reasoning_summary=bool((request.reasoning or {}).get("summary")),
         )
+        # their PDFs, read off the event loop: the stored ones, and the input's
+        await read_ahead(history, kept)
+        await read_ahead(input_items, raw=raw)
         transcript = items_to_transcript(
             expand_compactions(history, input_items + kept, self.compaction, owner),
             frozenset(approvals.decisions),

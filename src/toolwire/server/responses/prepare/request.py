@@ -1,14 +1,17 @@
 """The body of `POST /v1/responses`, validated at the edge: wrong types and out-of-range values
-become 400s naming the field; unknown parameters are refused, as OpenAI does.
+of the fields toolwire acts on become 400s naming the field.
 
-Every parameter of OpenAI's published `CreateResponse` is accepted (docs/server.md says, per
-field, what toolwire does with it); those it cannot honour are ignored and echoed. A few
+Forward compatibility (`server/http/compat.py`, docs/server.md): the fields toolwire does not
+act on are `Ignored[...]` (any value; one of the documented shape is echoed, any other means
+the default), and a field OpenAI adds later is accepted and ignored. Every parameter of OpenAI's
+published `CreateResponse` is accepted (docs/server.md says, per field, what toolwire does with
+it). A few
 sampling parameters that OpenAI's API lacks but open model servers take (`top_k`, `min_p`,
 `repetition_penalty`, `seed`, …) pass through to the upstream untouched."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -22,6 +25,8 @@ from pydantic import (
 )
 
 from toolwire.errors import InvalidRequestError
+from toolwire.server.http.compat import Ignored
+from toolwire.server.http.validation import validation_error
 
 
 class TextFormat(BaseModel):
@@ -36,17 +41,36 @@ class TextFormat(BaseModel):
 class TextConfig(BaseModel):
     model_config = ConfigDict(extra="allow")
     format: TextFormat = Field(default_factory=TextFormat)
-    verbosity: Literal["low", "medium", "high"] | None = None
+    verbosity: Ignored[Literal["low", "medium", "high"]] = None
 
 
 class ContextManagement(BaseModel):
     """One `context_management` entry: `compaction`, with the prompt size (tokens) past which
     the run compacts its transcript (null: only when the upstream reports its context full)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="allow")
     type: str
     compact_threshold: StrictInt | None = Field(default=None, ge=1000)
 
+
+IGNORED_FIELDS = (
+    "reasoning",
+    "user",
+    "safety_identifier",
+    "prompt_cache_key",
+    "prompt_cache_retention",
+    "prompt_cache_options",
+    "prompt",
+    "service_tier",
+    "truncation",
+    "stream_options",
+    "top_logprobs",
+    "moderation",
+    "client_metadata",
+    "text.verbosity",
+)
+"""`CreateResponse` fields toolwire does not act on (docs/server.md, "Request fields, one by
+one"): any value is accepted; `reasoning.summary` adds summary parts whatever its value."""
 
 SAMPLING_EXTRAS = (
     "top_k",
@@ -64,7 +88,7 @@ SAMPLING_EXTRAS = (
 
 
 class CreateResponse(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="ignore")  # a field OpenAI adds later: accepted, ignored
 
     model: str | None = None
     input: str | list[Any] = Field(default_factory=list)
@@ -84,22 +108,26 @@ class CreateResponse(BaseModel):
     previous_response_id: str | None = None
     conversation: str | dict[str, Any] | None = None
     text: TextConfig | None = None
-    reasoning: dict[str, Any] | None = None
-    user: str | None = None
-    safety_identifier: str | None = Field(default=None, max_length=64)
-    prompt_cache_key: str | None = None
-    prompt_cache_retention: str | None = None
-    prompt_cache_options: dict[str, Any] | None = None
-    prompt: dict[str, Any] | None = None
-    service_tier: str | None = None
-    truncation: Literal["auto", "disabled"] | None = None
     include: list[str] | None = None
-    stream_options: dict[str, Any] | None = None
-    top_logprobs: StrictInt | None = Field(default=None, ge=0, le=20)
-    moderation: dict[str, Any] | None = None
     context_management: list[ContextManagement] | None = Field(default=None, min_length=1)
-    client_metadata: dict[str, str] | None = None
-    """Not in the OpenAPI document, but OpenAI accepts it and Codex sends it: ignored."""
+    # -- not acted on (IGNORED_FIELDS): any value; echoed when of the documented shape
+    reasoning: Ignored[dict[str, Any]] = None
+    user: Ignored[str] = None
+    safety_identifier: Ignored[Annotated[str, Field(max_length=64)]] = None
+    prompt_cache_key: Ignored[str] = None
+    prompt_cache_retention: Ignored[str] = None
+    prompt_cache_options: Ignored[dict[str, Any]] = None
+    prompt: Ignored[dict[str, Any]] = None
+    service_tier: Ignored[str] = None
+    truncation: Ignored[Literal["auto", "disabled"]] = None
+    stream_options: Ignored[dict[str, Any]] = None
+    top_logprobs: Ignored[Annotated[StrictInt, Field(ge=0, le=20)]] = None
+    moderation: Ignored[dict[str, Any]] = None
+    client_metadata: Ignored[
+        dict[Annotated[str, Field(max_length=64)], Annotated[str, Field(max_length=2048)]]
+    ] = None
+    """Not in the OpenAPI document, but OpenAI accepts it and Codex sends it: ignored, echoed
+    within OpenAI's bounds (keys of 64 characters, values of 2048), dropped beyond them."""
     # pass-through sampling extras (SAMPLING_EXTRAS)
     top_k: StrictInt | None = None
     min_p: StrictFloat | None = None
@@ -111,15 +139,6 @@ class CreateResponse(BaseModel):
     stop: str | list[str] | None = None
     logit_bias: dict[str, StrictFloat] | None = None
     min_tokens: StrictInt | None = Field(default=None, ge=0)
-
-    @field_validator("client_metadata")
-    @classmethod
-    def _client_metadata_limits(cls, value: dict[str, str] | None) -> dict[str, str] | None:
-        if value is not None:
-            for key, item in value.items():
-                if len(key) > 64 or len(item) > 2048:
-                    raise ValueError("client_metadata keys are at most 64 characters, values 2048")
-        return value
 
     @field_validator("store", "stream", "background", "parallel_tool_calls", mode="before")
     @classmethod
@@ -191,35 +210,3 @@ def parse_create(body: Any) -> CreateResponse:
             code="integer_below_min_value",
         )
     return request
-
-
-def validation_error(exc: ValidationError) -> InvalidRequestError:
-    first = exc.errors(include_url=False)[0]
-    param = _param(first["loc"])
-    if first["type"] == "extra_forbidden":
-        return InvalidRequestError(
-            f"Unknown parameter: '{param}'.", param=param, code="unknown_parameter"
-        )
-    if first["type"] == "missing":
-        return InvalidRequestError(
-            f"Missing required parameter: '{param}'.",
-            param=param,
-            code="missing_required_parameter",
-        )
-    return InvalidRequestError(
-        f"Invalid value for '{param}': {first['msg']}.", param=param, code="invalid_value"
-    )
-
-
-_TYPE_TAGS = frozenset({"str", "int", "float", "bool", "none", "dict", "list"})
-
-
-def _param(loc: tuple[Any, ...]) -> str:
-    """`("tools", 0, "dict[str,any]", "type")` -> `tools[0].type`: union tags dropped."""
-    out = ""
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        elif isinstance(part, str) and part.isidentifier() and part not in _TYPE_TAGS:
-            out += ("." if out else "") + part
-    return out

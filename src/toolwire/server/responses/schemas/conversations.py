@@ -8,7 +8,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from toolwire.errors import InvalidRequestError
-from toolwire.server.responses.prepare.request import validation_error
+from toolwire.server.http.validation import validation_error
 
 Metadata = dict[str, str]
 M = TypeVar("M", bound=BaseModel)

@@ -7,7 +7,7 @@ document never promises less than is sent.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -71,42 +71,6 @@ class ConversationDeleted(BaseModel):
     deleted: bool
 
 
-class ChatCompletion(BaseModel):
-    model_config = ConfigDict(extra="allow", title="ChatCompletion")
-    id: str
-    object: Literal["chat.completion"]
-    created: int
-    model: str
-    choices: list[dict[str, Any]]
-
-
-class ChatCompletionChunk(BaseModel):
-    """One `data:` frame of a streamed chat completion (the stream ends with `data: [DONE]`)."""
-
-    model_config = ConfigDict(extra="allow", title="ChatCompletionChunk")
-    id: str
-    object: Literal["chat.completion.chunk"]
-    created: int
-    model: str
-    choices: list[dict[str, Any]]
-
-
-class Model(BaseModel):
-    model_config = ConfigDict(extra="allow", title="Model")
-    id: str
-
-
-class ModelList(BaseModel):
-    model_config = ConfigDict(extra="allow", title="ModelList")
-    object: Literal["list"]
-    data: list[Model]
-
-
-class Health(BaseModel):
-    model_config = ConfigDict(extra="allow", title="Health")
-    status: Literal["ok"]
-
-
 #: Every event a streamed response can send, in order of first appearance; each SSE frame is
 #: `event: TYPE` then `data: {"type": TYPE, "sequence_number": n, ...}`.
 RESPONSE_EVENT_TYPES: tuple[str, ...] = (
@@ -144,12 +108,3 @@ class ResponseStreamEvent(BaseModel):
     model_config = ConfigDict(extra="allow", title="ResponseStreamEvent")
     type: str = Field(json_schema_extra={"enum": list(RESPONSE_EVENT_TYPES)})
     sequence_number: int | None = None
-
-
-class OpenAPIDocument(BaseModel):
-    """This server's OpenAPI 3.1 document."""
-
-    model_config = ConfigDict(extra="allow", title="OpenAPIDocument")
-    openapi: str
-    info: dict[str, Any]
-    paths: dict[str, Any]

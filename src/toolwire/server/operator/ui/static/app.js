@@ -346,6 +346,12 @@ function entryBody(entry, pending, responseId) {
     case "repair":
       parts.push(`stream repaired: ${entry.kind}`);
       break;
+    case "arguments_repaired":
+      parts.push(`${entry.name} arguments repaired to fit its schema: ${entry.kind.replace(/_/g, " ")} at ${entry.path}`, el("pre", { text: entry.arguments }));
+      break;
+    case "arguments_misfit":
+      parts.push(`${entry.name} arguments do not fit its schema: ${{ retry: "asked again", passed: "handed on as written", rejected: "refused" }[entry.action] ?? entry.action}, attempt ${entry.attempt}`, el("div", { class: "st-failed", text: entry.error }), el("pre", { text: entry.arguments }));
+      break;
     case "leak":
       parts.push(`tool call written as text (${entry.format}): ${entry.action}, attempt ${entry.attempt}`, el("pre", { text: entry.snippet }));
       break;
