@@ -209,6 +209,12 @@ class ServerConfig(BaseModel):
         gt=0,
         description="how long one WebSocket of /v1/responses may stay open (OpenAI: 60 min)",
     )
+    max_url_bytes: int = Field(
+        default=8 * 1024, gt=0, description="longest request URL (path and query); else 414"
+    )
+    max_header_bytes: int = Field(
+        default=32 * 1024, gt=0, description="most bytes of request headers in all; else 431"
+    )
     max_upstream_event_bytes: int = Field(default=8 * MiB, gt=0)
     max_upstream_response_bytes: int = Field(default=64 * MiB, gt=0)
     upstream_vision: bool = Field(

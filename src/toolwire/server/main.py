@@ -23,6 +23,7 @@ from toolwire.server.gate.limits import Limits
 from toolwire.server.gate.quotas import QuotaUpstream
 from toolwire.server.gate.security import startup_security
 from toolwire.server.gemini.translate import GeminiSettings
+from toolwire.server.http.protocol import bounded_protocol
 from toolwire.server.messages.translate import MessagesSettings
 from toolwire.server.responses.durable import DurabilitySettings
 from toolwire.server.responses.prepare.mcp_tools import configured_server
@@ -294,6 +295,8 @@ async def serve(config: ServerConfig, *, reuse_port: bool = False) -> None:
             # before it is buffered). Its keep-alive pings find dead clients.
             ws="websockets-sansio",
             ws_max_size=config.max_body_bytes,
+            # URL and header limits, and the parser's refusals in OpenAI's shape
+            http=bounded_protocol(config.max_url_bytes, config.max_header_bytes),
         )
     )
     if reuse_port:
