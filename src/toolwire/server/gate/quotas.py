@@ -7,8 +7,10 @@ Two hooks, so every door is covered without knowing the details:
   refused (429, OpenAI's shape and `x-ratelimit-*` headers) when its estimate no longer fits
   the tokens per minute or the budget;
 - `QuotaUpstream` wraps the upstream every run calls, so each model call reserves its worst
-  case (prompt estimate + most output) before the upstream is called and settles on the
-  usage the upstream reported after. Tool loops, compaction and every door share it.
+  case (prompt estimate + most output) before the upstream is called and settles after, on
+  what the call cost however it ended (`metering.py`: the usage the upstream reported, or
+  what toolwire counted when it reported none, the stream was cut or the client left). Tool
+  loops, compaction and every door share it.
 
 The owner is the request's API key (`store.owner.current_owner`, set by the auth middleware
 and inherited by the tasks a request starts).
@@ -17,16 +19,20 @@ and inherited by the tasks a request starts).
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
 import orjson
 
+from toolwire.server.gate.metering import Meter
 from toolwire.store.database import Store
 from toolwire.store.owner import current_owner
 from toolwire.store.quotas import QuotaStore, Reservation
 from toolwire.upstream.base import Sampling, TurnRequest, Upstream
-from toolwire.upstream.events import ModelEvent, Usage
+from toolwire.upstream.events import ModelEvent
+
+log = logging.getLogger("toolwire.server")
 
 #: The output a request may produce when it does not say (`max_output_tokens` unset): what
 #: is reserved for it. Its real usage is settled after, so this bounds only how far
@@ -81,20 +87,22 @@ class QuotaUpstream:
         return getattr(self.inner, name)
 
     async def stream_turn(self, request: TurnRequest) -> AsyncIterator[ModelEvent]:
-        owner = current_owner.get()
-        reservation = None
-        if owner is not None:
-            worst = estimate(_turn_size(request), request.sampling.max_output_tokens)
-            reservation = await self.quotas.reserve(owner, worst)  # RateLimited: the run fails
-        used = 0
+        reservation = await self._reserve(request)
+        if reservation is None:
+            async for event in self.inner.stream_turn(request):
+                yield event
+            return
+        meter = Meter()
         try:
             async for event in self.inner.stream_turn(request):
-                if isinstance(event, Usage):
-                    used += event.input_tokens + event.output_tokens
+                meter.see(event)
                 yield event
+            meter.finished = True
+        except BaseException as exc:
+            meter.cancelled = not isinstance(exc, Exception)  # GeneratorExit, CancelledError
+            raise
         finally:
-            if reservation is not None:
-                self._settle(reservation, used)
+            self._settle(reservation, meter, request)
 
     async def stream_turn_batches(self, request: TurnRequest) -> AsyncIterator[list[ModelEvent]]:
         """`stream_turn` in the inner adapter's batches (`loop/driver.py`'s `turn_batches`),
@@ -105,33 +113,56 @@ class QuotaUpstream:
             async for event in self.stream_turn(request):
                 yield [event]
             return
-        owner = current_owner.get()
-        reservation = None
-        if owner is not None:
-            worst = estimate(_turn_size(request), request.sampling.max_output_tokens)
-            reservation = await self.quotas.reserve(owner, worst)  # RateLimited: the run fails
-        used = 0
+        reservation = await self._reserve(request)
+        if reservation is None:
+            async for batch in batches(request):
+                yield batch
+            return
+        meter = Meter()
         try:
             async for batch in batches(request):
                 for event in batch:
-                    if isinstance(event, Usage):
-                        used += event.input_tokens + event.output_tokens
+                    meter.see(event)
                 yield batch
+            meter.finished = True
+        except BaseException as exc:
+            meter.cancelled = not isinstance(exc, Exception)  # GeneratorExit, CancelledError
+            raise
         finally:
-            if reservation is not None:
-                self._settle(reservation, used)
+            self._settle(reservation, meter, request)
 
-    def _settle(self, reservation: Reservation, used: int) -> None:
-        """Settled in a task of its own: a cancelled call (the client left) still gives its
-        reservation back."""
-        task = asyncio.get_running_loop().create_task(self.quotas.settle(reservation, used))
+    async def _reserve(self, request: TurnRequest) -> Reservation | None:
+        """The call's worst case, taken from the caller's key (None: nothing to count)."""
+        owner = current_owner.get()
+        if owner is None:
+            return None
+        worst = estimate(_turn_size(request), request.sampling.max_output_tokens)
+        return await self.quotas.reserve(owner, worst)  # RateLimited: the run fails
+
+    def _settle(self, reservation: Reservation, meter: Meter, request: TurnRequest) -> None:
+        """Settled in a task of its own, on what the call cost however it ended
+        (`metering.py`): a cancelled call (the client left) is charged too."""
+        task = asyncio.get_running_loop().create_task(self._charge(reservation, meter, request))
         self._settling.add(task)
         task.add_done_callback(self._settling.discard)
+
+    async def _charge(self, reservation: Reservation, meter: Meter, request: TurnRequest) -> None:
+        most = request.sampling.max_output_tokens or DEFAULT_OUTPUT_RESERVE
+        try:
+            used = await meter.charge(self.inner, request, reservation.tokens, most)
+        except Exception:  # counting failed: charge the reservation, never nothing
+            log.warning("could not count a model call's tokens", exc_info=True)
+            used = reservation.tokens
+        await self.quotas.settle(reservation, used)
 
     async def list_models(self) -> list[dict[str, Any]]:
         return await self.inner.list_models()
 
-    async def aclose(self) -> None:
-        if self._settling:
+    async def settled(self) -> None:
+        """Wait until every call that ended has been settled in the store."""
+        while self._settling:
             await asyncio.gather(*self._settling, return_exceptions=True)
+
+    async def aclose(self) -> None:
+        await self.settled()
         await self.inner.aclose()
