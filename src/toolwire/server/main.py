@@ -135,6 +135,7 @@ async def build_app(config: ServerConfig) -> Starlette:
     if config.lease_seconds <= config.lease_heartbeat_seconds:
         raise ConfigError("lease_seconds must be longer than lease_heartbeat_seconds")
     store = await Store.open(config.db, migrate=config.migrate)
+    store.storage.max_bytes = config.max_stored_bytes_per_key  # per key (store/storage.py)
     try:
         security = await startup_security(
             store,
@@ -148,6 +149,10 @@ async def build_app(config: ServerConfig) -> Starlette:
                 max_tools=config.max_tools,
                 max_socket_seconds=config.websocket_max_seconds,
                 max_sockets=config.max_websockets,
+                max_sockets_per_key=config.max_websockets_per_key,
+                max_streams_per_key=config.max_streams_per_key,
+                max_socket_queue_bytes=max(config.max_websocket_queue_bytes, config.max_body_bytes),
+                socket_queue_wait=config.websocket_queue_wait,
             ),
             allowed_origins=tuple(config.allowed_origins),
             allowed_hosts=tuple(config.allowed_hosts),

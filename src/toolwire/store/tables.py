@@ -29,7 +29,11 @@ responses = sa.Table(
     sa.Column("owner", sa.String(40), nullable=True, index=True),
     # how many of its conversation's items came before it (responses in a conversation)
     sa.Column("conversation_items", sa.Integer, nullable=True),
+    # schema 6: the bytes of its JSON (body, input items, history), for the owner's storage
+    # quota (`store/storage.py`: a sum over this index); null on rows from before
+    sa.Column("stored_bytes", sa.BigInteger, nullable=True),
     sa.Index("ix_responses_previous_response_id", "previous_response_id"),
+    sa.Index("ix_responses_owner_stored_bytes", "owner", "stored_bytes"),
 )
 
 conversations = sa.Table(
@@ -59,7 +63,10 @@ conversation_items = sa.Table(
     # ids are unique per owner, not across the database: another key's ids neither collide
     # nor can be probed.
     sa.Column("owner", sa.String(40), nullable=False, server_default=""),
+    # schema 6: the item's JSON bytes, for the owner's storage quota (`store/storage.py`)
+    sa.Column("stored_bytes", sa.Integer, nullable=True),
     sa.UniqueConstraint("owner", "id", name="uq_conversation_items_owner_id"),
+    sa.Index("ix_conversation_items_owner_stored_bytes", "owner", "stored_bytes"),
 )
 
 item_index = sa.Table(

@@ -3,9 +3,10 @@
 Two hooks, so every door is covered without knowing the details:
 
 - a door calls `await admit(store, owner, body, max_output)` once a request, after checking
-  it and before running it: the request counts against the key's requests per minute and is
-  refused (429, OpenAI's shape and `x-ratelimit-*` headers) when its estimate no longer fits
-  the tokens per minute or the budget;
+  it and before any upstream work for it: refused (429, OpenAI's shape and `x-ratelimit-*`
+  headers) when its estimate no longer fits the tokens per minute or the budget (the request
+  was counted against the requests per minute at the gate, `shares.py`); a request that
+  stores also calls `admit_storage` (the key's storage quota);
 - `QuotaUpstream` wraps the upstream every run calls, so each model call reserves its worst
   case (prompt estimate + most output) before the upstream is called and settles after, on
   what the call cost however it ended (`metering.py`: the usage the upstream reported, or
@@ -29,7 +30,7 @@ from toolwire.server.gate.metering import Meter
 from toolwire.store.database import Store
 from toolwire.store.owner import current_owner
 from toolwire.store.quotas import QuotaStore, Reservation
-from toolwire.upstream.base import Sampling, TurnRequest, Upstream
+from toolwire.upstream.base import TurnRequest, Upstream
 from toolwire.upstream.events import ModelEvent
 
 log = logging.getLogger("toolwire.server")
@@ -54,18 +55,19 @@ def estimate(content: Any, max_output: int | None) -> int:
 
 
 async def admit(store: Store, owner: str | None, body: Any, max_output: int | None) -> None:
-    """The one line a door calls before running a request: 429 when the key's limits refuse
-    it. `body`: what the caller sent (for the estimate)."""
+    """The one line a door calls before running a request: 429 when its estimate no longer
+    fits the key's tokens per minute or budget. `body`: what the caller sent (for the
+    estimate). (The request itself was counted against the requests per minute at the gate:
+    `shares.py`.)"""
     await store.quotas.admit(owner, estimate(body, max_output))
 
 
-async def admit_tokens(
-    store: Store, owner: str | None, prompt_tokens: int, sampling: Sampling
-) -> None:
-    """`admit` for a door that has counted its prompt already (the Messages door counts it
-    with the upstream's tokenizer to fit the window): the real count, not an estimate."""
-    most = sampling.max_output_tokens or DEFAULT_OUTPUT_RESERVE
-    await store.quotas.admit(owner, prompt_tokens + most)
+async def admit_storage(store: Store, owner: str | None, body: Any) -> None:
+    """Before a request that stores what it sent (a response with `store` on, a conversation,
+    items): 429 `storage_quota_exceeded` when the key's storage quota is spent
+    (`store/storage.py`)."""
+    if owner is not None and store.storage.max_bytes > 0:
+        await store.storage.check(owner, len(orjson.dumps(body, default=repr)))
 
 
 def _turn_size(request: TurnRequest) -> Any:

@@ -6,9 +6,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
+import orjson
 from pydantic import BaseModel, ConfigDict
 
 from toolwire.errors import InvalidRequestError
+from toolwire.scrub import Scrubber
 from toolwire.tools.base import Tool, ToolArgumentsError
 from toolwire.tools.mcp.connection import _reason
 from toolwire.tools.mcp.pool import McpPool, McpServerSpec
@@ -125,25 +127,32 @@ class McpTool(Tool):
             )
         except Exception as exc:
             self.pool.discard(self.server)
+            scrub = self.server.scrubber.text
             raise McpCallError(
-                f"the MCP server '{self.server.label}' failed during the call: {_reason(exc)}"
+                scrub(
+                    f"the MCP server '{self.server.label}' failed during the call: {_reason(exc)}"
+                )
             ) from None
         if not isinstance(result, types.CallToolResult):
             raise McpCallError(
                 f"the MCP server '{self.server.label}' answered {type(result).__name__}"
             )
         if result.is_error:
-            raise McpCallError(render_content(result.content) or "the tool reported an error")
+            text = render_content(result.content) or "the tool reported an error"
+            raise McpCallError(self.server.scrubber.text(text))
         return result
 
     def render(self, output: Any) -> str:
+        """The result as the model reads it (and as it is stored and relayed), the server's
+        own credentials scrubbed from it."""
         from mcp import types
 
-        return (
+        text = (
             render_content(output.content)
             if isinstance(output, types.CallToolResult)
             else str(output)
         )
+        return self.server.scrubber.text(text)
 
 
 async def list_server_tools(pool: McpPool, server: McpServerSpec) -> list[types.Tool]:
@@ -162,15 +171,27 @@ async def list_server_tools(pool: McpPool, server: McpServerSpec) -> list[types.
             return tools
 
 
-def tool_listing(tool: types.Tool) -> McpListedTool:
-    """A tool as the `mcp_list_tools` item shows it."""
+def tool_listing(tool: types.Tool, scrubber: Scrubber | None = None) -> McpListedTool:
+    """A tool as the `mcp_list_tools` item shows it (the server's credentials scrubbed from
+    what it wrote: the listing is stored and relayed)."""
     annotations = (
         tool.annotations.model_dump(mode="json", exclude_none=True) if tool.annotations else None
     )
+    description = tool.description
+    schema: dict[str, Any] = dict(tool.input_schema)
+    if scrubber:
+        description = None if description is None else scrubber.text(description)
+        encoded = orjson.dumps(schema).decode()
+        cleaned = scrubber.text(encoded)
+        if cleaned != encoded:
+            try:
+                schema = orjson.loads(cleaned)
+            except orjson.JSONDecodeError:
+                schema = {"type": "object", "properties": {}}
     return {
         "name": tool.name,
-        "description": tool.description,
-        "input_schema": tool.input_schema,
+        "description": description,
+        "input_schema": schema,
         "annotations": annotations,
     }
 
@@ -207,7 +228,8 @@ class McpToolset:
     async def list_tools(self) -> list[McpListedTool]:
         """The server's tools (those allowed), as `mcp_list_tools` shows them."""
         definitions = await list_server_tools(self.pool, self.spec)
-        return [tool_listing(d) for d in definitions if self._allows(d.name)]
+        scrubber = self.spec.scrubber
+        return [tool_listing(d, scrubber) for d in definitions if self._allows(d.name)]
 
     def tools(self, listing: list[McpListedTool]) -> list[McpTool]:
         return [
