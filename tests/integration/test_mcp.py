@@ -498,7 +498,7 @@ def test_a_server_quoting_its_token_in_any_form_leaks_it_nowhere(
     call = next(item for item in response.output if item.type == "mcp_call")
     said = call.output if tool == "echo_credentials" else call.error
     assert said and "<redacted>" in said, said
-    stored = mg.client.responses.retrieve(response.id).model_dump_json()
+    stored = mg.client.responses.retrieve(response.id).model_dump_json(warnings=False)
     to_model = json.dumps(mg.upstream.chat_requests[-1].body)
     wal = mg.db.with_name(mg.db.name + "-wal")
     database = mg.db.read_bytes() + (wal.read_bytes() if wal.exists() else b"")

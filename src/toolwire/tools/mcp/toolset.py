@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
@@ -137,22 +138,51 @@ class McpTool(Tool):
             raise McpCallError(
                 f"the MCP server '{self.server.label}' answered {type(result).__name__}"
             )
+        scrubber = self.server.scrubber
         if result.is_error:
             text = render_content(result.content) or "the tool reported an error"
-            raise McpCallError(self.server.scrubber.text(text))
+            raise McpCallError(await scrubbed(scrubber, text))
+        if scrubber:  # the server's own credentials out of what it answered
+            content = [await _scrubbed_block(scrubber, block) for block in result.content]
+            result = result.model_copy(update={"content": content})
         return result
 
     def render(self, output: Any) -> str:
-        """The result as the model reads it (and as it is stored and relayed), the server's
-        own credentials scrubbed from it."""
         from mcp import types
 
-        text = (
+        return (
             render_content(output.content)
             if isinstance(output, types.CallToolResult)
             else str(output)
         )
-        return self.server.scrubber.text(text)
+
+
+#: Text longer than this is scrubbed on a worker thread: the event loop's thread gets the
+#: interpreter back every few milliseconds meanwhile (`toolwire/scrub.py` costs ~0.1 s a MiB).
+OFF_LOOP_SCRUB_CHARS = 64 * 1024
+
+
+async def scrubbed(scrubber: Scrubber, text: str) -> str:
+    if len(text) > OFF_LOOP_SCRUB_CHARS:
+        return await asyncio.to_thread(scrubber.text, text)
+    return scrubber.text(text)
+
+
+async def _scrubbed_block(scrubber: Scrubber, block: Any) -> Any:
+    """A content block with the text it carries scrubbed (a text block, an embedded text
+    resource); other blocks are shown as one line each (`results.py`), not their data."""
+    from mcp import types
+
+    if isinstance(block, types.TextContent):
+        return block.model_copy(update={"text": await scrubbed(scrubber, block.text)})
+    if isinstance(block, types.EmbeddedResource) and isinstance(
+        block.resource, types.TextResourceContents
+    ):
+        text = await scrubbed(scrubber, block.resource.text)
+        return block.model_copy(
+            update={"resource": block.resource.model_copy(update={"text": text})}
+        )
+    return block
 
 
 async def list_server_tools(pool: McpPool, server: McpServerSpec) -> list[types.Tool]:
