@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict
 from toolwire.errors import InvalidRequestError
 from toolwire.scrub import Scrubber
 from toolwire.tools.base import Tool, ToolArgumentsError
-from toolwire.tools.mcp.connection import _reason
+from toolwire.tools.mcp.connection import McpConnectionError, _reason
 from toolwire.tools.mcp.pool import McpPool, McpServerSpec
 from toolwire.tools.mcp.results import render_content
 from toolwire.trace_context import trace_headers
@@ -257,8 +257,13 @@ class McpToolset:
 
     async def list_tools(self) -> list[McpListedTool]:
         """The server's tools (those allowed), as `mcp_list_tools` shows them."""
-        definitions = await list_server_tools(self.pool, self.spec)
         scrubber = self.spec.scrubber
+        try:
+            definitions = await list_server_tools(self.pool, self.spec)
+        except McpConnectionError:
+            raise  # its words are scrubbed already (`pool.py`)
+        except Exception as exc:  # the server's own words may quote its credentials
+            raise McpCallError(scrubber.text(_reason(exc))) from None
         return [tool_listing(d, scrubber) for d in definitions if self._allows(d.name)]
 
     def tools(self, listing: list[McpListedTool]) -> list[McpTool]:
