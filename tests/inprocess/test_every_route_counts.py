@@ -1,7 +1,7 @@
-"""Every route a key can call counts (issue 39): the requests per minute cover `count_tokens`,
-conversation and item writes, compaction and each WebSocket message, and are checked before any
-upstream work; token fields are bounded at validation on all three doors; what a key keeps
-stored has a quota."""
+"""Every route a key can call counts (issue 39): the requests per minute cover `count_tokens`
+(Anthropic's and Gemini's), conversation and item writes, compaction and each WebSocket message,
+and are checked before any upstream work; token fields are bounded at validation on every door;
+what a key keeps stored has a quota."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from toolwire.testing import Reply, ScriptedUpstream
 
 ANTHROPIC = {"anthropic-version": "2023-06-01"}
 MESSAGES = [{"role": "user", "content": "hi"}]
+GEMINI = {"contents": [{"role": "user", "parts": [{"text": "hi"}]}]}
 
 
 def auth(key: str) -> dict[str, str]:
@@ -119,6 +120,9 @@ async def test_every_route_a_key_calls_counts_before_any_upstream_work(gw: AppGa
         "chat": await gw.http.post(
             "/v1/chat/completions", json={"model": "m", "messages": MESSAGES}, headers=headers
         ),
+        "gemini countTokens": await gw.http.post(
+            "/v1beta/models/m:countTokens", json=GEMINI, headers=headers
+        ),
     }
     unlimited = await gw.http.post("/v1/conversations", json={"items": big}, headers=auth(other))
     assert len(gw.upstream.requests) == asked, "upstream work was done for a refused request"
@@ -129,6 +133,8 @@ async def test_every_route_a_key_calls_counts_before_any_upstream_work(gw: AppGa
         error = answer.json()["error"]
         if route in ("count_tokens", "messages"):  # Anthropic's shape on its door
             assert error["type"] == "rate_limit_error", route
+        elif route.startswith("gemini"):  # Google's on its
+            assert error["status"] == "RESOURCE_EXHAUSTED", route
         else:
             assert error["code"] == "rate_limit_exceeded", route
     assert unlimited.status_code == 200, unlimited.text
@@ -150,6 +156,7 @@ async def test_every_route_a_key_calls_counts_before_any_upstream_work(gw: AppGa
         ("/v1/chat/completions", "max_tokens", {"model": "m", "messages": MESSAGES}),
         ("/v1/chat/completions", "max_completion_tokens", {"model": "m", "messages": MESSAGES}),
         ("/v1/messages", "max_tokens", {"model": "m", "messages": MESSAGES}),
+        ("/v1beta/models/m:generateContent", "generationConfig.maxOutputTokens", GEMINI),
     ],
 )
 async def test_absurd_token_fields_are_a_clear_400(
@@ -159,18 +166,29 @@ async def test_absurd_token_fields_are_a_clear_400(
     with an unlimited one."""
     _, key = await gw.store.keys.create("team", tpm=100_000 if limited else None)
     answers = [
-        await gw.http.post(path, json={**body, field: value}, headers=auth(key))
+        await gw.http.post(path, json=with_field(body, field, value), headers=auth(key))
         for value in (2**63, MAX_OUTPUT_TOKENS + 1)
     ]
-    fits = await gw.http.post(path, json={**body, field: 1000}, headers=auth(key))
+    fits = await gw.http.post(path, json=with_field(body, field, 1000), headers=auth(key))
     sent = [r.body for r in gw.upstream.requests if r.path.endswith("/chat/completions")]
     for answer in answers:
         assert answer.status_code == 400, answer.text
         error = answer.json()["error"]
-        assert error["type"] == "invalid_request_error"
+        assert error.get("type", error.get("status")) in (
+            "invalid_request_error",
+            "INVALID_ARGUMENT",
+        )
         assert str(MAX_OUTPUT_TOKENS) in error["message"]
     assert fits.status_code == 200, fits.text
     assert len(sent) == 1 and max(sent[0].get("max_tokens") or 0, 0) <= 1000
+
+
+def with_field(body: dict[str, Any], field: str, value: int) -> dict[str, Any]:
+    """`body` with `field` (dotted: inside an object) set to `value`."""
+    outer, _, inner = field.partition(".")
+    if not inner:
+        return {**body, field: value}
+    return {**body, outer: {inner: value}}
 
 
 async def test_a_keys_stored_bytes_have_a_quota(gw: AppGateway) -> None:

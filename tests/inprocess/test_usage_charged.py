@@ -1,6 +1,6 @@
 """A model call is charged to its key however its stream ends (`server/gate/metering.py`): the
 client hangs up after the text and before the usage chunk, the upstream reports no usage, the
-stream is cut. On every door (Responses, chat completions, Messages), streamed and not, on
+stream is cut. On every door (Responses, chat completions, Messages, Gemini), streamed and not, on
 SQLite and PostgreSQL, with two replicas on one database.
 
 The attack (issue 39): a key with a 3,000-token daily budget streamed answers and hung up after
@@ -139,6 +139,13 @@ REQUESTS: dict[str, tuple[str, dict[str, Any]]] = {
         "/v1/messages",
         {"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": MOST},
     ),
+    "gemini": (
+        "/v1beta/models/m:generateContent",
+        {
+            "contents": [{"role": "user", "parts": [{"text": "hi"}]}],
+            "generationConfig": {"maxOutputTokens": MOST},
+        },
+    ),
 }
 
 
@@ -148,14 +155,19 @@ async def hang_up_after_the_text(
     """The attack: ask, wait until the answer's text has come through (or, for a non-streamed
     upstream call, until the upstream has sent it), hang up."""
     path, body = REQUESTS[door]
+    if door == "gemini":  # Gemini streams at its own address (the body has no `stream`)
+        path = (
+            path.replace(":generateContent", ":streamGenerateContent?alt=sse") if stream else path
+        )
+        payload = body
+    else:
+        payload = {**body, "stream": stream}
     watched = replica.watched
     watched.called.clear()
     watched.text_seen.clear()
     gate = Gate()
     gates.append(gate)
-    request = replica.http.build_request(
-        "POST", path, json={**body, "stream": stream}, headers=headers
-    )
+    request = replica.http.build_request("POST", path, json=payload, headers=headers)
     sent = asyncio.create_task(replica.http.send(request, stream=True))
     await watched.called.wait()
     await asyncio.to_thread(gate.reached.wait, 10)
