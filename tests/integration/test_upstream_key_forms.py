@@ -1,7 +1,7 @@
 """The upstream's key, quoted by the upstream in an error in every form a server may use
 (`tests/secret_forms.py`: plain, JSON-escaped, base64 standard and URL-safe with and without
 padding, hex, percent-encoded, HTTP Basic `user:key`, reversed, split), reaches no surface of a
-real `toolwire serve`: the errors relayed on all three doors (streamed and not), the stored
+real `toolwire serve`: the errors relayed on every door (streamed and not), the stored
 responses and their `/ui` timelines, the database files, and the server's own output (request
 logs, warnings, OpenTelemetry spans on the console exporter).
 
@@ -29,15 +29,24 @@ KEY = "sk-proj-Zx81Qa7TmL0p_Rw3Y-bN5cVd2E"
 QUOTED = "Incorrect API key provided. We saw: " + " | ".join(
     f"{form}={text}" for form, text in encodings(KEY).items()
 )
-DOORS = {
-    "responses": ("/v1/responses", {"model": "m", "input": "hi"}),
+MESSAGES = [{"role": "user", "content": "hi"}]
+#: door -> (path, path when streamed, body); the body gets `stream` where the path stays
+DOORS: dict[str, tuple[str, str, dict[str, object]]] = {
+    "responses": ("/v1/responses", "/v1/responses", {"model": "m", "input": "hi"}),
     "chat": (
         "/v1/chat/completions",
-        {"model": "m", "messages": [{"role": "user", "content": "hi"}]},
+        "/v1/chat/completions",
+        {"model": "m", "messages": MESSAGES},
     ),
     "messages": (
         "/v1/messages",
-        {"model": "m", "max_tokens": 64, "messages": [{"role": "user", "content": "hi"}]},
+        "/v1/messages",
+        {"model": "m", "max_tokens": 64, "messages": MESSAGES},
+    ),
+    "gemini": (
+        "/v1beta/models/m:generateContent",
+        "/v1beta/models/m:streamGenerateContent?alt=sse",
+        {"contents": [{"role": "user", "parts": [{"text": "hi"}]}]},
     ),
 }
 
@@ -77,9 +86,12 @@ def test_no_form_of_the_key_reaches_any_surface(
     base, db, process = served
     seen: dict[str, str] = {}
     with httpx.Client(base_url=base, timeout=30) as client:
-        for door, (path, body) in DOORS.items():
+        for door, (path, streamed, body) in DOORS.items():
             for stream in (False, True):
-                answer = client.post(path, json={**body, "stream": stream})
+                if path == streamed:
+                    answer = client.post(path, json={**body, "stream": stream})
+                else:
+                    answer = client.post(streamed if stream else path, json=body)
                 seen[f"{door} stream={stream}"] = answer.text
         # what the Responses door stored of a failed streamed response, and its timeline
         streamed = client.post("/v1/responses", json={"model": "m", "input": "x", "stream": True})

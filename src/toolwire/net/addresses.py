@@ -16,7 +16,8 @@ networks) by that IPv4 address alone.
 
 A refusal never says what a name resolved to, nor whether it resolved at all: otherwise any
 caller could use the check to map internal DNS names ("db.internal is a private address
-(10.0.0.7)"). It names only the host the caller gave.
+(10.0.0.7)"). It names only the host the caller gave; an address the caller wrote itself is
+said to be loopback, link-local and so on (that tells the caller nothing it did not know).
 """
 
 from __future__ import annotations
@@ -49,6 +50,21 @@ def embedded_ipv4(address: Address) -> list[ipaddress.IPv4Address]:
     if address in _NAT64:
         found.append(ipaddress.IPv4Address(int(address) & 0xFFFFFFFF))
     return found
+
+
+def category(address: Address) -> str:
+    """In words, why `address` is refused (for an address the caller wrote itself: saying so
+    tells nothing a name would resolve to)."""
+    for each in (*embedded_ipv4(address), address):
+        if each.is_loopback:
+            return "a loopback address"
+        if each.is_link_local:
+            return "a link-local address (cloud metadata lives there)"
+        if each.is_multicast or each.is_unspecified:
+            return "not a unicast address"
+    if isinstance(address, ipaddress.IPv6Address) and address in _SITE_LOCAL:
+        return "a site-local address"
+    return "a private or reserved address"
 
 
 def allowed(address: Address) -> bool:
@@ -98,10 +114,13 @@ async def resolve_checked(
             infos = []
         addresses = [ipaddress.ip_address(info[4][0]) for info in infos]
     if not addresses or not all(allowed(address) for address in addresses):
-        # one message whether the name resolved or not, and never what it resolved to
-        message = (
-            f"{host} is not an allowed address: {what} must be on public addresses (the name "
-            "must resolve, and only to global unicast addresses)"
-        )
+        if literal is not None:  # the caller's own address: what it is may be said
+            why = f"{host} is {category(literal)}, not an allowed address: {what} must be on "
+            message = why + "public addresses (global unicast)"
+        else:  # one message whether the name resolved or not, never what it resolved to
+            message = (
+                f"{host} is not an allowed address: {what} must be on public addresses (the "
+                "name must resolve, and only to global unicast addresses)"
+            )
         raise RefusedAddress(f"{message}. {remedy}" if remedy else message)
     return str(addresses[0])

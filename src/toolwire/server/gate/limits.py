@@ -18,7 +18,7 @@
   together (`server/responses/socket.py`).
 
 - `MAX_OUTPUT_TOKENS` (1,048,576): the most output tokens any door accepts
-  (`max_output_tokens`, `max_tokens`, `max_completion_tokens`, `thinking.budget_tokens`);
+  (`max_output_tokens`, `max_tokens`, `max_completion_tokens`, `maxOutputTokens`);
   more is a 400 (`integer_above_max_value`) at validation, never a number sent upstream or
   a 500 where a limited key's estimate meets a 64-bit database column.
 
