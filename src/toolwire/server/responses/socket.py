@@ -19,6 +19,12 @@ code, message, param}}`, and the socket stays open. A run that fails after
 `response.created` ends with `response.failed` (its `error` inside), as the one terminal
 message of that turn.
 
+The messages read from every socket of the process and not yet answered share one budget of
+memory (`max_socket_queue_bytes`, `Inbox`): with no room left a socket is not read, and one that
+holds none of it is closed with 1013 (try again later) after `socket_queue_wait` seconds; a
+message bigger than `max_body_bytes` closes its socket with 1009 before it is read. How many
+sockets one API key may hold is the gate's (`server/gate/shares.py`).
+
 A socket stays open at most `max_socket_seconds` (default 60 minutes, as OpenAI's); then it
 sends `websocket_connection_limit_reached` and closes, and the client opens a new one.
 
