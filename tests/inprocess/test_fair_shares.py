@@ -11,6 +11,7 @@ import asyncio
 import json
 import sys
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -27,9 +28,12 @@ HELD = sys.getsizeof(CREATE)  # what one message holds of the budget
 
 
 @pytest.fixture
-async def gated() -> AsyncIterator[tuple[AppGateway, Gate]]:
+async def gated(tmp_path: Path) -> AsyncIterator[tuple[AppGateway, Gate]]:
     """A gateway whose upstream holds every call until `gate.release` is set, with small
-    shares: 2 running requests and 2 sockets a key, room for 3 queued messages in all."""
+    shares: 2 running requests and 2 sockets a key, room for 3 queued messages in all. On a
+    database file: a run cancelled in the middle of a write (a client gone) is what these
+    tests cause, and the in-memory database's one shared aiosqlite connection, invalidated by
+    it, leaves a closing task behind that never ends."""
     upstream = ScriptedUpstream()
     upstream.default = Reply(text="ok")
     gate = Gate(upstream)
@@ -40,7 +44,10 @@ async def gated() -> AsyncIterator[tuple[AppGateway, Gate]]:
         socket_queue_wait=0.2,
     )
     async with app_gateway(
-        upstream, upstream_transport=gate.transport, security=Security(limits=limits)
+        upstream,
+        tmp_path / "t.db",
+        upstream_transport=gate.transport,
+        security=Security(limits=limits),
     ) as gateway:
         yield gateway, gate
         gate.release.set()
@@ -54,6 +61,7 @@ class Socket:
         self.sent: list[dict[str, Any]] = []
         self.closed: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         self.refused: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        self.accepted: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.completed = 0
         self.incoming.put_nowait({"type": "websocket.connect"})
         scope = {
@@ -76,6 +84,8 @@ class Socket:
         kind = message["type"]
         if kind == "websocket.http.response.start" and not self.refused.done():
             self.refused.set_result(message["status"])
+        elif kind == "websocket.accept" and not self.accepted.done():
+            self.accepted.set_result(None)
         elif kind == "websocket.close" and not self.closed.done():
             self.closed.set_result(message.get("code", 1000))
         elif kind == "websocket.send":
@@ -97,7 +107,8 @@ async def test_one_key_cannot_take_every_socket(gated: tuple[AppGateway, Gate]) 
     _, hog = await gw.store.keys.create("hog", rpm=1)
     _, other = await gw.store.keys.create("other")
     held = [Socket(gw, hog) for _ in range(2)]
-    await asyncio.sleep(0)
+    for socket in held:
+        await asyncio.wait_for(socket.accepted, 5)
     refused = Socket(gw, hog)
     assert await asyncio.wait_for(refused.refused, 5) == 429
     theirs = Socket(gw, other)  # another tenant still gets in
@@ -107,7 +118,7 @@ async def test_one_key_cannot_take_every_socket(gated: tuple[AppGateway, Gate]) 
     for socket in (*held, theirs):
         await socket.leave()
     again = Socket(gw, hog)  # a socket given back is a slot free again
-    await asyncio.sleep(0)
+    await asyncio.wait_for(again.accepted, 5)
     assert not again.refused.done()
     await again.leave()
 
@@ -137,7 +148,10 @@ async def test_one_key_cannot_take_every_stream(gated: tuple[AppGateway, Gate]) 
     for answer in (*running, theirs):
         raw = await answer.aread()
         assert b"response.completed" in raw, raw[-1500:]
-    assert (await open_stream(hog)).status_code == 200  # the slots came back
+    await gw.transport.wait_idle()  # the requests have ended (their slots given back)
+    again = await open_stream(hog)
+    assert again.status_code == 200  # the slots came back
+    assert b"response.completed" in await again.aread()
 
 
 async def test_queued_websocket_messages_are_bounded_across_sockets(
@@ -147,7 +161,11 @@ async def test_queued_websocket_messages_are_bounded_across_sockets(
     it; its 4th message waits unread; a second socket's message finds no room and the socket
     closes with 1013 (try again later). Once the responses run, every message of the first
     socket is answered, in order, and the room is free again."""
-    gw, gate = gated
+    async with asyncio.timeout(60):  # a hang here is a failure with its traceback
+        await _bounded_across_sockets(*gated)
+
+
+async def _bounded_across_sockets(gw: AppGateway, gate: Gate) -> None:
     _, key = await gw.store.keys.create("team")
     _, other = await gw.store.keys.create("other")
     door = _door(gw)
