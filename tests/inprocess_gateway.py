@@ -25,6 +25,7 @@ from toolwire.demo_tools import ALL as DEMO_TOOLS
 from toolwire.loop.state import LoopSettings
 from toolwire.runtime import Runtime
 from toolwire.server.app import create_app
+from toolwire.server.gate.security import Security
 from toolwire.server.gemini.translate import GeminiSettings
 from toolwire.server.main import compose
 from toolwire.server.messages.translate import MessagesSettings
@@ -72,14 +73,15 @@ async def app_gateway(
     messages: MessagesSettings | None = None,
     gemini: GeminiSettings | None = None,
     fleet: FleetRouter | None = None,
+    security: Security | None = None,
     **adapter_options: Any,
 ) -> AsyncIterator[AppGateway]:
     """`db`: a SQLite file, or None for an in-memory database. `upstream_transport` replaces the transport to the scripted upstream (e.g. one that
     holds the upstream's answer until the test lets it go); `messages`: the Anthropic door's
-    settings (model names, context window), `gemini` the Gemini door's; `adapter_options` are
-    `ChatCompletionsConfig` fields (defaults as the integration gateway: one retry);
-    `fleet`: serve through this router over several model servers instead (`upstream` is then
-    only the test's handle)."""
+    settings (model names, context window), `gemini` the Gemini door's; `security`: the gate's
+    settings and limits; `adapter_options` are `ChatCompletionsConfig` fields (defaults as the
+    integration gateway: one retry); `fleet`: serve through this router over several model
+    servers instead (`upstream` is then only the test's handle)."""
     options: dict[str, Any] = {"max_retries": 1, "initial_backoff": 0.01, "max_backoff": 0.02}
     options.update(adapter_options)
     adapter = ChatCompletionsUpstream(
@@ -94,7 +96,7 @@ async def app_gateway(
         server_tools=list(tools),
         loop_settings=settings or LoopSettings(),
     )
-    app = create_app(runtime, messages=messages, gemini=gemini)
+    app = create_app(runtime, messages=messages, gemini=gemini, security=security)
     service: ResponsesService = app.state.responses
     transport = StreamingASGITransport(app)
     http = httpx.AsyncClient(transport=transport, base_url=BASE)

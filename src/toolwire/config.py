@@ -243,10 +243,42 @@ class ServerConfig(BaseModel):
     max_websockets: int = Field(
         default=256, gt=0, description="WebSockets of /v1/responses open at once, per process"
     )
+    max_websockets_per_key: int = Field(
+        default=32, gt=0, description="WebSockets one API key may hold open at once, per process"
+    )
+    max_streams_per_key: int = Field(
+        default=64,
+        gt=0,
+        description="requests one API key may have running at once (streams included), per process",
+    )
+    max_websocket_queue_bytes: int = Field(
+        default=16 * MiB,
+        gt=0,
+        description="WebSocket messages read and not yet answered, all sockets together; past "
+        "it sockets are not read, then closed (1013); at least max_body_bytes",
+    )
+    websocket_queue_wait: float = Field(
+        default=10.0,
+        ge=0,
+        description="seconds a socket waits, unread, for room among the queued messages before "
+        "it is closed (1013)",
+    )
+    max_stored_bytes_per_key: int = Field(
+        default=1024 * MiB,
+        ge=0,
+        description="bytes of responses and conversation items one API key may keep stored "
+        "(0: no quota)",
+    )
     websocket_max_seconds: float = Field(
         default=3600.0,
         gt=0,
         description="how long one WebSocket of /v1/responses may stay open (OpenAI: 60 min)",
+    )
+    max_url_bytes: int = Field(
+        default=8 * 1024, gt=0, description="longest request URL (path and query); else 414"
+    )
+    max_header_bytes: int = Field(
+        default=32 * 1024, gt=0, description="most bytes of request headers in all; else 431"
     )
     max_upstream_event_bytes: int = Field(default=8 * MiB, gt=0)
     max_upstream_response_bytes: int = Field(default=64 * MiB, gt=0)

@@ -18,6 +18,7 @@ import pytest
 
 from tests.integration.conftest import Gateway, running_gateway
 from tests.processes import free_port
+from tests.secret_forms import reveals
 from toolwire.testing import Reply
 
 DEMO_SERVER = Path(__file__).parents[1] / "mcp_servers" / "demo_server.py"
@@ -114,7 +115,7 @@ def test_list_and_call_over_streamable_http_with_secrets_redacted(
     kinds = [item.type for item in response.output]
     assert kinds == ["mcp_list_tools", "mcp_call", "message"]
     listed = response.output[0]
-    assert sorted(t.name for t in listed.tools) == ["add", "crash", "delete_file", "snapshot"]
+    assert {"add", "crash", "delete_file", "snapshot"} <= {t.name for t in listed.tools}
     call = response.output[1]
     assert (call.name, call.server_label, call.output, call.error) == ("add", "demo", "5", None)
     assert logged(calls_log) == ["add 2 3"]
@@ -481,3 +482,25 @@ def test_approving_from_ui_continues_with_the_stored_credentials(
     for response_id in (asking.id, continued["id"]):  # nothing stored in clear
         shown = httpx.get(f"{root}/ui/api/responses/{response_id}").text
         assert TOKEN not in shown and "blue-secret" not in shown
+
+
+@pytest.mark.parametrize("tool", ["echo_credentials", "reject_credentials"])
+def test_a_server_quoting_its_token_in_any_form_leaks_it_nowhere(
+    mg: Gateway, mcp_url: str, tool: str
+) -> None:
+    """An MCP server that answers (or fails) with the token it was sent, in every form
+    (`tests/secret_forms.py`: plain, JSON-escaped, base64, hex, percent-encoded, Basic,
+    reversed, split...): the call's output or error reaches neither the client, nor the stored
+    response, nor the model, nor the database."""
+    mg.upstream.add(Reply(tool_calls=[(tool, {})]), Reply(text="done"))
+    chosen = demo_tool(mcp_url, require_approval="never", allowed_tools=[tool])
+    response = mg.client.responses.create(model="m", input="go", tools=[chosen])
+    call = next(item for item in response.output if item.type == "mcp_call")
+    said = call.output if tool == "echo_credentials" else call.error
+    assert said and "<redacted>" in said, said
+    stored = mg.client.responses.retrieve(response.id).model_dump_json(warnings=False)
+    to_model = json.dumps(mg.upstream.chat_requests[-1].body)
+    wal = mg.db.with_name(mg.db.name + "-wal")
+    database = mg.db.read_bytes() + (wal.read_bytes() if wal.exists() else b"")
+    for surface in (said, stored, to_model, database.decode("latin-1")):
+        assert not reveals(surface, TOKEN)

@@ -24,7 +24,8 @@ USAGE = {"prompt_tokens": 150, "completion_tokens": 50, "total_tokens": 200}
 
 
 def whole_call() -> Chunks:
-    """A tool call in one delta, which the assembler repairs (`whole_call_one_delta`)."""
+    """A tool call in one delta, which the assembler repairs (`whole_call_one_delta`), and its
+    usage."""
     call = {"index": 0, "id": "call_1", "type": "function"}
     function = {"name": "lookup", "arguments": json.dumps({"q": "x"})}
     return Chunks(
@@ -40,7 +41,10 @@ def whole_call() -> Chunks:
                         "finish_reason": "tool_calls",
                     }
                 ]
-            }
+            },
+            # its usage: a call that reports none is charged what toolwire counted, and the
+            # budget used below is compared with the usage the responses report
+            {"choices": [], "usage": USAGE},
         ]
     )
 

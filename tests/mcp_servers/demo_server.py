@@ -11,7 +11,10 @@ import sys
 from typing import Any
 
 from mcp import types
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
+from tests.secret_forms import encodings
 
 server = MCPServer("toolwire-test-server")
 CALLS_LOG = os.environ.get("DEMO_MCP_LOG")
@@ -51,6 +54,26 @@ def crash() -> str:
     """Kills the server in the middle of the call."""
     _log("crash")
     os._exit(3)
+
+
+def _presented(ctx: Context) -> str:
+    request = ctx.request_context.request
+    headers = getattr(request, "headers", None) or {}
+    return str(headers.get("authorization", "")).removeprefix("Bearer ")
+
+
+@server.tool()
+def echo_credentials(ctx: Context) -> str:
+    """Answers with the token it was called with, in every form (a server that leaks it)."""
+    token = _presented(ctx)
+    return "\n".join(f"{form}: {text}" for form, text in encodings(token).items())
+
+
+@server.tool()
+def reject_credentials(ctx: Context) -> types.CallToolResult:
+    """Fails, quoting the token it was called with in every form."""
+    text = "bad token " + " / ".join(encodings(_presented(ctx)).values())
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
 
 
 def main() -> None:

@@ -4,6 +4,7 @@ loopback, private or metadata addresses (server-side request forgery)."""
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import socket
 from collections.abc import AsyncIterator
 from typing import Any
@@ -12,6 +13,7 @@ import httpx2
 import pytest
 
 from toolwire.config import McpServerConfig
+from toolwire.net import addresses
 from toolwire.server.responses.prepare.mcp_tools import request_use
 from toolwire.tools.mcp import address
 from toolwire.tools.mcp.connection import McpConnectionError
@@ -79,7 +81,10 @@ async def test_loopback_server_urls_are_refused_before_anything_is_sent(
     spec = McpServerSpec("x", url=f"http://{host}:{port}/mcp", headers={"X-Attack": "1"})
     with pytest.raises(McpConnectionError) as caught:
         await McpPool().acquire(spec)
-    assert "loopback" in str(caught.value) and "mcp_allow_private_urls" in str(caught.value)
+    message = str(caught.value)
+    assert "not an allowed address" in message and "mcp_allow_private_urls" in message
+    if host == "localhost":  # what the name resolved to is not said
+        assert "127.0.0.1" not in message and "::1" not in message
     assert seen == []
 
 
@@ -92,12 +97,62 @@ async def test_loopback_server_urls_are_refused_before_anything_is_sent(
         "http://[fd00:ec2::254]/mcp",
         "http://100.100.100.200/mcp",
         "http://0.0.0.0:80/mcp",
+        "http://[2002:7f00:1::1]/mcp",  # 6to4 of 127.0.0.1
+        "http://[2002:a9fe:a9fe::1]/mcp",  # 6to4 of 169.254.169.254 (metadata)
+        "http://[2002:a00:7::1]/mcp",  # 6to4 of 10.0.0.7
+        "http://[64:ff9b::a9fe:a9fe]/mcp",  # NAT64 of 169.254.169.254
+        "http://[fec0::1]/mcp",  # site-local
+        "http://[2001:0:4136:e378:8000:63bf:80ff:fffe]/mcp",  # Teredo, client 127.0.0.1
     ],
 )
 async def test_private_and_metadata_addresses_are_refused(url: str) -> None:
     with pytest.raises(McpConnectionError) as caught:
         await asyncio.wait_for(McpPool().acquire(McpServerSpec("x", url=url)), 5)
     assert caught.value.refused
+
+
+async def test_a_refusal_never_says_what_a_name_resolved_to(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The attack: name internal hosts in `server_url` and read the refusal ("db.internal is
+    a private address (10.0.0.7)"). An internal name and a name that does not resolve at all
+    are refused in the same words, with no address."""
+    internal = {"db.internal": "10.0.0.7", "meta.internal": "169.254.169.254"}
+
+    async def resolver(host: str, port: int, **_: Any) -> list[Any]:
+        if host not in internal:
+            raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (internal[host], port))]
+
+    monkeypatch.setattr(asyncio.get_running_loop(), "getaddrinfo", resolver)
+    messages = []
+    for host in (*internal, "nowhere.internal"):
+        with pytest.raises(McpConnectionError) as caught:
+            await McpPool().acquire(McpServerSpec("x", url=f"http://{host}/mcp"))
+        assert caught.value.refused
+        messages.append(str(caught.value).replace(host, "HOST"))
+    assert len(set(messages)) == 1, messages
+    said = (*internal.values(), "a private address", "link-local", "does not resolve")
+    assert not any(words in messages[0] for words in said), messages[0]
+
+
+@pytest.mark.parametrize(
+    ("text", "allowed"),
+    [
+        ("93.184.216.34", True),
+        ("2606:2800:220:1:248:1893:25c8:1946", True),
+        ("2002:5db8:d822::1", True),  # 6to4 of a public address
+        ("64:ff9b::5db8:d822", True),  # NAT64 of a public address
+        ("2002:7f00:1::1", False),
+        ("2002:c0a8:101::1", False),  # 6to4 of 192.168.1.1
+        ("fec0::1", False),
+        ("fefe::1", False),  # the top of fec0::/10
+        ("::ffff:10.0.0.1", False),
+        ("100.64.0.1", False),  # CGNAT
+    ],
+)
+def test_the_shared_address_check(text: str, allowed: bool) -> None:
+    assert addresses.allowed(ipaddress.ip_address(text)) is allowed
 
 
 async def test_a_name_is_checked_after_resolution_and_the_checked_address_is_used(

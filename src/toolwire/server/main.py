@@ -24,6 +24,7 @@ from toolwire.server.gate.limits import Limits
 from toolwire.server.gate.quotas import QuotaUpstream
 from toolwire.server.gate.security import startup_security
 from toolwire.server.gemini.translate import GeminiSettings
+from toolwire.server.http.protocol import bounded_protocol
 from toolwire.server.messages.translate import MessagesSettings
 from toolwire.server.responses.durable import DurabilitySettings
 from toolwire.server.responses.prepare.mcp_tools import configured_server
@@ -138,6 +139,7 @@ async def build_app(config: ServerConfig) -> Starlette:
     if config.lease_seconds <= config.lease_heartbeat_seconds:
         raise ConfigError("lease_seconds must be longer than lease_heartbeat_seconds")
     store = await Store.open(config.db, migrate=config.migrate)
+    store.storage.max_bytes = config.max_stored_bytes_per_key  # per key (store/storage.py)
     try:
         security = await startup_security(
             store,
@@ -151,6 +153,10 @@ async def build_app(config: ServerConfig) -> Starlette:
                 max_tools=config.max_tools,
                 max_socket_seconds=config.websocket_max_seconds,
                 max_sockets=config.max_websockets,
+                max_sockets_per_key=config.max_websockets_per_key,
+                max_streams_per_key=config.max_streams_per_key,
+                max_socket_queue_bytes=max(config.max_websocket_queue_bytes, config.max_body_bytes),
+                socket_queue_wait=config.websocket_queue_wait,
             ),
             allowed_origins=tuple(config.allowed_origins),
             allowed_hosts=tuple(config.allowed_hosts),
@@ -336,6 +342,8 @@ async def serve(config: ServerConfig, *, reuse_port: bool = False) -> None:
             # before it is buffered). Its keep-alive pings find dead clients.
             ws="websockets-sansio",
             ws_max_size=config.max_body_bytes,
+            # URL and header limits, and the parser's refusals in OpenAI's shape
+            http=bounded_protocol(config.max_url_bytes, config.max_header_bytes),
         )
     )
     if reuse_port:

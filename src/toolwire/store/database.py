@@ -21,6 +21,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any, TypeVar, cast
 
+import orjson
 import sqlalchemy as sa
 
 from toolwire.store import timelines as _timelines  # noqa: F401  (its table joins metadata)
@@ -41,6 +42,7 @@ from toolwire.store.prepared import Prepared
 from toolwire.store.quotas import QuotaStore
 from toolwire.store.records import ConversationRecord, ResponseRecord
 from toolwire.store.runs import RunChange, RunStore, apply_change
+from toolwire.store.storage import StorageQuota
 from toolwire.store.tables import (
     UPSTREAM_NAME_LENGTH,
     approvals,
@@ -75,6 +77,7 @@ class Store:
         self.keys = KeyStore(database)
         self.runs = RunStore(database)
         self.quotas = QuotaStore(database)  # per-key limits and budgets
+        self.storage = StorageQuota(database)  # per-key storage quota
         self.ui = UiQueries(database)
 
     async def read(self, job: Job[T]) -> T:
@@ -145,18 +148,23 @@ class Store:
         already finished (e.g. finalized by another replica) is left alone: False.
         `upstream`: the model server that served it, when a router chose one."""
         who = resolve(owner)
+        # Serialized once, here, to be measured (the owner's storage quota counts the bytes):
+        # the engines write the same bytes (`orjson.Fragment` is taken as it is).
+        body_json, items_json = orjson.dumps(body), orjson.dumps(input_items)
+        history_json = orjson.dumps(history)
         values = {
             "id": body["id"],
             "created_at": body["created_at"],
             "status": body["status"],
             "previous_response_id": body.get("previous_response_id"),
             "conversation_id": conversation_id,
-            "body": body,
-            "input_items": input_items,
-            "history": history,
+            "body": orjson.Fragment(body_json),
+            "input_items": orjson.Fragment(items_json),
+            "history": None if history is None else orjson.Fragment(history_json),
             "conversation_items": conversation_items,
             "owner": who,
             "upstream": upstream[:UPSTREAM_NAME_LENGTH] if upstream else None,
+            "stored_bytes": len(body_json) + len(items_json) + len(history_json),
         }
         now = time.time()
 
@@ -496,19 +504,20 @@ def add_items_in(
             .values(upstream=upstream[:UPSTREAM_NAME_LENGTH])
         )
     if items:
-        connection.execute(
-            conversation_items.insert(),
-            [
+        rows = []
+        for item in items:
+            encoded = orjson.dumps(item)  # once: measured (the storage quota), then written
+            rows.append(
                 {
                     "id": item["id"],
                     "conversation_id": conversation_id,
                     "created_at": created_at,
-                    "item": item,
+                    "item": orjson.Fragment(encoded),
                     "owner": owner_key(owner),
+                    "stored_bytes": len(encoded),
                 }
-                for item in items
-            ],
-        )
+            )
+        connection.execute(conversation_items.insert(), rows)
     return True
 
 

@@ -9,9 +9,10 @@ change is one conditional UPDATE, `... SET tokens = tokens + :n WHERE ... AND to
 row (PostgreSQL re-checks the WHERE on the row it waited for; SQLite has one writer), so two
 requests can never both take the last of a limit.
 
-- `admit` (a door, once a request): counts the request against `rpm` and checks that its token
-  estimate fits what is left of `tpm` and the budget (a check, not a reservation: the model
-  call reserves);
+- `count_request` (the gate, once a request that writes or runs a model, and once a WebSocket
+  message): counts it against `rpm`;
+- `admit` (a door, once a request): checks that its token estimate fits what is left of `tpm`
+  and the budget (a check, not a reservation: the model call reserves);
 - `reserve` (each model call): takes the call's worst case (prompt estimate + most output)
   from `tpm` and the budget, or refuses;
 - `settle` (after the call): gives back what the call did not use (or takes what it used
@@ -144,34 +145,53 @@ class QuotaStore:
 
     # -- the three steps -------------------------------------------------------------------
 
-    async def admit(self, key_id: str | None, estimate: int) -> None:
-        """A door's check, once a request: counts it against `rpm`; refuses (RateLimited) if
-        that is spent or its token estimate no longer fits `tpm` or the budget."""
+    async def count_request(self, key_id: str | None) -> None:
+        """A request against the key's `rpm` (the gate, once a request that writes or runs a
+        model, and once a WebSocket message): refused (RateLimited) when the minute's are
+        spent."""
         limits = await self.limits(key_id)
-        if limits is None or key_id is None:
+        if limits is None or key_id is None or limits.rpm is None:
             return
+        rpm = limits.rpm
         now = time.time()
+        minute = int(now) // 60 * 60
 
         def count(connection: sa.Connection) -> list[Window]:
             ensured: list[Window] = []
-            if limits.rpm is not None or limits.tpm is not None:
+            self._ensure(connection, key_id, "minute", minute, ensured)
+            query = (
+                _row(key_id, "minute", minute)
+                .where(quota_usage.c.requests + 1 <= rpm)
+                .values(requests=quota_usage.c.requests + 1)
+            )
+            if connection.execute(query).rowcount != 1:
+                raise _refusal(connection, key_id, limits, now, 0, "requests")
+            return ensured
+
+        self._remember(await self.database.transact(count))
+
+    async def admit(self, key_id: str | None, estimate: int) -> None:
+        """A door's check, once a request, before it runs: refuses (RateLimited) when its
+        token estimate no longer fits what is left of `tpm` or the budget (a check, not a
+        reservation: each model call reserves)."""
+        limits = await self.limits(key_id)
+        if limits is None or key_id is None or (limits.tpm is None and limits.budget is None):
+            return
+        now = time.time()
+
+        def check(connection: sa.Connection) -> None:
+            if limits.tpm is not None:
                 minute = int(now) // 60 * 60
-                self._ensure(connection, key_id, "minute", minute, ensured)
-                query = _row(key_id, "minute", minute).values(requests=quota_usage.c.requests + 1)
-                if limits.rpm is not None:
-                    query = query.where(quota_usage.c.requests + 1 <= limits.rpm)
-                if limits.tpm is not None:
-                    query = query.where(quota_usage.c.tokens + estimate <= limits.tpm)
-                if connection.execute(query).rowcount != 1:
+                used = _tokens(connection, key_id, "minute", minute)
+                if used + estimate > limits.tpm:
                     raise _refusal(connection, key_id, limits, now, estimate, "minute")
             if limits.budget is not None:
                 start, _ = period_bounds(limits.budget_period or "month", now)
                 used = _tokens(connection, key_id, "budget", start)
                 if used + estimate > limits.budget:
                     raise _refusal(connection, key_id, limits, now, estimate, "budget")
-            return ensured
 
-        self._remember(await self.database.transact(count))
+        await self.database.read(check)
 
     async def reserve(self, key_id: str | None, tokens: int) -> Reservation | None:
         """A model call's worst case, taken from `tpm` and the budget at once or not at all
@@ -376,7 +396,7 @@ def _refusal(
             retryable=False,
         )
     else:
-        on_requests = limits.rpm is not None and requests + 1 > limits.rpm
+        on_requests = scope == "requests"
         headers["retry-after"] = str(math.ceil(minute_reset))
         if on_requests:
             what = f"requests per min (RPM): Limit {limits.rpm}, Used {requests}, Requested 1"

@@ -26,7 +26,7 @@ class ResponseRecord(TypedDict):
     owner: str | None
     conversation_items: int | None
     upstream: str | None
-    """The model server that served it (schema 6; None with a single upstream)."""
+    """The model server that served it (schema 7; None with a single upstream)."""
 
 
 class ConversationRecord(TypedDict):
@@ -38,7 +38,7 @@ class ConversationRecord(TypedDict):
     metadata: dict[str, str]
     owner: str | None
     upstream: str | None
-    """The model server that served its last response (schema 6; None with one upstream)."""
+    """The model server that served its last response (schema 7; None with one upstream)."""
 
 
 class QueuedRequest(TypedDict, total=False):

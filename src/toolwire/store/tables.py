@@ -31,10 +31,14 @@ responses = sa.Table(
     sa.Column("owner", sa.String(40), nullable=True, index=True),
     # how many of its conversation's items came before it (responses in a conversation)
     sa.Column("conversation_items", sa.Integer, nullable=True),
-    # schema 6: the model server that served it, when toolwire routes over several
+    # schema 6: the bytes of its JSON (body, input items, history), for the owner's storage
+    # quota (`store/storage.py`: a sum over this index); null on rows from before
+    sa.Column("stored_bytes", sa.BigInteger, nullable=True),
+    # schema 7: the model server that served it, when toolwire routes over several
     # (upstream/fleet/): a continuation goes back there
     sa.Column("upstream", sa.String(UPSTREAM_NAME_LENGTH), nullable=True),
     sa.Index("ix_responses_previous_response_id", "previous_response_id"),
+    sa.Index("ix_responses_owner_stored_bytes", "owner", "stored_bytes"),
 )
 
 conversations = sa.Table(
@@ -44,7 +48,7 @@ conversations = sa.Table(
     sa.Column("created_at", sa.Integer, nullable=False),
     sa.Column("metadata", sa.JSON, nullable=False),
     sa.Column("owner", sa.String(40), nullable=True, index=True),
-    # schema 6: the model server that served the conversation's last response (fleet)
+    # schema 7: the model server that served the conversation's last response (fleet)
     sa.Column("upstream", sa.String(UPSTREAM_NAME_LENGTH), nullable=True),
 )
 
@@ -66,7 +70,10 @@ conversation_items = sa.Table(
     # ids are unique per owner, not across the database: another key's ids neither collide
     # nor can be probed.
     sa.Column("owner", sa.String(40), nullable=False, server_default=""),
+    # schema 6: the item's JSON bytes, for the owner's storage quota (`store/storage.py`)
+    sa.Column("stored_bytes", sa.Integer, nullable=True),
     sa.UniqueConstraint("owner", "id", name="uq_conversation_items_owner_id"),
+    sa.Index("ix_conversation_items_owner_stored_bytes", "owner", "stored_bytes"),
 )
 
 item_index = sa.Table(

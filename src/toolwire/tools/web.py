@@ -5,7 +5,7 @@
 Without a configured backend the tool is still offered, and a call of it is an error result the
 model reads and can act on ("web search is not configured on this gateway …"), never a failed
 request. A fetch's address goes through the same checks as a request's MCP `server_url`
-(`tools/mcp/address.py`): loopback, private, link-local (cloud metadata) and other non-public
+(`net/addresses.py`): loopback, private, link-local (cloud metadata) and other non-public
 addresses are refused unless the operator set `mcp_allow_private_urls`, since the page to fetch
 is the model's (and so the caller's) choice.
 """
@@ -19,8 +19,8 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, Field
 
+from toolwire.net.addresses import RefusedAddress, resolve_checked
 from toolwire.tools.base import Tool
-from toolwire.tools.mcp.address import RefusedAddress, resolve_checked
 from toolwire.tools.mcp.pool import McpPool, McpServerSpec
 from toolwire.tools.mcp.toolset import McpTool, approval_rule
 
@@ -170,11 +170,14 @@ class WebFetch(Tool):
         if not self.tools.allow_private_urls:
             port = parts.port or (443 if parts.scheme == "https" else 80)
             try:
-                await resolve_checked(parts.hostname, port)
+                await resolve_checked(
+                    parts.hostname,
+                    port,
+                    what="fetched pages",
+                    remedy="The operator can allow private addresses with mcp_allow_private_urls",
+                )
             except RefusedAddress as exc:
-                raise WebToolUnavailable(
-                    f"not fetched: {exc}".replace("request-supplied MCP servers", "fetched pages")
-                ) from None
+                raise WebToolUnavailable(f"not fetched: {exc}") from None
         text = await _Call(backend, url, self.tools).run()
         return FetchedPage(url, text)
 

@@ -48,7 +48,7 @@ from toolwire.upstream.events import (
 )
 from toolwire.upstream.lowering import chat_messages, chat_tool_choice, chat_tools
 from toolwire.upstream.retry import RETRYABLE_STATUSES, RetryPolicy, parse_retry_after
-from toolwire.upstream.scrub import Scrubber
+from toolwire.upstream.scrub import UpstreamScrubber
 from toolwire.upstream.strict import StrictSupport, StrictTools
 from toolwire.upstream.transport import Answer, sender
 from toolwire.wire.chat import ChatRequest
@@ -156,7 +156,7 @@ class ChatCompletionsUpstream:
         if key:
             headers["authorization"] = f"Bearer {key}"
         # Every error leaving this adapter goes through it: servers quote the key they got.
-        self._scrubber = Scrubber([key])
+        self._scrubber = UpstreamScrubber([key])
         base = config.base_url.rstrip("/")
         self._completions_url = base + "/chat/completions"
         self._models_url = base + "/models"

@@ -13,6 +13,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from toolwire.errors import InvalidRequestError
+from toolwire.server.gate.limits import MAX_OUTPUT_TOKENS
 from toolwire.server.http.compat import Ignored
 from toolwire.server.http.validation import validation_error
 
@@ -47,12 +48,14 @@ class ChatCompletionRequest(BaseModel):
     stream_options: StreamOptions | None = None
     temperature: float | None = Field(default=None, ge=0, le=2)
     top_p: float | None = Field(default=None, ge=0, le=1)
-    max_tokens: int | None = Field(default=None, ge=1)
-    max_completion_tokens: int | None = Field(default=None, ge=1)
+    max_tokens: int | None = Field(default=None, ge=1, le=MAX_OUTPUT_TOKENS)
+    max_completion_tokens: int | None = Field(default=None, ge=1, le=MAX_OUTPUT_TOKENS)
     response_format: dict[str, Any] | None = None
     n: int | None = Field(default=None, ge=1, le=1, description="Only 1 is supported.")
 
 
+#: Token fields over `MAX_OUTPUT_TOKENS` keep pydantic's (OpenAI's) wording, naming the bound.
+_TOKEN_FIELDS = ("max_tokens", "max_completion_tokens")
 #: Fields whose errors keep the wording the chat door had before it validated through a model.
 _LEGACY = {
     "n": "only n=1 is supported",
@@ -73,7 +76,8 @@ def check_chat_body(body: Any) -> dict[str, Any]:
     except ValidationError as exc:
         error = validation_error(exc)
         legacy = _LEGACY.get(error.param or "")
-        if legacy is not None:
+        over = error.code == "integer_above_max_value" and error.param in _TOKEN_FIELDS
+        if legacy is not None and not over:
             param = "max_tokens" if error.param == "max_completion_tokens" else error.param
             raise InvalidRequestError(legacy, param=param, code="invalid_value") from None
         raise error from None

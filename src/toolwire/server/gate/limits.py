@@ -12,7 +12,15 @@
   `too_many_tools`).
 - `max_socket_seconds` (default 3,600, as OpenAI's 60 minutes): how long a WebSocket of
   `/v1/responses` stays open (`server/responses/socket.py`); `max_sockets` (default 256): how
-  many are open at once in one process.
+  many are open at once in one process; `max_sockets_per_key` (32) and `max_streams_per_key`
+  (64): what one API key may hold of them, and of running requests (`server/gate/shares.py`);
+  `max_socket_queue_bytes` (16 MiB): the messages read from every socket and not yet answered,
+  together (`server/responses/socket.py`).
+
+- `MAX_OUTPUT_TOKENS` (1,048,576): the most output tokens any door accepts
+  (`max_output_tokens`, `max_tokens`, `max_completion_tokens`, `maxOutputTokens`);
+  more is a 400 (`integer_above_max_value`) at validation, never a number sent upstream or
+  a 500 where a limited key's estimate meets a 64-bit database column.
 
 `read_limited_json` (`parse_limited_json` for a WebSocket message) applies the last three to a
 request body; `BodyLimitMiddleware` the first.
@@ -31,6 +39,10 @@ from toolwire.server.gate.auth import ASGIApp, Message, Receive, Scope, Send
 from toolwire.server.http.errors import send_error
 
 MiB = 1024 * 1024
+#: The most output tokens a request may ask for, on every door: 2**20, beyond any model's
+#: output window today (the upstream refuses what is beyond its own; this bounds what reaches
+#: it and what a key's estimate can add up to).
+MAX_OUTPUT_TOKENS = 1 << 20
 #: The list fields counted against `max_input_items`: Responses `input`, Conversations `items`,
 #: chat-completions `messages`.
 ITEM_FIELDS = ("input", "items", "messages")
@@ -46,6 +58,15 @@ class Limits:
     max_socket_seconds: float = 3600.0
     #: WebSockets open at once (per process); one more is refused (closed 1013, try again)
     max_sockets: int = 256
+    #: WebSockets one API key may hold open at once (per process); one more: 429
+    max_sockets_per_key: int = 32
+    #: requests one API key may have running at once (per process; streams included)
+    max_streams_per_key: int = 64
+    #: bytes of WebSocket messages read and not yet answered, across every socket of the
+    #: process: past it, sockets stop being read (back-pressure) and, after
+    #: `socket_queue_wait` seconds without room, close with 1013 (try again later)
+    max_socket_queue_bytes: int = 16 * MiB
+    socket_queue_wait: float = 10.0
 
 
 class RequestTooLarge(ToolwireError):

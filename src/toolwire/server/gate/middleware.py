@@ -1,4 +1,6 @@
-"""The one ASGI middleware every request crosses: observe, guard, authenticate, limit the body.
+"""The one ASGI middleware every request crosses: observe, guard, authenticate, limit the body,
+then the key's fair shares (requests per minute, concurrent requests and WebSockets:
+`server/gate/shares.py`).
 
 Four separate middlewares (`observe/requests.py`, `server/gate/guards.py`, `server/gate/auth.py`,
 `server/gate/limits.py`) each added a coroutine frame that every resumption of a request's task
@@ -18,6 +20,7 @@ from typing import TYPE_CHECKING
 from toolwire.server.gate.auth import ASGIApp, AuthMiddleware, Message, Receive, Scope, Send
 from toolwire.server.gate.guards import GuardMiddleware
 from toolwire.server.gate.limits import BodyLimitMiddleware
+from toolwire.server.gate.shares import Shares
 from toolwire.store.owner import current_owner
 
 if TYPE_CHECKING:
@@ -35,12 +38,14 @@ class Gate:
         guard: GuardMiddleware,
         auth: AuthMiddleware,
         limit: BodyLimitMiddleware,
+        shares: Shares | None = None,
         observer: RequestObserver | None = None,
     ) -> None:
         self.app = app
         self.guard = guard
         self.auth = auth
         self.limit = limit
+        self.shares = shares
         self.observer = observer
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -62,11 +67,16 @@ class Gate:
         passed = await self.guard.screen(scope, send)
         if passed is None or not await self.auth.admit(scope, passed):
             return
+        slot = "" if self.shares is None else await self.shares.take(scope, passed)
+        if slot is None:
+            return
         token = current_owner.set(scope["state"]["owner"])
         try:
             await self.app(scope, self.limit.limited_messages(receive, passed), passed)
         finally:
             current_owner.reset(token)
+            if slot and self.shares is not None:
+                self.shares.give(scope, slot)
 
     async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
         passed = await self.guard.screen(scope, send)
@@ -76,11 +86,16 @@ class Gate:
             or not await self.limit.admit(scope, passed)
         ):
             return
+        slot = "" if self.shares is None else await self.shares.take(scope, passed)
+        if slot is None:
+            return
         token = current_owner.set(scope["state"]["owner"])
         try:
             await self.app(scope, receive, passed)
         finally:
             current_owner.reset(token)
+            if slot and self.shares is not None:
+                self.shares.give(scope, slot)
 
     async def _observed(
         self, scope: Scope, receive: Receive, send: Send, observer: RequestObserver

@@ -3,12 +3,15 @@
 Two hooks, so every door is covered without knowing the details:
 
 - a door calls `await admit(store, owner, body, max_output)` once a request, after checking
-  it and before running it: the request counts against the key's requests per minute and is
-  refused (429, OpenAI's shape and `x-ratelimit-*` headers) when its estimate no longer fits
-  the tokens per minute or the budget;
+  it and before any upstream work for it: refused (429, OpenAI's shape and `x-ratelimit-*`
+  headers) when its estimate no longer fits the tokens per minute or the budget (the request
+  was counted against the requests per minute at the gate, `shares.py`); a request that
+  stores also calls `admit_storage` (the key's storage quota);
 - `QuotaUpstream` wraps the upstream every run calls, so each model call reserves its worst
-  case (prompt estimate + most output) before the upstream is called and settles on the
-  usage the upstream reported after. Tool loops, compaction and every door share it.
+  case (prompt estimate + most output) before the upstream is called and settles after, on
+  what the call cost however it ended (`metering.py`: the usage the upstream reported, or
+  what toolwire counted when it reported none, the stream was cut or the client left). Tool
+  loops, compaction and every door share it.
 
 The owner is the request's API key (`store.owner.current_owner`, set by the auth middleware
 and inherited by the tasks a request starts).
@@ -17,16 +20,20 @@ and inherited by the tasks a request starts).
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
 import orjson
 
+from toolwire.server.gate.metering import Meter
 from toolwire.store.database import Store
 from toolwire.store.owner import current_owner
 from toolwire.store.quotas import QuotaStore, Reservation
-from toolwire.upstream.base import Sampling, TurnRequest, Upstream
-from toolwire.upstream.events import ModelEvent, Usage
+from toolwire.upstream.base import TurnRequest, Upstream
+from toolwire.upstream.events import ModelEvent
+
+log = logging.getLogger("toolwire.server")
 
 #: The output a request may produce when it does not say (`max_output_tokens` unset): what
 #: is reserved for it. Its real usage is settled after, so this bounds only how far
@@ -48,18 +55,19 @@ def estimate(content: Any, max_output: int | None) -> int:
 
 
 async def admit(store: Store, owner: str | None, body: Any, max_output: int | None) -> None:
-    """The one line a door calls before running a request: 429 when the key's limits refuse
-    it. `body`: what the caller sent (for the estimate)."""
+    """The one line a door calls before running a request: 429 when its estimate no longer
+    fits the key's tokens per minute or budget. `body`: what the caller sent (for the
+    estimate). (The request itself was counted against the requests per minute at the gate:
+    `shares.py`.)"""
     await store.quotas.admit(owner, estimate(body, max_output))
 
 
-async def admit_tokens(
-    store: Store, owner: str | None, prompt_tokens: int, sampling: Sampling
-) -> None:
-    """`admit` for a door that has counted its prompt already (the Messages door counts it
-    with the upstream's tokenizer to fit the window): the real count, not an estimate."""
-    most = sampling.max_output_tokens or DEFAULT_OUTPUT_RESERVE
-    await store.quotas.admit(owner, prompt_tokens + most)
+async def admit_storage(store: Store, owner: str | None, body: Any) -> None:
+    """Before a request that stores what it sent (a response with `store` on, a conversation,
+    items): 429 `storage_quota_exceeded` when the key's storage quota is spent
+    (`store/storage.py`)."""
+    if owner is not None and store.storage.max_bytes > 0:
+        await store.storage.check(owner, len(orjson.dumps(body, default=repr)))
 
 
 def _turn_size(request: TurnRequest) -> Any:
@@ -81,20 +89,22 @@ class QuotaUpstream:
         return getattr(self.inner, name)
 
     async def stream_turn(self, request: TurnRequest) -> AsyncIterator[ModelEvent]:
-        owner = current_owner.get()
-        reservation = None
-        if owner is not None:
-            worst = estimate(_turn_size(request), request.sampling.max_output_tokens)
-            reservation = await self.quotas.reserve(owner, worst)  # RateLimited: the run fails
-        used = 0
+        reservation = await self._reserve(request)
+        if reservation is None:
+            async for event in self.inner.stream_turn(request):
+                yield event
+            return
+        meter = Meter()
         try:
             async for event in self.inner.stream_turn(request):
-                if isinstance(event, Usage):
-                    used += event.input_tokens + event.output_tokens
+                meter.see(event)
                 yield event
+            meter.finished = True
+        except BaseException as exc:
+            meter.cancelled = not isinstance(exc, Exception)  # GeneratorExit, CancelledError
+            raise
         finally:
-            if reservation is not None:
-                self._settle(reservation, used)
+            self._settle(reservation, meter, request)
 
     async def stream_turn_batches(self, request: TurnRequest) -> AsyncIterator[list[ModelEvent]]:
         """`stream_turn` in the inner adapter's batches (`upstream/base.py`'s `turn_batches`),
@@ -105,33 +115,56 @@ class QuotaUpstream:
             async for event in self.stream_turn(request):
                 yield [event]
             return
-        owner = current_owner.get()
-        reservation = None
-        if owner is not None:
-            worst = estimate(_turn_size(request), request.sampling.max_output_tokens)
-            reservation = await self.quotas.reserve(owner, worst)  # RateLimited: the run fails
-        used = 0
+        reservation = await self._reserve(request)
+        if reservation is None:
+            async for batch in batches(request):
+                yield batch
+            return
+        meter = Meter()
         try:
             async for batch in batches(request):
                 for event in batch:
-                    if isinstance(event, Usage):
-                        used += event.input_tokens + event.output_tokens
+                    meter.see(event)
                 yield batch
+            meter.finished = True
+        except BaseException as exc:
+            meter.cancelled = not isinstance(exc, Exception)  # GeneratorExit, CancelledError
+            raise
         finally:
-            if reservation is not None:
-                self._settle(reservation, used)
+            self._settle(reservation, meter, request)
 
-    def _settle(self, reservation: Reservation, used: int) -> None:
-        """Settled in a task of its own: a cancelled call (the client left) still gives its
-        reservation back."""
-        task = asyncio.get_running_loop().create_task(self.quotas.settle(reservation, used))
+    async def _reserve(self, request: TurnRequest) -> Reservation | None:
+        """The call's worst case, taken from the caller's key (None: nothing to count)."""
+        owner = current_owner.get()
+        if owner is None:
+            return None
+        worst = estimate(_turn_size(request), request.sampling.max_output_tokens)
+        return await self.quotas.reserve(owner, worst)  # RateLimited: the run fails
+
+    def _settle(self, reservation: Reservation, meter: Meter, request: TurnRequest) -> None:
+        """Settled in a task of its own, on what the call cost however it ended
+        (`metering.py`): a cancelled call (the client left) is charged too."""
+        task = asyncio.get_running_loop().create_task(self._charge(reservation, meter, request))
         self._settling.add(task)
         task.add_done_callback(self._settling.discard)
+
+    async def _charge(self, reservation: Reservation, meter: Meter, request: TurnRequest) -> None:
+        most = request.sampling.max_output_tokens or DEFAULT_OUTPUT_RESERVE
+        try:
+            used = await meter.charge(self.inner, request, reservation.tokens, most)
+        except Exception:  # counting failed: charge the reservation, never nothing
+            log.warning("could not count a model call's tokens", exc_info=True)
+            used = reservation.tokens
+        await self.quotas.settle(reservation, used)
 
     async def list_models(self) -> list[dict[str, Any]]:
         return await self.inner.list_models()
 
-    async def aclose(self) -> None:
-        if self._settling:
+    async def settled(self) -> None:
+        """Wait until every call that ended has been settled in the store."""
+        while self._settling:
             await asyncio.gather(*self._settling, return_exceptions=True)
+
+    async def aclose(self) -> None:
+        await self.settled()
         await self.inner.aclose()

@@ -17,6 +17,7 @@ from toolwire.server.gate.auth import AuthMiddleware, KeyRing, Receive, Scope, S
 from toolwire.server.gate.guards import GuardMiddleware, is_loopback_host
 from toolwire.server.gate.limits import BodyLimitMiddleware, Limits
 from toolwire.server.gate.middleware import Gate
+from toolwire.server.gate.shares import Shares
 from toolwire.store.database import Store
 
 log = logging.getLogger("toolwire.server")
@@ -59,6 +60,11 @@ def middleware(
                 require_keys=security.require_keys,
             ),
             limit=BodyLimitMiddleware(_unused, max_bytes=security.limits.max_body_bytes),
+            shares=Shares(
+                store.quotas,
+                max_streams_per_key=security.limits.max_streams_per_key,
+                max_websockets_per_key=security.limits.max_sockets_per_key,
+            ),
             observer=observer,
         )
     ]

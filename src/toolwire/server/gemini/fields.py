@@ -55,12 +55,16 @@ def number_field(
     return float(value)
 
 
-def integer_field(config: Mapping[str, Any], name: str, low: int) -> int | None:
+def integer_field(
+    config: Mapping[str, Any], name: str, low: int, high: int | None = None
+) -> int | None:
     value = read_field(config, name)
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value < low:
         raise invalid(f"must be an integer of at least {low}", f"generationConfig.{name}")
+    if high is not None and value > high:
+        raise invalid(f"must be an integer of at most {high}", f"generationConfig.{name}")
     return value
 
 

@@ -28,7 +28,7 @@ from toolwire.loop.state import LoopRequest
 from toolwire.pdf_readers import read_ahead
 from toolwire.runtime import Runtime
 from toolwire.server.gate.auth import owner_of
-from toolwire.server.gate.quotas import admit_tokens
+from toolwire.server.gate.quotas import admit
 from toolwire.server.gemini.contents import ThoughtSeal
 from toolwire.server.gemini.errors import (
     error_frame,
@@ -147,11 +147,12 @@ class GeminiDoor:
         await read_ahead(body, raw=await request.body())  # its PDFs, read off the event loop
         call = translate(body, await self._context(request), stream=stream)
         ensure_served(self.upstream, call.request.model)  # a fleet's 404, in Google's shape
+        # the key's limits (server/gate/quotas.py): 429 before any upstream work (the prompt
+        # is counted by the upstream's tokenizer, the window asked of its /models next); the
+        # model calls themselves reserve and settle through QuotaUpstream like every door's
+        await admit(self.store, owner_of(request), body, call.request.sampling.max_output_tokens)
         call.prompt_tokens = await self._prompt_tokens(call.request)
         await self._fit(call)
-        # the key's limits (server/gate/quotas.py): 429 before anything runs; the model calls
-        # themselves reserve and settle through QuotaUpstream like every other door's
-        await admit_tokens(self.store, owner_of(request), call.prompt_tokens, call.request.sampling)
         return call
 
     async def _context(self, request: Request) -> Context:

@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, RootModel
 
+from toolwire.server.gate.limits import MAX_OUTPUT_TOKENS
 from toolwire.server.http.openapi import API, ApiSpec, Operation, Query
 
 
@@ -85,7 +86,7 @@ class GenerationConfig(BaseModel):
     temperature: float | None = Field(default=None, ge=0, le=2)
     topP: float | None = Field(default=None, ge=0, le=1)
     topK: int | None = Field(default=None, ge=0)
-    maxOutputTokens: int | None = Field(default=None, ge=1)
+    maxOutputTokens: int | None = Field(default=None, ge=1, le=MAX_OUTPUT_TOKENS)
     candidateCount: int | None = None
     stopSequences: list[str] | None = None
     presencePenalty: float | None = Field(default=None, ge=-2, le=2)

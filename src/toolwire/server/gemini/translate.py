@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from toolwire.loop.state import LoopRequest, LoopSettings
+from toolwire.server.gate.limits import MAX_OUTPUT_TOKENS
 from toolwire.server.gemini.contents import ThoughtSeal, contents_transcript, system_transcript
 from toolwire.server.gemini.fields import (
     camel_case,
@@ -291,7 +292,7 @@ def _generation(config: dict[str, Any]) -> tuple[Sampling, bool]:
         Sampling(
             temperature=number_field(config, "temperature", 0, 2),
             top_p=number_field(config, "topP", 0, 1),
-            max_output_tokens=integer_field(config, "maxOutputTokens", 1),
+            max_output_tokens=integer_field(config, "maxOutputTokens", 1, MAX_OUTPUT_TOKENS),
             response_format=_response_format(config),
             extra_body=extra or None,
         ),

@@ -23,6 +23,14 @@ def validation_error(exc: ValidationError) -> InvalidRequestError:
             param=param,
             code="missing_required_parameter",
         )
+    limit = (first.get("ctx") or {}).get("le")
+    if first["type"] == "less_than_equal" and isinstance(first["input"], int) and limit is not None:
+        return InvalidRequestError(  # OpenAI's words for an integer over its maximum
+            f"Invalid '{param}': integer above maximum value. Expected a value <= {limit}, but "
+            f"got {first['input']} instead.",
+            param=param,
+            code="integer_above_max_value",
+        )
     return InvalidRequestError(
         f"Invalid value for '{param}': {first['msg']}.", param=param, code="invalid_value"
     )

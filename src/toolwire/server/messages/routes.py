@@ -26,7 +26,7 @@ from toolwire.loop.state import LoopRequest
 from toolwire.pdf_readers import read_ahead
 from toolwire.runtime import Runtime
 from toolwire.server.gate.auth import owner_of
-from toolwire.server.gate.quotas import admit_tokens
+from toolwire.server.gate.quotas import admit
 from toolwire.server.http.errors import in_shape_of, register_error_shape
 from toolwire.server.http.helpers import ORJSONResponse, started, until_disconnected
 from toolwire.server.http.root import ModelListShape
@@ -105,7 +105,10 @@ class MessagesDoor:
             self._seal = ThinkingSeal(await self.store.secret("anthropic_thinking"))
         return self._seal
 
-    async def _translate(self, request: Request, *, counting: bool = False) -> MessagesCall:
+    async def _translate(
+        self, request: Request, *, counting: bool = False
+    ) -> tuple[Any, MessagesCall]:
+        """The body as sent, and the call it asks for."""
         body = await self.read_json(request)
         await read_ahead(body, raw=await request.body())  # its PDFs, read off the event loop
         call = translate(
@@ -121,13 +124,13 @@ class MessagesDoor:
             routes=routes_models(self.upstream),
         )
         ensure_served(self.upstream, call.request.model)
-        return call
+        return body, call
 
     async def _prompt_tokens(self, request: LoopRequest) -> int:
         return await count_tokens(self.upstream, request.prompt_turn())
 
     async def count(self, request: Request) -> Response:
-        call = await self._translate(request, counting=True)
+        _, call = await self._translate(request, counting=True)
         return ORJSONResponse({"input_tokens": await self._prompt_tokens(call.request)})
 
     async def _window(self, model: str) -> int | None:
@@ -147,12 +150,13 @@ class MessagesDoor:
         call.request.sampling = capped(call.request.sampling, window - prompt)
 
     async def create(self, request: Request) -> Response:
-        call = await self._translate(request)
+        body, call = await self._translate(request)
+        # the key's limits (server/gate/quotas.py): 429 before any upstream work (the prompt
+        # is counted by the upstream's tokenizer, the window asked of its /models next); the
+        # model calls themselves reserve and settle through QuotaUpstream like every door's
+        await admit(self.store, owner_of(request), body, call.request.sampling.max_output_tokens)
         prompt = await self._prompt_tokens(call.request)
         await self._fit(call, prompt)
-        # the key's limits (server/gate/quotas.py): 429 before anything runs; the model calls
-        # themselves reserve and settle through QuotaUpstream like every other door's
-        await admit_tokens(self.store, owner_of(request), prompt, call.request.sampling)
         writer = BlockWriter(
             await self.seal(),
             owner_of(request),

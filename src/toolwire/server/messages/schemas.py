@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from toolwire.server.gate.limits import MAX_OUTPUT_TOKENS
 from toolwire.server.http.openapi import API, ApiSpec, Operation
 
 
@@ -74,7 +75,7 @@ class MessagesRequest(CountTokensRequest):
     "Forward compatibility"."""
 
     model_config = ConfigDict(extra="allow", title="AnthropicMessagesRequest")
-    max_tokens: int = Field(ge=1)
+    max_tokens: int = Field(ge=1, le=MAX_OUTPUT_TOKENS)
     stream: bool | None = None
     temperature: float | None = Field(default=None, ge=0, le=1)
     top_p: float | None = Field(default=None, ge=0, le=1)

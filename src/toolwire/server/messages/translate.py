@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from toolwire.loop.state import LoopRequest, LoopSettings
+from toolwire.server.gate.limits import MAX_OUTPUT_TOKENS
 from toolwire.server.http.compat import known_value, unknown_value
 from toolwire.server.messages.fields import expect_object, expect_string, invalid
 from toolwire.server.messages.history import ThinkingSeal, messages_transcript, system_transcript
@@ -134,6 +135,10 @@ def translate(
             raise invalid("max_tokens: Field required", "max_tokens")
         if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
             raise invalid("max_tokens: must be an integer of at least 1", "max_tokens")
+        if max_tokens > MAX_OUTPUT_TOKENS:
+            raise invalid(
+                f"max_tokens: must be at most {MAX_OUTPUT_TOKENS}, got {max_tokens}", "max_tokens"
+            )
     stream = body.get("stream", False)
     if not isinstance(stream, bool):
         raise invalid("stream: must be a boolean", "stream")

@@ -16,6 +16,7 @@ from starlette.routing import Route
 from toolwire.errors import InvalidRequestError, NotFoundError
 from toolwire.loop.compaction import CompactionCodec
 from toolwire.server.gate.auth import owner_of
+from toolwire.server.gate.quotas import admit_storage
 from toolwire.server.http.helpers import paginate
 from toolwire.server.responses.prepare.item_ids import check_storable, is_duplicate_key, taken_item
 from toolwire.server.responses.prepare.item_references import conversation_additions
@@ -98,6 +99,7 @@ class ConversationsService:
             meta = parsed.metadata or {}
             items = normalize_input(parsed.items or [], "items")
             owner = owner_of(request)
+            await admit_storage(store, owner, [meta, items])
             items = await conversation_additions(store, items, set(), owner)
             await check_storable(store, items, "items", owner)
             conversation_id = wire.new_id("conv")
@@ -123,6 +125,7 @@ class ConversationsService:
             owner = owner_of(request)
             await self._require(conversation_id, owner)
             parsed = parse_body(UpdateConversation, await body_of(request))
+            await admit_storage(store, owner, parsed.metadata)
             await store.update_conversation(conversation_id, parsed.metadata, owner=owner)
             return respond(self._object(await self._require(conversation_id, owner)))
 
@@ -149,6 +152,7 @@ class ConversationsService:
             await self._require(conversation_id, owner)
             parsed = parse_body(AddItems, await body_of(request))
             items = normalize_input(parsed.items, "items")
+            await admit_storage(store, owner, items)
             if any(item["type"] == "item_reference" for item in items):
                 held = await store.list_items(conversation_id, owner=owner)
                 items = await conversation_additions(

@@ -15,7 +15,7 @@ from toolwire.errors import NotFoundError
 from toolwire.runtime import Runtime
 from toolwire.server.gate.auth import owner_of
 from toolwire.server.gate.limits import Limits
-from toolwire.server.gate.quotas import admit
+from toolwire.server.gate.quotas import admit, admit_storage
 from toolwire.server.http.helpers import ORJSONResponse, paginate, until_disconnected
 from toolwire.server.http.openapi import API
 from toolwire.server.responses.compaction import CompactionService
@@ -68,6 +68,8 @@ class ResponsesWing:
             await admit(
                 store, prepared.owner, body, prepared.loop_request.sampling.max_output_tokens
             )
+            if prepared.request.store:
+                await admit_storage(store, prepared.owner, body)
             headers = (
                 {NOT_OFFERED_HEADER: ", ".join(prepared.not_offered)}
                 if prepared.not_offered

@@ -19,6 +19,12 @@ code, message, param}}`, and the socket stays open. A run that fails after
 `response.created` ends with `response.failed` (its `error` inside), as the one terminal
 message of that turn.
 
+The messages read from every socket of the process and not yet answered share one budget of
+memory (`max_socket_queue_bytes`, `Inbox`): with no room left a socket is not read, and one that
+holds none of it is closed with 1013 (try again later) after `socket_queue_wait` seconds; a
+message bigger than `max_body_bytes` closes its socket with 1009 before it is read. How many
+sockets one API key may hold is the gate's (`server/gate/shares.py`).
+
 A socket stays open at most `max_socket_seconds` (default 60 minutes, as OpenAI's); then it
 sends `websocket_connection_limit_reached` and closes, and the client opens a new one.
 
@@ -34,7 +40,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import sys
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -43,7 +51,8 @@ from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 from toolwire.errors import InvalidRequestError, ToolwireError
 from toolwire.server.gate.auth import owner_of
 from toolwire.server.gate.limits import Limits, parse_limited_json
-from toolwire.server.gate.quotas import admit
+from toolwire.server.gate.quotas import admit, admit_storage
+from toolwire.server.responses.budget import ByteBudget
 from toolwire.server.responses.service import LocalResponse, Prepared, ResponsesService
 from toolwire.upstream.fleet.affinity import session_of
 from toolwire.wire.items import ResponseObject, SocketError, StreamEvent
@@ -58,6 +67,54 @@ _FINISHED = frozenset({"response.completed", "response.incomplete"})
 QUEUED = 2
 
 
+@dataclass(slots=True, frozen=True)
+class Queued:
+    """A message read from a socket, and the bytes of the budget it holds until answered."""
+
+    data: str | bytes
+    size: int
+
+
+class Inbox:
+    """One socket's messages read and not yet answered: at most `QUEUED` waiting, each holding
+    its size (the memory it takes) of the process's budget (`ByteBudget`, shared by every
+    socket) until it has been answered. With no room in the budget the socket is not read
+    (its client's sends back up); a socket whose own messages hold room waits for them to be
+    answered, one holding none gives up after `wait` seconds (`put` is False: the socket is
+    closed, 1013)."""
+
+    def __init__(self, budget: ByteBudget, wait: float) -> None:
+        self.queue: asyncio.Queue[Queued] = asyncio.Queue(QUEUED)
+        self.budget = budget
+        self.wait = wait
+        self.held = 0
+
+    async def put(self, data: str | bytes) -> bool:
+        size = sys.getsizeof(data)  # the memory it holds, not its length
+        if not await self.budget.take(size, None if self.held else self.wait):
+            return False
+        self.held += size
+        try:
+            await self.queue.put(Queued(data, size))
+        except BaseException:
+            self.done(size)
+            raise
+        return True
+
+    async def get(self) -> Queued:
+        return await self.queue.get()
+
+    def done(self, size: int) -> None:
+        """A message answered (or dropped): its room is free again."""
+        self.held -= size
+        self.budget.give(size)
+
+    def drop(self) -> None:
+        """The socket is gone: what was read and never answered gives its room back."""
+        while not self.queue.empty():
+            self.done(self.queue.get_nowait().size)
+
+
 class ResponsesSocket:
     """The WebSocket door of `/v1/responses`: `.endpoint` is the `WebSocketRoute` endpoint."""
 
@@ -65,6 +122,8 @@ class ResponsesSocket:
         self.service = service
         self.limits = limits
         self.open = 0
+        #: the messages read from every socket and not yet answered, together
+        self.queued = ByteBudget(limits.max_socket_queue_bytes)
 
     async def endpoint(self, websocket: WebSocket) -> None:
         if self.open >= self.limits.max_sockets:
@@ -81,9 +140,9 @@ class ResponsesSocket:
     async def _serve(self, websocket: WebSocket) -> None:
         await websocket.accept()
         session = _Session(self, websocket)
-        inbox: asyncio.Queue[str | bytes] = asyncio.Queue(QUEUED)
+        inbox = Inbox(self.queued, self.limits.socket_queue_wait)
         worker = asyncio.create_task(session.work(inbox))
-        reader = asyncio.create_task(_read(websocket, inbox))
+        reader = asyncio.create_task(self._read(websocket, inbox))
         try:
             # Either the client leaves (the reader ends), or sending to it failed (the worker
             # ends): the other one stops; a response still running is cancelled, as when an
@@ -93,21 +152,26 @@ class ResponsesSocket:
             for task in (worker, reader):
                 task.cancel()
             await asyncio.gather(worker, reader, return_exceptions=True)
+            inbox.drop()
             if websocket.application_state is WebSocketState.CONNECTED:
                 with contextlib.suppress(Exception):
                     await websocket.close()
 
-
-async def _read(websocket: WebSocket, inbox: asyncio.Queue[str | bytes]) -> None:
-    """Client messages into `inbox`, until the client goes."""
-    while True:
-        message = await websocket.receive()
-        if message["type"] == "websocket.disconnect":
-            return
-        data = message.get("text")
-        if data is None:
-            data = message.get("bytes") or b""
-        await inbox.put(data)
+    async def _read(self, websocket: WebSocket, inbox: Inbox) -> None:
+        """Client messages into `inbox`, until the client goes; when the process's queued
+        messages leave no room (`Inbox`), the socket is not read, then closed with 1013 (try
+        again later)."""
+        while True:
+            message = await websocket.receive()
+            if message["type"] == "websocket.disconnect":
+                return
+            data = message.get("text")
+            if data is None:
+                data = message.get("bytes") or b""
+            if not await inbox.put(data):
+                log.warning("WebSocket closed: queued messages of all sockets are at the limit")
+                await websocket.close(code=1013, reason="server busy: try again later")
+                return
 
 
 class _Session:
@@ -122,7 +186,7 @@ class _Session:
         #: the `stream_id` of the request being answered, echoed on its events
         self.lane: str | None = None
 
-    async def work(self, inbox: asyncio.Queue[str | bytes]) -> None:
+    async def work(self, inbox: Inbox) -> None:
         """Answer the socket's messages in order, until the socket has been open
         `max_socket_seconds`: then `websocket_connection_limit_reached` (a response running
         at that moment finishes first), and the socket closes."""
@@ -131,35 +195,43 @@ class _Session:
             while True:
                 try:
                     async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
-                        raw = await inbox.get()
+                        queued = await inbox.get()
                 except TimeoutError:
                     await self.send(_error_event(_LIMIT_REACHED))
                     return
-                if time.monotonic() >= deadline:
-                    await self.send(_error_event(_LIMIT_REACHED))
-                    return
-                if not await self.key_still_valid():
-                    await self.send(_error_event(_KEY_REVOKED, status=401))
-                    await self.websocket.close(code=1008, reason="invalid_api_key")
-                    return
                 try:
-                    await self.turn(raw)
-                except ToolwireError as exc:
-                    self.last = None
-                    await self.send(_error_event(exc))
-                except (WebSocketDisconnect, asyncio.CancelledError):
-                    raise
-                except Exception as exc:
-                    log.exception("unhandled error in a WebSocket response")
-                    self.last = None
-                    await self.send(
-                        _error_event(
-                            ToolwireError(
-                                f"internal error: {type(exc).__name__}", code="internal_error"
-                            )
-                        )
-                    )
+                    if not await self.answer(queued.data, deadline):
+                        return
+                finally:
+                    inbox.done(queued.size)  # answered: its room is free again
                 self.lane = None  # what follows (the time limit) belongs to no request
+
+    async def answer(self, raw: str | bytes, deadline: float) -> bool:
+        """One message answered; False when the socket is done (its time is up, its key
+        revoked)."""
+        if time.monotonic() >= deadline:
+            await self.send(_error_event(_LIMIT_REACHED))
+            return False
+        if not await self.key_still_valid():
+            await self.send(_error_event(_KEY_REVOKED, status=401))
+            await self.websocket.close(code=1008, reason="invalid_api_key")
+            return False
+        try:
+            await self.turn(raw)
+        except ToolwireError as exc:
+            self.last = None
+            await self.send(_error_event(exc))
+        except (WebSocketDisconnect, asyncio.CancelledError):
+            raise
+        except Exception as exc:
+            log.exception("unhandled error in a WebSocket response")
+            self.last = None
+            await self.send(
+                _error_event(
+                    ToolwireError(f"internal error: {type(exc).__name__}", code="internal_error")
+                )
+            )
+        return True
 
     async def key_still_valid(self) -> bool:
         """The key the socket was opened with is still accepted (`server/gate/auth.py`)."""
@@ -171,6 +243,8 @@ class _Session:
         as one `error` message)."""
         self.last, local = None, self.last  # any failure from here on forgets it
         self.lane = None
+        store = self.door.service.store
+        await store.quotas.count_request(self.owner)  # every message counts: 429 when spent
         message = parse_limited_json(raw, self.door.limits)
         if isinstance(message, dict):
             lane = message.pop("stream_id", None)
@@ -181,7 +255,9 @@ class _Session:
         prepared = await self.door.service.prepare(
             body, owner=self.owner, local=local, session=self.session
         )
-        await admit(self.door.service.store, self.owner, body, prepared.request.max_output_tokens)
+        await admit(store, self.owner, body, prepared.request.max_output_tokens)
+        if prepared.request.store:
+            await admit_storage(store, self.owner, body)
         await self.run(prepared)
 
     async def run(self, prepared: Prepared) -> None:

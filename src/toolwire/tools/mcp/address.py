@@ -7,9 +7,10 @@ request to such a server (the first and any later one: redirects are not followe
 request passes through here anyway) goes through a guarded transport, which
 
 - resolves the host name itself and refuses when *any* address it resolves to is not a global
-  unicast address (loopback, private, link-local and metadata, CGNAT, reserved, multicast,
-  unspecified; IPv4-mapped IPv6 forms included), unless the operator set
-  `mcp_allow_private_urls`;
+  unicast address (`net/addresses.py`, the check shared with every part that connects where a
+  caller says: loopback, private, link-local and metadata, CGNAT, reserved, multicast,
+  unspecified, site-local; IPv6 forms embedding IPv4 judged by it), unless the operator set
+  `mcp_allow_private_urls`; the refusal never says what the name resolved to;
 - then connects to the address it checked (the URL's host is replaced by that address, while
   the `Host` header and TLS SNI keep the name), so a DNS answer that changes between the check
   and the connect (DNS rebinding) cannot redirect the connection.
@@ -19,60 +20,22 @@ Servers from toolwire's own config are the operator's choice and are not checked
 
 from __future__ import annotations
 
-import asyncio
 import functools
-import ipaddress
-import socket
 from typing import Any
 
-Address = ipaddress.IPv4Address | ipaddress.IPv6Address
+from toolwire.net.addresses import RefusedAddress, resolve_checked
+
+__all__ = ["RefusedAddress", "guarded_client_factory", "resolve_checked_mcp"]
 
 
-class RefusedAddress(Exception):
-    """The URL's host is (or resolves to) an address request-supplied servers may not use."""
-
-
-def refusal(address: Address) -> str | None:
-    """Why `address` is refused, or None for a global unicast address."""
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        address = address.ipv4_mapped
-    if address.is_loopback:
-        return "a loopback address"
-    if address.is_link_local:
-        return "a link-local address (cloud metadata lives there)"
-    if address.is_multicast or address.is_unspecified or address.is_reserved:
-        return "not a unicast address"
-    if address.is_private or not address.is_global:
-        return "a private address"
-    return None
-
-
-async def resolve_checked(host: str, port: int) -> str:
-    """The address to connect to for `host`: every address it resolves to is checked, the first
-    is returned. Raises `RefusedAddress`."""
-    try:
-        literal: Address | None = ipaddress.ip_address(host.strip("[]"))
-    except ValueError:
-        literal = None
-    if literal is not None:
-        addresses = [literal]
-    else:
-        loop = asyncio.get_running_loop()
-        try:
-            infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-        except OSError:
-            raise RefusedAddress(f"the host name {host!r} does not resolve") from None
-        addresses = [ipaddress.ip_address(info[4][0]) for info in infos]
-    if not addresses:
-        raise RefusedAddress(f"the host name {host!r} does not resolve")
-    for address in addresses:
-        why = refusal(address)
-        if why is not None:
-            raise RefusedAddress(
-                f"{host} is {why} ({address}); request-supplied MCP servers must be public. "
-                "The operator can allow private addresses with mcp_allow_private_urls"
-            )
-    return str(addresses[0])
+async def resolve_checked_mcp(host: str, port: int) -> str:
+    """`resolve_checked` (`net/addresses.py`) in words for a request's MCP server."""
+    return await resolve_checked(
+        host,
+        port,
+        what="request-supplied MCP servers",
+        remedy="The operator can allow private addresses with mcp_allow_private_urls",
+    )
 
 
 @functools.cache
@@ -87,7 +50,7 @@ def _transport_class() -> type[Any]:
         async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
             host = request.url.host
             port = request.url.port or (443 if request.url.scheme == "https" else 80)
-            pinned = await resolve_checked(host, port)
+            pinned = await resolve_checked_mcp(host, port)
             if pinned != host:  # the Host header already names `host`
                 if request.url.scheme == "https":
                     request.extensions = {**request.extensions, "sni_hostname": host}

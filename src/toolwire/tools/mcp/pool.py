@@ -10,6 +10,7 @@ import hashlib
 import time
 from dataclasses import dataclass, field
 
+from toolwire.scrub import Scrubber
 from toolwire.tools.mcp.connection import (
     McpConnection,
     McpConnectionError,
@@ -18,7 +19,7 @@ from toolwire.tools.mcp.connection import (
     stdio_opener,
     streamable_http_opener,
 )
-from toolwire.tools.mcp.redact import redact_url, redact_urls
+from toolwire.tools.mcp.redact import credential_scrubber, redact_url, redact_urls
 
 
 @dataclass(slots=True, frozen=True)
@@ -44,6 +45,11 @@ class McpServerSpec:
     def shown(self) -> str:
         """`where`, safe to show: credentials in a URL are redacted."""
         return redact_url(self.url) if self.url else self.where
+
+    @property
+    def scrubber(self) -> Scrubber:
+        """Takes this server's credentials, in every form, out of what it answers."""
+        return credential_scrubber(self.url, self.headers, self.env)
 
     def key(self) -> tuple[str, str]:
         secret = "\n".join(f"{k.lower()}={v}" for k, v in sorted(self.headers.items()))
@@ -90,7 +96,8 @@ class McpPool:
                     "not answer as an MCP server"
                 ) from None
             # the libraries' messages may quote the URL, credentials and all
-            raise McpConnectionError(redact_urls(str(exc)), refused=exc.refused) from None
+            message = spec.scrubber.text(redact_urls(str(exc)))
+            raise McpConnectionError(message, refused=exc.refused) from None
 
     async def _open(self, spec: McpServerSpec) -> McpConnection:
         description = f"MCP server '{spec.label}' at {spec.shown}"

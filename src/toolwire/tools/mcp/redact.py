@@ -1,12 +1,16 @@
 """Credentials inside MCP server URLs: user info (`https://user:pass@host`) and token-ish query
 parameters (`token`, `key`, `api_key`, `access_token`, `auth`, `signature`, …) open the
 connection and appear nowhere else: not in echoed or stored tools, not in error messages, not in
-logs."""
+logs. A server's credentials (those, its headers, a stdio server's environment) are also
+scrubbed, in every form, from what the server answers (`credential_scrubber`)."""
 
 from __future__ import annotations
 
 import re
-from urllib.parse import unquote, urlsplit, urlunsplit
+from collections.abc import Mapping
+from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
+
+from toolwire.scrub import Scrubber
 
 REDACTED = "<redacted>"
 
@@ -41,3 +45,36 @@ def _redact_pair(pair: str) -> str:
 def redact_urls(text: str) -> str:
     """Every http(s) URL in `text` (an error message, say) redacted."""
     return _URL.sub(lambda match: redact_url(match.group()), text)
+
+
+def credentials(
+    url: str | None, headers: Mapping[str, str], env: Mapping[str, str] | None = None
+) -> list[str]:
+    """The secrets an MCP server is reached with: header values (and the token of an
+    `Authorization: Bearer …` / `Basic …`), the URL's password and user, its secret-looking
+    query values, and values of the environment a stdio server gets."""
+    found: list[str] = []
+    for value in headers.values():
+        found.append(value)
+        scheme, _, token = value.partition(" ")
+        if token and scheme.isalpha():
+            found.append(token.strip())
+    if url:
+        try:
+            parts = urlsplit(url)
+        except ValueError:
+            parts = None
+        if parts is not None:
+            found += [unquote(p) for p in (parts.password, parts.username) if p]
+            found += [v for k, v in parse_qsl(parts.query) if _SECRET_NAME.search(k)]
+    found += list((env or {}).values())
+    return found
+
+
+def credential_scrubber(
+    url: str | None, headers: Mapping[str, str], env: Mapping[str, str] | None = None
+) -> Scrubber:
+    """What takes an MCP server's credentials, in every form (`toolwire/scrub.py`), out of
+    what it answers: its errors and tool results, before they are relayed, stored or given
+    to the model."""
+    return Scrubber(credentials(url, headers, env))

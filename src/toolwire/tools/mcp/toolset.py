@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
+import orjson
 from pydantic import BaseModel, ConfigDict
 
 from toolwire.errors import InvalidRequestError
+from toolwire.scrub import Scrubber
 from toolwire.tools.base import Tool, ToolArgumentsError
-from toolwire.tools.mcp.connection import _reason
+from toolwire.tools.mcp.connection import McpConnectionError, _reason
 from toolwire.tools.mcp.pool import McpPool, McpServerSpec
 from toolwire.tools.mcp.results import render_content
 from toolwire.trace_context import trace_headers
@@ -125,15 +128,23 @@ class McpTool(Tool):
             )
         except Exception as exc:
             self.pool.discard(self.server)
+            scrub = self.server.scrubber.text
             raise McpCallError(
-                f"the MCP server '{self.server.label}' failed during the call: {_reason(exc)}"
+                scrub(
+                    f"the MCP server '{self.server.label}' failed during the call: {_reason(exc)}"
+                )
             ) from None
         if not isinstance(result, types.CallToolResult):
             raise McpCallError(
                 f"the MCP server '{self.server.label}' answered {type(result).__name__}"
             )
+        scrubber = self.server.scrubber
         if result.is_error:
-            raise McpCallError(render_content(result.content) or "the tool reported an error")
+            text = render_content(result.content) or "the tool reported an error"
+            raise McpCallError(await scrubbed(scrubber, text))
+        if scrubber:  # the server's own credentials out of what it answered
+            content = [await _scrubbed_block(scrubber, block) for block in result.content]
+            result = result.model_copy(update={"content": content})
         return result
 
     def render(self, output: Any) -> str:
@@ -144,6 +155,34 @@ class McpTool(Tool):
             if isinstance(output, types.CallToolResult)
             else str(output)
         )
+
+
+#: Text longer than this is scrubbed on a worker thread: the event loop's thread gets the
+#: interpreter back every few milliseconds meanwhile (`toolwire/scrub.py` costs ~0.1 s a MiB).
+OFF_LOOP_SCRUB_CHARS = 64 * 1024
+
+
+async def scrubbed(scrubber: Scrubber, text: str) -> str:
+    if len(text) > OFF_LOOP_SCRUB_CHARS:
+        return await asyncio.to_thread(scrubber.text, text)
+    return scrubber.text(text)
+
+
+async def _scrubbed_block(scrubber: Scrubber, block: Any) -> Any:
+    """A content block with the text it carries scrubbed (a text block, an embedded text
+    resource); other blocks are shown as one line each (`results.py`), not their data."""
+    from mcp import types
+
+    if isinstance(block, types.TextContent):
+        return block.model_copy(update={"text": await scrubbed(scrubber, block.text)})
+    if isinstance(block, types.EmbeddedResource) and isinstance(
+        block.resource, types.TextResourceContents
+    ):
+        text = await scrubbed(scrubber, block.resource.text)
+        return block.model_copy(
+            update={"resource": block.resource.model_copy(update={"text": text})}
+        )
+    return block
 
 
 async def list_server_tools(pool: McpPool, server: McpServerSpec) -> list[types.Tool]:
@@ -162,15 +201,27 @@ async def list_server_tools(pool: McpPool, server: McpServerSpec) -> list[types.
             return tools
 
 
-def tool_listing(tool: types.Tool) -> McpListedTool:
-    """A tool as the `mcp_list_tools` item shows it."""
+def tool_listing(tool: types.Tool, scrubber: Scrubber | None = None) -> McpListedTool:
+    """A tool as the `mcp_list_tools` item shows it (the server's credentials scrubbed from
+    what it wrote: the listing is stored and relayed)."""
     annotations = (
         tool.annotations.model_dump(mode="json", exclude_none=True) if tool.annotations else None
     )
+    description = tool.description
+    schema: dict[str, Any] = dict(tool.input_schema)
+    if scrubber:
+        description = None if description is None else scrubber.text(description)
+        encoded = orjson.dumps(schema).decode()
+        cleaned = scrubber.text(encoded)
+        if cleaned != encoded:
+            try:
+                schema = orjson.loads(cleaned)
+            except orjson.JSONDecodeError:
+                schema = {"type": "object", "properties": {}}
     return {
         "name": tool.name,
-        "description": tool.description,
-        "input_schema": tool.input_schema,
+        "description": description,
+        "input_schema": schema,
         "annotations": annotations,
     }
 
@@ -206,8 +257,14 @@ class McpToolset:
 
     async def list_tools(self) -> list[McpListedTool]:
         """The server's tools (those allowed), as `mcp_list_tools` shows them."""
-        definitions = await list_server_tools(self.pool, self.spec)
-        return [tool_listing(d) for d in definitions if self._allows(d.name)]
+        scrubber = self.spec.scrubber
+        try:
+            definitions = await list_server_tools(self.pool, self.spec)
+        except McpConnectionError:
+            raise  # its words are scrubbed already (`pool.py`)
+        except Exception as exc:  # the server's own words may quote its credentials
+            raise McpCallError(scrubber.text(_reason(exc))) from None
+        return [tool_listing(d, scrubber) for d in definitions if self._allows(d.name)]
 
     def tools(self, listing: list[McpListedTool]) -> list[McpTool]:
         return [

@@ -7,15 +7,18 @@ everyone's). Approvals are answered through `POST /v1/responses`, as any client 
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
+from os import PathLike
 from pathlib import Path
 
 from starlette.requests import Request
 from starlette.responses import FileResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
+from starlette.types import Scope
 
 from toolwire.errors import InvalidRequestError, NotFoundError
 from toolwire.server.gate.auth import is_operator, owner_of
@@ -28,7 +31,35 @@ from toolwire.upstream.fleet.router import ReplicaStatus
 from toolwire.wire.timeline import PendingApproval
 
 STATIC = Path(__file__).parent / "static"
-_NO_CACHE = {"cache-control": "no-cache"}
+#: The page may not be framed by any other page (clickjacking of Approve: a hostile page
+#: overlaying the button with its own), in the two spellings browsers read (CSP's
+#: `frame-ancestors`, and `X-Frame-Options` for older ones); and it loads nothing but its own
+#: files. Sent with the page and with every static file (`/ui/static/index.html` is the page).
+PAGE_HEADERS = {
+    "x-frame-options": "DENY",
+    "content-security-policy": (
+        "default-src 'self'; img-src 'self' data: blob:; style-src 'self' 'unsafe-inline'; "
+        "object-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+    ),
+    "x-content-type-options": "nosniff",
+    "referrer-policy": "no-referrer",
+}
+_NO_CACHE = {"cache-control": "no-cache", **PAGE_HEADERS}
+
+
+class _StaticFiles(StaticFiles):
+    """The page's files, with `PAGE_HEADERS`."""
+
+    def file_response(
+        self,
+        full_path: PathLike[str] | str,
+        stat_result: os.stat_result,
+        scope: Scope,
+        status_code: int = 200,
+    ) -> Response:
+        response = super().file_response(full_path, stat_result, scope, status_code)
+        response.headers.update(PAGE_HEADERS)
+        return response
 
 
 def _owner(request: Request) -> str | None:
@@ -252,5 +283,5 @@ def ui_routes(
         Route("/ui/api/approvals", pending_approvals, methods=["GET"]),
         Route("/ui/api/conversations", list_conversations, methods=["GET"]),
         Route("/ui/api/conversations/{conversation_id}", conversation, methods=["GET"]),
-        Mount("/ui/static", StaticFiles(directory=STATIC), name="ui-static"),
+        Mount("/ui/static", _StaticFiles(directory=STATIC), name="ui-static"),
     ]

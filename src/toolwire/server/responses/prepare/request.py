@@ -25,6 +25,7 @@ from pydantic import (
 )
 
 from toolwire.errors import InvalidRequestError
+from toolwire.server.gate.limits import MAX_OUTPUT_TOKENS
 from toolwire.server.http.compat import Ignored
 from toolwire.server.http.validation import validation_error
 
@@ -97,7 +98,7 @@ class CreateResponse(BaseModel):
     tool_choice: str | dict[str, Any] = "auto"
     parallel_tool_calls: StrictBool = True
     # OpenAI's minimum is 16 (`integer_below_min_value` below it)
-    max_output_tokens: StrictInt | None = None
+    max_output_tokens: StrictInt | None = Field(default=None, le=MAX_OUTPUT_TOKENS)
     max_tool_calls: StrictInt | None = Field(default=None, ge=0)
     temperature: StrictFloat | None = Field(default=None, ge=0, le=2)
     top_p: StrictFloat | None = Field(default=None, ge=0, le=1)
