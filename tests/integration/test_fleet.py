@@ -6,7 +6,11 @@ server turn after turn, and a server that dies is taken out (its state in `/metr
 
 from __future__ import annotations
 
+import os
 import re
+import socket
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -17,7 +21,7 @@ import httpx
 import openai
 import pytest
 
-from tests.processes import free_port, output_so_far, toolwire_process
+from tests.processes import free_port, output_so_far, toolwire_process, wait_until_up
 from toolwire.config import load_config
 from toolwire.server.main import build_app
 from toolwire.testing import Reply, ScriptedUpstream
@@ -192,3 +196,42 @@ async def test_config_file_upstreams_with_models_and_weights(tmp_path: Path) -> 
     assert answer.json()["choices"][0]["message"]["content"] == "from x"
     assert f"    - big-x at {x.base_url}: model-x (up, weight 3)" in app.state.summary
     assert f"    - small-y at {y.base_url}: model-y (up)" in app.state.summary
+
+
+def test_make_fleet_serves_two_models_from_three_servers_and_stops_them(tmp_path: Path) -> None:
+    """`make fleet` (README): one command, three model servers, toolwire in front; SIGTERM
+    (as Ctrl-C) leaves no server behind."""
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    demo = Path(__file__).resolve().parents[2] / "benchmarks" / "fleet_demo.py"
+    env = {**os.environ, "TOOLWIRE_DB": f"sqlite:///{tmp_path / 'toolwire.db'}"}
+    log = tmp_path / "demo.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [sys.executable, str(demo), "--port", str(port)],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
+        try:
+            wait_until_up(base + "/health", process)
+            listed = httpx.get(base + "/v1/models").json()
+            assert sorted(model["id"] for model in listed["data"]) == ["model-a", "model-b"]
+            client = openai.OpenAI(base_url=base + "/v1", api_key="x", max_retries=0)
+            answer = client.chat.completions.create(
+                model="model-b", messages=[{"role": "user", "content": "hi"}]
+            )
+            assert (answer.choices[0].message.content or "").startswith("Answer ")
+            with pytest.raises(openai.NotFoundError, match="model-a, model-b"):
+                client.chat.completions.create(
+                    model="model-c", messages=[{"role": "user", "content": "hi"}]
+                )
+            servers = [int(p) for p in re.findall(r"127\.0\.0\.1:(\d+)/v1", log.read_text())[:3]]
+            assert len(servers) == 3
+        finally:
+            process.terminate()
+            process.wait(20)
+    assert process.returncode == 0, log.read_text()[-2000:]  # toolwire stopped cleanly
+    for server in servers:  # every mock server stopped with it
+        with pytest.raises(OSError):
+            socket.create_connection(("127.0.0.1", server), timeout=1).close()
