@@ -110,11 +110,6 @@ class LeakFormat:
     vllm: tuple[str, ...] = ()
     sglang: tuple[str, ...] = ()
 
-    @property
-    def whole_message(self) -> bool:
-        """Whether some shape of it has no marker and so counts only as the whole message."""
-        return bool(self.whole)
-
 
 def _o(parts: Seq | str, scanner: Scanner, **kw: object) -> Opener:
     return Opener((parts,) if isinstance(parts, str) else parts, scanner, **kw)  # type: ignore[arg-type]
