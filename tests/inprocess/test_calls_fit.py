@@ -137,6 +137,8 @@ class Seen:
     calls: list[tuple[str, str, str]] = field(default_factory=list)
     shown: int = 0
     error: str | None = None
+    body: str = ""
+    """All the client received, as text."""
 
     @property
     def arguments(self) -> list[Any]:
@@ -180,6 +182,7 @@ async def ask_chat(gw: AppGateway, stream: bool, door: str, tool: Tool) -> Seen:
     }
     answer = await gw.http.post("/v1/chat/completions", json=body)
     seen = Seen()
+    seen.body = answer.text
     if not stream:
         assert answer.status_code == 200, answer.text
         for call in answer.json()["choices"][0]["message"].get("tool_calls") or []:
@@ -221,6 +224,7 @@ def from_response_events(events: list[dict[str, Any]]) -> Seen:
     """The calls of a streamed response (SSE or WebSocket), checked as a client reads them:
     every item's argument deltas concatenate to its `.done` arguments."""
     seen = Seen()
+    seen.body = json.dumps(events)
     deltas: dict[str, list[str]] = {}
     for event in events:
         kind = event["type"]
@@ -250,6 +254,7 @@ async def ask_responses(gw: AppGateway, stream: bool, door: str, tool: Tool) -> 
         return from_response_events(sse_events(answer.content))
     body = answer.json()
     seen = Seen()
+    seen.body = answer.text
     for item in body["output"]:
         if item["type"] == "function_call":
             seen.shown += 1
@@ -295,6 +300,7 @@ async def ask_messages(gw: AppGateway, stream: bool, door: str, tool: Tool) -> S
     }
     answer = await gw.http.post("/v1/messages", json=body)
     seen = Seen()
+    seen.body = answer.text
     if not stream:
         assert answer.status_code == 200, answer.text
         for block in answer.json()["content"]:
@@ -371,6 +377,7 @@ async def ask_gemini(gw: AppGateway, stream: bool, door: str, tool: Tool) -> See
     else:
         chunks = gemini_sse_chunks(answer.content) if sse else json.loads(answer.text)
     seen = Seen()
+    seen.body = answer.text
     for chunk in chunks:
         if "error" in chunk:
             seen.error = chunk["error"]["message"]
@@ -572,6 +579,75 @@ async def test_a_second_misfit_in_a_row_reaches_the_client_as_written(
     if family(door) not in ("messages", "gemini"):  # as written (Messages, Gemini: an object)
         assert [text for _, _, text in seen.calls] == ["{ }"]
     assert len(gw.upstream.chat_requests) == 2
+
+
+# -- salvaged from leaked text ----------------------------------------------------------------
+
+
+@pytest_asyncio.fixture(loop_scope="module", scope="module")
+async def salvaging_gateway() -> AsyncIterator[AppGateway]:
+    from toolwire.loop.state import LoopSettings
+
+    salvage = LoopSettings(leak_mode="salvage")
+    async with app_gateway(ScriptedUpstream.in_process(), settings=salvage) as gateway:
+        yield gateway
+
+
+@pytest.fixture
+def salvaging(salvaging_gateway: AppGateway) -> AppGateway:
+    salvaging_gateway.upstream.reset()
+    return salvaging_gateway
+
+
+def leaked(name: str, arguments: dict[str, Any]) -> str:
+    """A turn that writes its call as text (Hermes' markup, the parser off), after prose."""
+    call = json.dumps({"name": name, "arguments": arguments})
+    return f"Let me look.\n<tool_call>\n{call}\n</tool_call>"
+
+
+def unmarked(seen: Seen) -> None:
+    """Nothing of the leaked text reached the client, only the prose before it."""
+    assert "<tool_call>" not in seen.body and "Let me look." in seen.body
+
+
+@pytest.mark.parametrize("door", DOORS)
+async def test_a_salvaged_call_is_repaired(salvaging: AppGateway, door: str) -> None:
+    # before: a call read from leaked text went to the client unchecked, `"5"` and all
+    tool = tool_for(
+        door, chat="read", responses="exec_command", messages="Read", gemini="read_file"
+    )
+    path = {"chat": "filePath", "responses": "cmd"}.get(family(door), "file_path")
+    number = {"responses": "max_output_tokens", "gemini": "start_line"}.get(family(door), "limit")
+    salvaging.upstream.add(Reply(text=leaked(tool.name, {path: "/src/a.py", number: "5"})))
+    seen = await ask(salvaging, door, tool)
+    assert seen.arguments == [{path: "/src/a.py", number: 5}] and seen.shown == 1
+    assert seen.error is None and len(salvaging.upstream.chat_requests) == 1
+    unmarked(seen)
+
+
+@pytest.mark.parametrize("door", DOORS)
+async def test_a_salvaged_call_that_does_not_fit_is_asked_again_unseen(
+    salvaging: AppGateway, door: str
+) -> None:
+    tool = tool_for(
+        door, chat="read", responses="exec_command", messages="Read", gemini="read_file"
+    )
+    path = {"chat": "filePath", "responses": "cmd"}.get(family(door), "file_path")
+    number = {"responses": "max_output_tokens", "gemini": "start_line"}.get(family(door), "limit")
+    salvaging.upstream.add(
+        Reply(text=leaked(tool.name, {number: 5})),  # no path: a required property missing
+        Reply(text=leaked(tool.name, {path: "/src/a.py", number: 5})),
+    )
+    seen = await ask(salvaging, door, tool)
+    assert seen.arguments == [{path: "/src/a.py", number: 5}] and seen.shown == 1
+    assert seen.error is None
+    if door not in ("responses_stream", "websocket"):  # (events there repeat the text)
+        assert seen.body.count("Let me look.") == 1  # the retry's prose is shown once
+    unmarked(seen)
+    second = salvaging.upstream.chat_requests[1].body["messages"]
+    (turn,) = [m for m in second if m["role"] == "assistant"]
+    assert turn["content"] == "Let me look." and len(turn["tool_calls"]) == 1  # its call, read
+    assert f'at $: "{path}" is a required property' in asked_again(salvaging)
 
 
 # -- untouched -------------------------------------------------------------------------------
