@@ -650,6 +650,28 @@ async def test_a_salvaged_call_that_does_not_fit_is_asked_again_unseen(
     assert f'at $: "{path}" is a required property' in asked_again(salvaging)
 
 
+@pytest.mark.parametrize("door", DOORS)
+async def test_a_salvaged_xml_parameter_is_typed_by_the_schema(
+    salvaging: AppGateway, door: str
+) -> None:
+    # Qwen3-Coder's XML parameters are text: `{"a": 1}` is a file's content where the tool
+    # wants a string, a number where it wants a number (before: an object, then a re-ask)
+    name, written, meant = {
+        "chat": ("write", {"filePath": "/a.json", "content": '{"a": 1}'}, None),
+        "responses": ("write_stdin", {"session_id": "7", "chars": "3"}, {"session_id": 7}),
+        "messages": ("Write", {"file_path": "/a.json", "content": '{"a": 1}'}, None),
+        "gemini": ("write_file", {"file_path": "/a.json", "content": '{"a": 1}'}, None),
+    }[family(door)]
+    tool = tool_for(door, chat=name, responses=name, messages=name, gemini=name)
+    parameters = "".join(f"<parameter={k}>\n{v}\n</parameter>\n" for k, v in written.items())
+    leak = f"Let me look.\n<tool_call>\n<function={name}>\n{parameters}</function>\n</tool_call>"
+    salvaging.upstream.add(Reply(text=leak))
+    seen = await ask(salvaging, door, tool)
+    assert seen.arguments == [{**written, **(meant or {})}] and seen.shown == 1
+    assert len(salvaging.upstream.chat_requests) == 1
+    assert "<function=" not in seen.body
+
+
 # -- untouched -------------------------------------------------------------------------------
 
 

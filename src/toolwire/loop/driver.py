@@ -689,8 +689,9 @@ class _Run:
                     tool.validate(item.arguments)
                 except ToolArgumentsError:
                     return None
-            raw = orjson.dumps(item.arguments).decode()
-            calls.append(ToolCall("call_" + secrets.token_hex(12), item.name, item.arguments, raw))
+            arguments = self.fitting.salvaged(item.name, item.arguments, item.texts)
+            raw = orjson.dumps(arguments).decode()
+            calls.append(ToolCall("call_" + secrets.token_hex(12), item.name, arguments, raw))
         return calls or None
 
     # -- ExecuteTools ---------------------------------------------------------------------
