@@ -385,6 +385,8 @@ async def ask_gemini(gw: AppGateway, stream: bool, door: str, tool: Tool) -> See
             for part in (candidate.get("content") or {}).get("parts") or []:
                 call = part.get("functionCall")
                 if call is not None:
+                    # a call goes out once judged: in the run's last chunk, with its reason
+                    assert chunk is chunks[-1] and candidate["finishReason"] == "STOP"
                     args = orjson.dumps(call["args"]).decode()
                     seen.calls.append((call["name"], call.get("id", ""), args))
     seen.shown = len(seen.calls)
