@@ -1,6 +1,9 @@
 """Calls that fit the tool (issue #35), on every door, with the real clients' own tool schemas:
 Claude Code's on `/v1/messages`, Codex's on `/v1/responses` (and its WebSocket mode), opencode's
-on `/v1/chat/completions` (tests/data/: the requests those clients sent, logged on loopback).
+on `/v1/chat/completions`, Gemini CLI's on `/v1beta/models/{model}:generateContent` and
+`:streamGenerateContent` (declared as Gemini CLI declares them, `parametersJsonSchema`, and in
+the OpenAPI dialect of Gemini's `parameters`, upper-case types; tests/data/: the requests those
+clients sent, logged on loopback).
 
 What a client gets: a call that fits, byte for byte as the model wrote it; a call repaired with
 one meaning (`"5"` for an integer, a JSON string for an array, a lone `arguments` wrapper,
@@ -23,6 +26,7 @@ import orjson
 import pytest
 import pytest_asyncio
 
+from tests.inprocess.test_gemini import sse_chunks as gemini_sse_chunks
 from tests.inprocess.test_messages import events_of
 from tests.inprocess_gateway import (
     AppGateway,
@@ -48,6 +52,13 @@ CODEX = {
     for tool in json.loads((DATA / "codex" / "codex_request.json").read_text())["body"]["tools"]
     if tool.get("type") == "function"
 }
+GEMINI_CLI = {
+    declaration["name"]: declaration
+    for tool in json.loads((DATA / "gemini" / "gemini_cli_request.json").read_text())["body"][
+        "tools"
+    ]
+    for declaration in tool.get("functionDeclarations") or []
+}
 OPENCODE = {
     tool["function"]["name"]: tool["function"]
     for tool in json.loads((DATA / "opencode" / "opencode_request.json").read_text())["body"][
@@ -63,7 +74,13 @@ DOORS = [
     "websocket",
     "messages",
     "messages_stream",
+    "gemini",
+    "gemini_stream",
+    "gemini_openapi",
+    "gemini_openapi_stream",
 ]
+"""`gemini_stream`: `alt=sse`; `gemini_openapi_stream`: the JSON array (no `alt`), the tool
+declared as `parameters` in Gemini's OpenAPI dialect."""
 
 
 @dataclass(frozen=True)
@@ -91,16 +108,23 @@ def opencode(name: str) -> Tool:
     return Tool(name, tool["parameters"], tool.get("description", ""))
 
 
+def gemini_cli(name: str) -> Tool:
+    declaration = GEMINI_CLI[name]
+    return Tool(name, declaration["parametersJsonSchema"], declaration.get("description", ""))
+
+
 def family(door: str) -> str:
     return door.split("_")[0].replace("websocket", "responses")
 
 
-def tool_for(door: str, *, chat: str, responses: str, messages: str) -> Tool:
+def tool_for(door: str, *, chat: str, responses: str, messages: str, gemini: str) -> Tool:
     """The named tool of the client that speaks this door (chat: opencode; responses and its
-    WebSocket: Codex; messages: Claude Code)."""
+    WebSocket: Codex; messages: Claude Code; gemini: Gemini CLI)."""
     kind = family(door)
     if kind == "chat":
         return opencode(chat)
+    if kind == "gemini":
+        return gemini_cli(gemini)
     return codex(responses) if kind == "responses" else claude(messages)
 
 
@@ -113,6 +137,8 @@ class Seen:
     calls: list[tuple[str, str, str]] = field(default_factory=list)
     shown: int = 0
     error: str | None = None
+    body: str = ""
+    """All the client received, as text."""
 
     @property
     def arguments(self) -> list[Any]:
@@ -156,6 +182,7 @@ async def ask_chat(gw: AppGateway, stream: bool, door: str, tool: Tool) -> Seen:
     }
     answer = await gw.http.post("/v1/chat/completions", json=body)
     seen = Seen()
+    seen.body = answer.text
     if not stream:
         assert answer.status_code == 200, answer.text
         for call in answer.json()["choices"][0]["message"].get("tool_calls") or []:
@@ -197,6 +224,7 @@ def from_response_events(events: list[dict[str, Any]]) -> Seen:
     """The calls of a streamed response (SSE or WebSocket), checked as a client reads them:
     every item's argument deltas concatenate to its `.done` arguments."""
     seen = Seen()
+    seen.body = json.dumps(events)
     deltas: dict[str, list[str]] = {}
     for event in events:
         kind = event["type"]
@@ -226,6 +254,7 @@ async def ask_responses(gw: AppGateway, stream: bool, door: str, tool: Tool) -> 
         return from_response_events(sse_events(answer.content))
     body = answer.json()
     seen = Seen()
+    seen.body = answer.text
     for item in body["output"]:
         if item["type"] == "function_call":
             seen.shown += 1
@@ -271,6 +300,7 @@ async def ask_messages(gw: AppGateway, stream: bool, door: str, tool: Tool) -> S
     }
     answer = await gw.http.post("/v1/messages", json=body)
     seen = Seen()
+    seen.body = answer.text
     if not stream:
         assert answer.status_code == 200, answer.text
         for block in answer.json()["content"]:
@@ -296,10 +326,78 @@ async def ask_messages(gw: AppGateway, stream: bool, door: str, tool: Tool) -> S
     return seen
 
 
+#: Gemini's `Schema` keywords typed int64, which the proto JSON mapping writes as strings (the
+#: JS SDK's `Schema` types them `string`).
+INT64 = ("minItems", "maxItems", "minLength", "maxLength", "minProperties", "maxProperties")
+
+
+def openapi(schema: Any) -> Any:
+    """A JSON Schema as Gemini's `parameters` take it (the OpenAPI subset of its `Schema`):
+    types in upper case, `propertyOrdering`, int64 limits as strings, no `$schema` or
+    `additionalProperties` (its `Schema` has neither)."""
+    if isinstance(schema, list):
+        return [openapi(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key in ("$schema", "additionalProperties"):
+            continue
+        if key == "type" and isinstance(value, str):
+            out[key] = value.upper()
+        elif key == "properties":
+            out[key] = {name: openapi(sub) for name, sub in value.items()}
+            out["propertyOrdering"] = list(value)
+        elif key in INT64:
+            out[key] = str(value)
+        else:
+            out[key] = openapi(value) if key in ("items", "anyOf") else value
+    return out
+
+
+async def ask_gemini(gw: AppGateway, stream: bool, door: str, tool: Tool) -> Seen:
+    """Gemini CLI's way: its functions in `functionDeclarations`, a call read from a
+    `functionCall` part's `args` (an object: Gemini has no argument text)."""
+    declaration: dict[str, Any] = {"name": tool.name, "description": tool.description}
+    if "openapi" in door:
+        declaration["parameters"] = openapi(tool.schema)
+    else:
+        declaration["parametersJsonSchema"] = tool.schema
+    body = {
+        "contents": [{"role": "user", "parts": [{"text": "go"}]}],
+        "tools": [{"functionDeclarations": [declaration]}],
+    }
+    sse = door == "gemini_stream"
+    action = "streamGenerateContent" if stream else "generateContent"
+    path = f"/v1beta/models/gemini-2.5-pro:{action}" + ("?alt=sse" if sse else "")
+    answer = await gw.http.post(path, json=body)
+    assert answer.status_code == 200, answer.text
+    if not stream:
+        chunks = [answer.json()]
+    else:
+        chunks = gemini_sse_chunks(answer.content) if sse else json.loads(answer.text)
+    seen = Seen()
+    seen.body = answer.text
+    for chunk in chunks:
+        if "error" in chunk:
+            seen.error = chunk["error"]["message"]
+        for candidate in chunk.get("candidates") or []:
+            for part in (candidate.get("content") or {}).get("parts") or []:
+                call = part.get("functionCall")
+                if call is not None:
+                    # a call goes out once judged: in the run's last chunk, with its reason
+                    assert chunk is chunks[-1] and candidate["finishReason"] == "STOP"
+                    args = orjson.dumps(call["args"]).decode()
+                    seen.calls.append((call["name"], call.get("id", ""), args))
+    seen.shown = len(seen.calls)
+    return seen
+
+
 ASK: dict[str, Callable[[AppGateway, bool, str, Tool], Any]] = {
     "chat": ask_chat,
     "responses": ask_responses,
     "messages": ask_messages,
+    "gemini": ask_gemini,
 }
 
 
@@ -314,9 +412,11 @@ def asked_again(gw: AppGateway) -> str:
 
 @pytest.mark.parametrize("door", DOORS)
 async def test_a_numeric_string_is_repaired(gw: AppGateway, door: str) -> None:
-    tool = tool_for(door, chat="read", responses="exec_command", messages="Read")
-    path = {"chat": "filePath", "responses": "cmd", "messages": "file_path"}[family(door)]
-    number = "max_output_tokens" if family(door) == "responses" else "limit"  # number / integer
+    tool = tool_for(
+        door, chat="read", responses="exec_command", messages="Read", gemini="read_file"
+    )
+    path = {"chat": "filePath", "responses": "cmd"}.get(family(door), "file_path")
+    number = {"responses": "max_output_tokens", "gemini": "start_line"}.get(family(door), "limit")
     gw.upstream.add(Reply(tool_calls=[(tool.name, f'{{"{path}": "/src/a.py", "{number}": "5"}}')]))
     seen = await ask(gw, door, tool)
     assert seen.arguments == [{path: "/src/a.py", number: 5}] and seen.error is None
@@ -336,9 +436,14 @@ async def test_a_stringified_array_or_object_is_repaired(gw: AppGateway, door: s
         ),
         # DeepSeek's wrapper, holding the object as a JSON string
         "messages": ("Bash", {"arguments": json.dumps({"command": "ls"})}, {"command": "ls"}),
+        "gemini": (
+            "list_directory",
+            {"dir_path": "src", "ignore": '["*.pyc"]', "file_filtering_options": "{}"},
+            {"dir_path": "src", "ignore": ["*.pyc"], "file_filtering_options": {}},
+        ),
     }[family(door)]
     name, wrote, meant = written
-    tool = tool_for(door, chat=name, responses=name, messages=name)
+    tool = tool_for(door, chat=name, responses=name, messages=name, gemini=name)
     gw.upstream.add(Reply(tool_calls=[(tool.name, wrote)]))
     seen = await ask(gw, door, tool)
     assert seen.arguments == [meant] and len(gw.upstream.chat_requests) == 1
@@ -346,13 +451,17 @@ async def test_a_stringified_array_or_object_is_repaired(gw: AppGateway, door: s
 
 @pytest.mark.parametrize("door", DOORS)
 async def test_a_lone_wrapper_is_unwrapped(gw: AppGateway, door: str) -> None:
-    tool = tool_for(door, chat="bash", responses="exec_command", messages="Bash")
+    tool = tool_for(
+        door, chat="bash", responses="exec_command", messages="Bash", gemini="run_shell_command"
+    )
     inner = (
         {"cmd": "git status"}
         if family(door) == "responses"
         else {"command": "git status", "description": "Show the working tree status"}
     )
-    wrapper = {"chat": "input", "responses": "arguments", "messages": "parameters"}[family(door)]
+    wrapper = {"chat": "input", "responses": "arguments", "messages": "parameters"}.get(
+        family(door), "args"
+    )
     gw.upstream.add(Reply(tool_calls=[(tool.name, {wrapper: inner})]))
     seen = await ask(gw, door, tool)
     assert seen.arguments == [inner] and len(gw.upstream.chat_requests) == 1
@@ -374,8 +483,8 @@ async def test_null_for_a_tool_without_required_properties_is_an_empty_object(
 
 @pytest.mark.parametrize("door", DOORS)
 async def test_a_missing_required_property_is_asked_again_unseen(gw: AppGateway, door: str) -> None:
-    tool = tool_for(door, chat="read", responses="view_image", messages="Read")
-    path = {"chat": "filePath", "responses": "path", "messages": "file_path"}[family(door)]
+    tool = tool_for(door, chat="read", responses="view_image", messages="Read", gemini="read_file")
+    path = {"chat": "filePath", "responses": "path"}.get(family(door), "file_path")
     good = {path: "/src/a.py"}
     gw.upstream.add(
         Reply(tool_calls=[(tool.name, "{}")], call_ids=["call_first"]),
@@ -412,8 +521,14 @@ async def test_an_enum_miss_or_an_extra_key_is_asked_again_unseen(
             {"command": "make"},
             "('cwd' was unexpected)",
         ),
+        "gemini": (
+            "activate_skill",
+            {"name": "pdf"},
+            {"name": "skill-creator"},
+            'at $.name: "pdf" is not one of "skill-creator" or "antigravity-support"',
+        ),
     }[family(door)]
-    tool = tool_for(door, chat=name, responses=name, messages=name)
+    tool = tool_for(door, chat=name, responses=name, messages=name, gemini=name)
     gw.upstream.add(Reply(tool_calls=[(name, wrong)]), Reply(tool_calls=[(name, good)]))
     seen = await ask(gw, door, tool)
     assert seen.arguments == [good] and seen.shown == 1 and seen.error is None
@@ -424,12 +539,34 @@ async def test_an_enum_miss_or_an_extra_key_is_asked_again_unseen(
 async def test_null_where_properties_are_required_is_asked_again(gw: AppGateway, door: str) -> None:
     # before: two calls on /v1/responses (the null one, incomplete, and the next), and an
     # `api_error` ending the stream on /v1/messages
-    tool = tool_for(door, chat="read", responses="exec_command", messages="Read")
-    good = {{"chat": "filePath", "responses": "cmd", "messages": "file_path"}[family(door)]: "a"}
+    tool = tool_for(
+        door, chat="read", responses="exec_command", messages="Read", gemini="read_file"
+    )
+    good = {{"chat": "filePath", "responses": "cmd"}.get(family(door), "file_path"): "a"}
     gw.upstream.add(Reply(tool_calls=[(tool.name, "null")]), Reply(tool_calls=[(tool.name, good)]))
     seen = await ask(gw, door, tool)
     assert seen.arguments == [good] and seen.shown == 1 and seen.error is None
     assert "the arguments are null, not an object" in asked_again(gw)
+
+
+@pytest.mark.parametrize("door", ["gemini_openapi", "gemini_openapi_stream"])
+async def test_gemini_int64_limits_written_as_strings_are_checked(
+    gw: AppGateway, door: str
+) -> None:
+    # Gemini's `Schema` types `minItems`, `maxLength`... int64, which proto JSON (and Google's
+    # JS SDK) writes as a string: `"minItems": "1"`. Before, such a tool compiled to no schema
+    # and its calls went unchecked.
+    listing = gemini_cli("list_directory")
+    schema = json.loads(json.dumps(listing.schema))
+    schema["properties"]["ignore"]["minItems"] = 1  # `openapi` sends it as "1"
+    tool = Tool(listing.name, schema, listing.description)
+    gw.upstream.add(
+        Reply(tool_calls=[(tool.name, {"dir_path": "src", "ignore": []})]),  # too few
+        Reply(tool_calls=[(tool.name, {"dir_path": "src", "ignore": '["*.pyc"]'})]),  # repaired
+    )
+    seen = await ask(gw, door, tool)
+    assert seen.arguments == [{"dir_path": "src", "ignore": ["*.pyc"]}] and seen.shown == 1
+    assert "at $.ignore: [] has less than 1 item" in asked_again(gw)
 
 
 @pytest.mark.parametrize("door", DOORS)
@@ -437,13 +574,104 @@ async def test_a_second_misfit_in_a_row_reaches_the_client_as_written(
     gw: AppGateway, door: str
 ) -> None:
     # asked again once; the client's own validation answers the model after that
-    tool = tool_for(door, chat="read", responses="view_image", messages="Read")
+    tool = tool_for(door, chat="read", responses="view_image", messages="Read", gemini="read_file")
     gw.upstream.add(Reply(tool_calls=[(tool.name, "{}")]), Reply(tool_calls=[(tool.name, "{ }")]))
     seen = await ask(gw, door, tool)
     assert seen.arguments == [{}] and seen.shown == 1 and seen.error is None
-    if family(door) != "messages":  # the text as the model wrote it (Messages JSON: an object)
+    if family(door) not in ("messages", "gemini"):  # as written (Messages, Gemini: an object)
         assert [text for _, _, text in seen.calls] == ["{ }"]
     assert len(gw.upstream.chat_requests) == 2
+
+
+# -- salvaged from leaked text ----------------------------------------------------------------
+
+
+@pytest_asyncio.fixture(loop_scope="module", scope="module")
+async def salvaging_gateway() -> AsyncIterator[AppGateway]:
+    from toolwire.loop.state import LoopSettings
+
+    salvage = LoopSettings(leak_mode="salvage")
+    async with app_gateway(ScriptedUpstream.in_process(), settings=salvage) as gateway:
+        yield gateway
+
+
+@pytest.fixture
+def salvaging(salvaging_gateway: AppGateway) -> AppGateway:
+    salvaging_gateway.upstream.reset()
+    return salvaging_gateway
+
+
+def leaked(name: str, arguments: dict[str, Any]) -> str:
+    """A turn that writes its call as text (Hermes' markup, the parser off), after prose."""
+    call = json.dumps({"name": name, "arguments": arguments})
+    return f"Let me look.\n<tool_call>\n{call}\n</tool_call>"
+
+
+def unmarked(seen: Seen) -> None:
+    """Nothing of the leaked text reached the client, only the prose before it."""
+    assert "<tool_call>" not in seen.body and "Let me look." in seen.body
+
+
+@pytest.mark.parametrize("door", DOORS)
+async def test_a_salvaged_call_is_repaired(salvaging: AppGateway, door: str) -> None:
+    # before: a call read from leaked text went to the client unchecked, `"5"` and all
+    tool = tool_for(
+        door, chat="read", responses="exec_command", messages="Read", gemini="read_file"
+    )
+    path = {"chat": "filePath", "responses": "cmd"}.get(family(door), "file_path")
+    number = {"responses": "max_output_tokens", "gemini": "start_line"}.get(family(door), "limit")
+    salvaging.upstream.add(Reply(text=leaked(tool.name, {path: "/src/a.py", number: "5"})))
+    seen = await ask(salvaging, door, tool)
+    assert seen.arguments == [{path: "/src/a.py", number: 5}] and seen.shown == 1
+    assert seen.error is None and len(salvaging.upstream.chat_requests) == 1
+    unmarked(seen)
+
+
+@pytest.mark.parametrize("door", DOORS)
+async def test_a_salvaged_call_that_does_not_fit_is_asked_again_unseen(
+    salvaging: AppGateway, door: str
+) -> None:
+    tool = tool_for(
+        door, chat="read", responses="exec_command", messages="Read", gemini="read_file"
+    )
+    path = {"chat": "filePath", "responses": "cmd"}.get(family(door), "file_path")
+    number = {"responses": "max_output_tokens", "gemini": "start_line"}.get(family(door), "limit")
+    salvaging.upstream.add(
+        Reply(text=leaked(tool.name, {number: 5})),  # no path: a required property missing
+        Reply(text=leaked(tool.name, {path: "/src/a.py", number: 5})),
+    )
+    seen = await ask(salvaging, door, tool)
+    assert seen.arguments == [{path: "/src/a.py", number: 5}] and seen.shown == 1
+    assert seen.error is None
+    if door not in ("responses_stream", "websocket"):  # (events there repeat the text)
+        assert seen.body.count("Let me look.") == 1  # the retry's prose is shown once
+    unmarked(seen)
+    second = salvaging.upstream.chat_requests[1].body["messages"]
+    (turn,) = [m for m in second if m["role"] == "assistant"]
+    assert turn["content"] == "Let me look." and len(turn["tool_calls"]) == 1  # its call, read
+    assert f'at $: "{path}" is a required property' in asked_again(salvaging)
+
+
+@pytest.mark.parametrize("door", DOORS)
+async def test_a_salvaged_xml_parameter_is_typed_by_the_schema(
+    salvaging: AppGateway, door: str
+) -> None:
+    # Qwen3-Coder's XML parameters are text: `{"a": 1}` is a file's content where the tool
+    # wants a string, a number where it wants a number (before: an object, then a re-ask)
+    name, written, meant = {
+        "chat": ("write", {"filePath": "/a.json", "content": '{"a": 1}'}, None),
+        "responses": ("write_stdin", {"session_id": "7", "chars": "3"}, {"session_id": 7}),
+        "messages": ("Write", {"file_path": "/a.json", "content": '{"a": 1}'}, None),
+        "gemini": ("write_file", {"file_path": "/a.json", "content": '{"a": 1}'}, None),
+    }[family(door)]
+    tool = tool_for(door, chat=name, responses=name, messages=name, gemini=name)
+    parameters = "".join(f"<parameter={k}>\n{v}\n</parameter>\n" for k, v in written.items())
+    leak = f"Let me look.\n<tool_call>\n<function={name}>\n{parameters}</function>\n</tool_call>"
+    salvaging.upstream.add(Reply(text=leak))
+    seen = await ask(salvaging, door, tool)
+    assert seen.arguments == [{**written, **(meant or {})}] and seen.shown == 1
+    assert len(salvaging.upstream.chat_requests) == 1
+    assert "<function=" not in seen.body
 
 
 # -- untouched -------------------------------------------------------------------------------
@@ -451,7 +679,9 @@ async def test_a_second_misfit_in_a_row_reaches_the_client_as_written(
 
 @pytest.mark.parametrize("door", DOORS)
 async def test_a_call_that_fits_passes_byte_for_byte(gw: AppGateway, door: str) -> None:
-    tool = tool_for(door, chat="bash", responses="exec_command", messages="Bash")
+    tool = tool_for(
+        door, chat="bash", responses="exec_command", messages="Bash", gemini="run_shell_command"
+    )
     key = "cmd" if family(door) == "responses" else "command"
     # odd spacing, a \u escape and key order: what a re-encoding would change
     raw = f'{{ "{key}":"ls  -la caf\\u00e9" ,"description" : "List files"}}'
@@ -461,17 +691,17 @@ async def test_a_call_that_fits_passes_byte_for_byte(gw: AppGateway, door: str) 
     seen = await ask(gw, door, tool)
     ((name, call_id, text),) = seen.calls
     assert name == tool.name and call_id == "functions.Bash:0"  # the model's id, verbatim
-    if door == "messages":
-        assert orjson.loads(text) == orjson.loads(raw)  # an input object, not text
+    if door == "messages" or family(door) == "gemini":  # an object, not text: as written
+        assert list(orjson.loads(text).items()) == list(orjson.loads(raw).items())
     else:
         assert text == raw
 
 
-@pytest.mark.parametrize("door", ["chat", "responses", "messages"])
+@pytest.mark.parametrize("door", ["chat", "responses", "messages", "gemini"])
 async def test_kimi_call_ids_go_out_and_come_back_verbatim(gw: AppGateway, door: str) -> None:
     # Kimi-K2 numbers its calls `functions.<name>:<idx>` and relies on them in later turns
-    tool = tool_for(door, chat="read", responses="view_image", messages="Read")
-    path = {"chat": "filePath", "responses": "path", "messages": "file_path"}[family(door)]
+    tool = tool_for(door, chat="read", responses="view_image", messages="Read", gemini="read_file")
+    path = {"chat": "filePath", "responses": "path"}.get(family(door), "file_path")
     call_id = f"functions.{tool.name}:0"
     gw.upstream.add(
         Reply(tool_calls=[(tool.name, {path: "a"})], call_ids=[call_id]), Reply(text="done")
@@ -515,6 +745,18 @@ async def test_kimi_call_ids_go_out_and_come_back_verbatim(gw: AppGateway, door:
             output,
         ]
         assert (await gw.http.post("/v1/responses", json=body)).status_code == 200
+    elif door == "gemini":
+        call = {"id": call_id, "name": tool.name, "args": orjson.loads(seen.calls[0][2])}
+        answer = {"id": call_id, "name": tool.name, "response": {"output": "hello"}}
+        contents = [
+            {"role": "user", "parts": [{"text": "go"}]},
+            {"role": "model", "parts": [{"functionCall": call}]},
+            {"role": "user", "parts": [{"functionResponse": answer}]},
+        ]
+        declaration = {"name": tool.name, "parametersJsonSchema": tool.schema}
+        body = {"contents": contents, "tools": [{"functionDeclarations": [declaration]}]}
+        path = "/v1beta/models/gemini-2.5-pro:generateContent"
+        assert (await gw.http.post(path, json=body)).status_code == 200
     else:
         history = [
             {"role": "user", "content": "go"},
@@ -597,18 +839,26 @@ async def test_repairs_and_re_asks_are_on_the_timeline_metrics_and_ui(tmp_path: 
         assert grown - metric(before, "toolwire_argument_misfits", label) == count
 
 
-@pytest.mark.parametrize("door", ["chat_stream", "responses_stream", "messages_stream"])
+@pytest.mark.parametrize(
+    "door", ["chat_stream", "responses_stream", "messages_stream", "gemini_stream"]
+)
 async def test_the_check_is_off_when_the_deployment_says_so(door: str) -> None:
     from toolwire.loop.state import LoopSettings
 
     off = LoopSettings(check_arguments=False)
     async with app_gateway(ScriptedUpstream.in_process(), settings=off) as gw:
-        tool = tool_for(door, chat="read", responses="exec_command", messages="Read")
-        key = {"chat": "filePath", "responses": "cmd", "messages": "file_path"}[family(door)]
-        raw = f'{{"{key}": "a", "limit": "5"}}'
+        tool = tool_for(
+            door, chat="read", responses="exec_command", messages="Read", gemini="read_file"
+        )
+        key = {"chat": "filePath", "responses": "cmd"}.get(family(door), "file_path")
+        number = "start_line" if family(door) == "gemini" else "limit"
+        raw = f'{{"{key}": "a", "{number}": "5"}}'
         gw.upstream.add(Reply(tool_calls=[(tool.name, raw)]))
         seen = await ask(gw, door, tool)
-    assert [text for _, _, text in seen.calls] == [raw]  # unchecked: as the model wrote it
+    # unchecked: as the model wrote it (Gemini: the same object, the string still a string)
+    assert [orjson.loads(text) for _, _, text in seen.calls] == [orjson.loads(raw)]
+    if family(door) != "gemini":
+        assert [text for _, _, text in seen.calls] == [raw]
 
 
 @pytest.mark.parametrize(

@@ -16,6 +16,8 @@ from toolwire import Agent, LoopSettings, tool
 from toolwire.errors import StopReason, StoreError
 from toolwire.loop.driver import LoopDriver
 from toolwire.loop.events import (
+    ArgumentsMisfit,
+    ArgumentsRepaired,
     CallArgumentsDelta,
     CallStreamStarted,
     CancelCause,
@@ -341,6 +343,26 @@ async def test_salvage_runs_a_well_formed_leaked_call(fake_upstream: ScriptedUps
     assert ran == [("get_weather", {"city": "Paris"})]
     assert len(fake_upstream.chat_requests) == 2
     assert [e.action for e in result.events if isinstance(e, LeakDetected)] == ["salvaged"]
+
+
+async def test_a_salvaged_call_of_a_server_tool_is_judged_as_a_structured_one(
+    fake_upstream: ScriptedUpstream,
+) -> None:
+    """A call read from leaked text meets the tool's schema as any call does: `"21.5"` for a
+    number is repaired and run; a missing property is re-asked with what did not fit (before:
+    a leak re-ask, the model told only that it wrote a call as text)."""
+    wrong = '<tool_call>\n{"name": "convert_temperature", "arguments": {}}\n</tool_call>'
+    fixable = wrong.replace("{}", '{"celsius": "21.5"}')
+    fake_upstream.add(Reply(text=wrong), Reply(text=fixable), Reply(text="70.7 °F."))
+    result = await agent(fake_upstream, leak_mode="salvage").run("21.5 °C in °F?")
+    assert result.status == "completed" and ran == [("convert_temperature", {"celsius": 21.5})]
+    assert [e.action for e in result.events if isinstance(e, LeakDetected)] == ["salvaged"] * 2
+    (misfit,) = [e for e in result.events if isinstance(e, ArgumentsMisfit)]
+    assert misfit.action == "retry" and '"celsius" is a required property' in misfit.problems
+    (repaired,) = [e for e in result.events if isinstance(e, ArgumentsRepaired)]
+    assert [r.kind for r in repaired.repairs] == ["numeric_string"]
+    second = fake_upstream.chat_requests[1].body["messages"]
+    assert "do not fit the input schema of convert_temperature" in second[-1]["content"]
 
 
 async def test_salvage_refuses_an_undeclared_tool_and_retries(

@@ -85,6 +85,20 @@ def test_xml_values_are_typed_only_when_unambiguous(
     assert type(xml_value(raw, string)) is type(expected)
 
 
+def test_xml_values_typed_by_their_look_keep_their_text() -> None:
+    # the loop puts the text back where the tool's schema wants a string (loop/fitting.py)
+    text = (
+        "<tool_call>\n<function=write>\n<parameter=path>\na.json\n</parameter>\n"
+        '<parameter=content>\n{"a": 1}\n</parameter>\n<parameter=mode>\n0644\n</parameter>\n'
+        "<parameter=lines>\n 12\n</parameter>\n</function>\n</tool_call>"
+    )
+    match = detect_leak(text)
+    assert match is not None and match.family == "qwen3_coder"
+    (call,) = salvage_calls(text, match)
+    assert call.arguments == {"path": "a.json", "content": {"a": 1}, "mode": "0644", "lines": 12}
+    assert call.texts == {"content": '{"a": 1}', "lines": " 12"}  # only the typed ones
+
+
 def test_pythonic_values_are_never_evaluated() -> None:
     payload = '[run(cmd=__import__("os").system("echo pwned"))]'
     assert detect_leak(payload) is None

@@ -12,7 +12,9 @@ exactly the calls the detector saw, then interprets their arguments:
   and phone numbers, kept as text), a decimal of at most 15 significant digits, or a JSON object
   or array. Everything else, `null` and quoted strings included, stays a string. DSML's
   `string="true"` always means a string and `string="false"` means JSON (kept as text if
-  it does not parse).
+  it does not parse). A value typed by its look keeps its text beside it
+  (`SalvagedCall.texts`): the loop puts the text back where the tool's schema wants a string
+  (`loop/fitting.py`), as a server's parser reading the schema would.
 - Pythonic calls: each keyword value through `ast.literal_eval` (JSON's `true`/`false`/`null`
   allowed, as OLMo writes them); anything else is refused, never evaluated.
 
@@ -22,7 +24,8 @@ without a name.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
@@ -49,6 +52,9 @@ class SalvagedCall:
 
     name: str
     arguments: dict[str, object]
+    texts: Mapping[str, str] = field(default_factory=dict)
+    """The XML parameters typed by how their text looks (`5` a number, `{...}` an object), each
+    with its text: what the model meant where the tool wants a string."""
 
 
 class SalvageError(ValueError):
@@ -96,21 +102,26 @@ def _interpret(raw: RawCall) -> list[SalvagedCall]:
         return [_call(raw.name, _arguments_text(raw.text))]
     if raw.kind == "params":
         args: dict[str, object] = {}
+        texts: dict[str, str] = {}
         for key, value, string in raw.params:
             if not key:
                 raise SalvageError(f"a parameter of {raw.name!r} has no name")
             if key in args:
                 raise SalvageError(f"parameter {key!r} of {raw.name!r} is given twice")
-            args[key] = xml_value(value, string)
-        return [_call(raw.name, args)]
+            args[key] = typed = xml_value(value, string)
+            if string is None and not isinstance(typed, str):
+                texts[key] = _trim_newlines(value)
+        return [_call(raw.name, args, texts)]
     return [_call(raw.name, dict(raw.values))]
 
 
-def _call(name: Any, arguments: dict[str, object]) -> SalvagedCall:
+def _call(
+    name: Any, arguments: dict[str, object], texts: Mapping[str, str] | None = None
+) -> SalvagedCall:
     cleaned = clean_tool_name(name) if isinstance(name, str) else ""
     if not cleaned:
         raise SalvageError(f"a call has no usable name: {name!r}")
-    return SalvagedCall(cleaned, arguments)
+    return SalvagedCall(cleaned, arguments, texts or {})
 
 
 def _load_json(text: str) -> Any:

@@ -635,6 +635,15 @@ class _Run:
             calls = self.salvage(reasoning if in_reasoning else text, match)
             if calls is not None:
                 self.emit(LeakDetected(match.family, match.snippet, state.leak_retries, "salvaged"))
+                # judged as structured calls are (`loop/fitting.py`): repaired, or re-asked
+                misfits = self.fitting.judge(calls, self.emit)
+                if misfits:
+                    reask = self.fitting.reask(
+                        calls, misfits, self.executor.error, self.rejection_of
+                    )
+                    self.close_turn(kept, held, usage, calls, reask)
+                    state.leak_prose = state.leak_prose or kept.strip()
+                    return CallModel()
                 self.close_turn(kept, held, usage, calls)
                 return ExecuteTools(calls)
         if state.leak_retries >= self.settings.leak_retries:
@@ -659,10 +668,19 @@ class _Run:
         )
         return CallModel()
 
-    def close_turn(self, kept: str, held: Holdback, usage: Usage, calls: list[ToolCall]) -> None:
+    def close_turn(
+        self,
+        kept: str,
+        held: Holdback,
+        usage: Usage,
+        calls: list[ToolCall],
+        reask: list[ToolMessage] | None = None,
+    ) -> None:
         """End a turn whose leaked text is dropped: show and keep only what came before it.
         The leak itself was held back, so it never left; if the hold's bound let part of it
-        out, `ModelTurnCompleted.shown_text` tells sinks the text the turn really keeps."""
+        out, `ModelTurnCompleted.shown_text` tells sinks the text the turn really keeps.
+        `reask`: the salvaged `calls` did not fit their tools; the model reads them back with
+        these results, and sinks see a turn without calls."""
         overflowed = held.released > len(kept)
         shown = held.release(len(kept))
         if shown and not self.repeats_leak_prose(shown):
@@ -670,6 +688,9 @@ class _Run:
         message = AssistantMessage(kept.rstrip(), calls)
         if kept.strip() or calls:
             self.state.transcript.append(message)
+        if reask is not None:
+            self.state.transcript.extend(reask)
+            message, calls = AssistantMessage(kept.rstrip(), []), []
         plans = [self.plan(call) for call in calls]
         finish = "tool_calls" if calls else "stop"
         self.emit(ModelTurnCompleted(message, finish, usage, plans, kept if overflowed else None))
@@ -680,8 +701,10 @@ class _Run:
         return bool(prose) and shown.strip() == prose
 
     def salvage(self, text: str, match: leaks.LeakMatch) -> list[ToolCall] | None:
-        """Leaked calls turned into real ones, only if every name is declared and every set of
-        arguments validates; otherwise None and the caller falls back to a retry."""
+        """Leaked calls turned into real ones, only if every name is declared; otherwise None
+        and the caller falls back to a retry. Their arguments are then judged against the
+        tool's schema as a structured call's are (`loop/fitting.py`); where that check is off
+        or the tool's schema unusable, a server tool's call must pass the tool's own check."""
         try:
             salvaged = leaks.salvage_calls(text, match)
         except leaks.SalvageError:
@@ -691,13 +714,15 @@ class _Run:
             tool = self.executor.tools.get(item.name)
             if tool is None and item.name not in self.client_names:
                 return None
-            if tool is not None:
+            checked = self.fitting.enabled and self.fitting.schema(item.name) is not None
+            if tool is not None and not checked:
                 try:
                     tool.validate(item.arguments)
                 except ToolArgumentsError:
                     return None
-            raw = orjson.dumps(item.arguments).decode()
-            calls.append(ToolCall("call_" + secrets.token_hex(12), item.name, item.arguments, raw))
+            arguments = self.fitting.salvaged(item.name, item.arguments, item.texts)
+            raw = orjson.dumps(arguments).decode()
+            calls.append(ToolCall("call_" + secrets.token_hex(12), item.name, arguments, raw))
         return calls or None
 
     # -- ExecuteTools ---------------------------------------------------------------------

@@ -117,6 +117,26 @@ class Fitting:
             Verdict.NOT_AN_OBJECT,
         )
 
+    def salvaged(
+        self, name: str, arguments: dict[str, object], texts: Mapping[str, str]
+    ) -> dict[str, object]:
+        """The arguments of a call read from leaked text (`leaks/salvage.py`). Salvage types an
+        XML parameter by how its text looks (`404` a number, `{"a": 1}` an object); where the
+        tool's schema wants text there, the text is what the model wrote. So when the typed
+        arguments do not fit and the texts do (with the one-meaning repairs, which type a
+        text where the schema wants a number, a boolean, an array or an object), the texts
+        win: a parameter is typed by the schema, as a model server's parser types it."""
+        schema = self.schema(name) if self.enabled and texts else None
+        if schema is None or schema.fits(arguments):
+            return arguments
+        as_written: dict[str, object] = {**arguments, **texts}
+        fit = fit_arguments(schema, as_written, "")
+        if fit.verdict is Verdict.FITS:
+            return as_written
+        if fit.verdict is Verdict.REPAIRED and fit.arguments is not None:
+            return fit.arguments  # typed where the schema says: parsing, no repair to tell
+        return arguments
+
     def judge(self, calls: list[ToolCall], emit: Callable[[LoopEvent], None]) -> Misfits:
         """Judge a turn's calls: repairs are made in place (and told); returns the calls to
         re-ask, with why (empty: the turn goes on, misfits included once re-asked)."""

@@ -7,7 +7,10 @@ Gemini takes a function's parameters (and a structured answer's shape) two ways:
 CLI sends `"type": "OBJECT"` inside `responseJsonSchema`), while a chat-completions server's
 guided decoding and the loop's validator read JSON Schema only. Each rewrite here has one
 meaning: type names in lower case, `nullable: true` as a `"null"` type, Gemini-only keywords
-(`propertyOrdering`, `example`) dropped. Hand-written: no library converts this dialect.
+(`propertyOrdering`, `example`) dropped, and the limits its `Schema` types int64 (`minItems`,
+`maxLength`...) as numbers: the proto JSON mapping writes an int64 as a string (`"minItems":
+"1"`, as Google's JS SDK types them), which JSON Schema refuses, so a tool declared so would go
+unchecked. Hand-written: no library converts this dialect.
 """
 
 from __future__ import annotations
@@ -19,6 +22,9 @@ _DROPPED = frozenset({"propertyOrdering", "example", "nullable"})
 _SCHEMA_MAPS = ("properties", "$defs", "definitions", "patternProperties")
 _SCHEMA_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems")
 _SCHEMA_VALUES = ("items", "additionalProperties", "not", "contains", "propertyNames")
+_INT64 = frozenset(
+    {"minItems", "maxItems", "minLength", "maxLength", "minProperties", "maxProperties"}
+)
 
 
 def json_schema(schema: Mapping[str, object]) -> dict[str, object]:
@@ -39,6 +45,8 @@ def json_schema(schema: Mapping[str, object]) -> dict[str, object]:
             out[key] = [json_schema(sub) if isinstance(sub, Mapping) else sub for sub in value]
         elif key in _SCHEMA_VALUES and isinstance(value, Mapping):
             out[key] = json_schema(value)
+        elif key in _INT64 and isinstance(value, str) and value.isascii() and value.isdigit():
+            out[key] = int(value)  # int64 in proto JSON: `"1"` means 1
         else:
             out[key] = value
     if schema.get("nullable") is True:
