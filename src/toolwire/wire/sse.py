@@ -162,7 +162,7 @@ DONE_FRAME = b"data: [DONE]\n\n"
 
 class FramedEvent(dict[str, Any]):
     """A stream event that carries its own SSE frame, made from a pre-encoded template as the
-    event was (the per-chunk deltas: `server/responses/sink.py`). The SSE door sends `frame`
+    event was (the per-chunk deltas: `server/responses/stream.py`). The SSE door sends `frame`
     as it is, byte for byte what `encode_event(orjson.dumps(event), event["type"])` gives;
     every other reader sees the plain dict it also is."""
 

@@ -1,6 +1,6 @@
 """`/v1/responses`: prepare a request (`server/responses/prepare/preparer.py`) and run it one of
 three ways: JSON, SSE (or WebSocket messages), or in the background (`server/responses/durable.py`).
-The driver runs it; the Responses sink (`server/responses/sink.py`) is the only producer of wire
+The driver runs it; the Responses stream (`server/responses/stream.py`) is the only producer of wire
 events; the recorder (`server/responses/record.py`) is the only writer of the stored response.
 Nothing here decides how a run goes: the driver does.
 
