@@ -45,6 +45,7 @@ from toolwire.upstream.events import (
     ToolCallDone,
     ToolCallStarted,
     UpstreamRetry,
+    coalesce,
 )
 from toolwire.upstream.lowering import chat_messages, chat_tool_choice, chat_tools
 from toolwire.upstream.retry import RETRYABLE_STATUSES, RetryPolicy, parse_retry_after
@@ -448,7 +449,8 @@ class ChatCompletionsUpstream:
                         yield batch
                     raise
                 if batch:
-                    yield batch
+                    # one read's adjacent pieces as one delta each (`events.coalesce`)
+                    yield coalesce(batch) if len(batch) > 1 else batch
                 if done:
                     await _drain(chunks)
                     break
