@@ -295,7 +295,8 @@ class ChatCompletionsUpstream:
 
     async def _turn(self, request: TurnRequest) -> AsyncIterator[list[ModelEvent]]:
         declared = [tool.name for tool in request.tools] if request.tools else None
-        await self._learn_strict(request)
+        if self._strict.needs_probe() and any(t.strict for t in request.tools or ()):
+            await self._learn_strict(request)
         stream = request.stream and not (request.tools and self.refuses_streamed_tools)
         attempt = 0
         while stream:
