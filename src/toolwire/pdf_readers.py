@@ -56,6 +56,12 @@ _threads: ThreadPoolExecutor | None = None
 _processes: ProcessPoolExecutor | None = None
 
 
+def may_hold_pdf(raw: bytes) -> bool:
+    """Whether a request body could carry a PDF (`read_ahead`'s own test on `raw`): a door
+    asks first, so a body without one costs no coroutine."""
+    return _PDF_BASE64_BYTES in raw
+
+
 async def read_ahead(*parts: object, raw: bytes | None = None) -> None:
     """Read, off the loop, every PDF these request parts carry (any JSON shape: a door's body,
     items, messages) and not yet remembered. What cannot be decoded is left for the

@@ -45,6 +45,7 @@ from toolwire.upstream.events import (
     ToolCallDone,
     ToolCallStarted,
     UpstreamRetry,
+    coalesce,
 )
 from toolwire.upstream.lowering import chat_messages, chat_tool_choice, chat_tools
 from toolwire.upstream.retry import RETRYABLE_STATUSES, RetryPolicy, parse_retry_after
@@ -294,7 +295,8 @@ class ChatCompletionsUpstream:
 
     async def _turn(self, request: TurnRequest) -> AsyncIterator[list[ModelEvent]]:
         declared = [tool.name for tool in request.tools] if request.tools else None
-        await self._learn_strict(request)
+        if self._strict.needs_probe() and any(t.strict for t in request.tools or ()):
+            await self._learn_strict(request)
         stream = request.stream and not (request.tools and self.refuses_streamed_tools)
         attempt = 0
         while stream:
@@ -448,7 +450,8 @@ class ChatCompletionsUpstream:
                         yield batch
                     raise
                 if batch:
-                    yield batch
+                    # one read's adjacent pieces as one delta each (`events.coalesce`)
+                    yield coalesce(batch) if len(batch) > 1 else batch
                 if done:
                     await _drain(chunks)
                     break

@@ -122,3 +122,50 @@ ModelEvent = (
     | FirstToken
     | Routed
 )
+
+
+def coalesce(events: list[ModelEvent]) -> list[ModelEvent]:
+    """The events of one network read with adjacent pieces joined: text pieces into one
+    `TextDelta`, reasoning pieces into one `ReasoningDelta`, argument pieces of one call into
+    one `ToolCallArgumentsDelta`. They arrived together, so no piece reaches anyone later than
+    it would have, and the concatenation is the same; what is saved is the per-event work of
+    every stage after (the driver, the observers, a door's builder and its frames). Pieces
+    from separate reads are never joined (each read is its own batch)."""
+    out: list[ModelEvent] = []
+    append = out.append
+    head: TextDelta | ReasoningDelta | ToolCallArgumentsDelta | None = None
+    pieces: list[str] = []
+    for event in events:
+        kind = type(event)
+        if head is not None and kind is type(head):
+            if kind is ToolCallArgumentsDelta:
+                if event.key == head.key:  # type: ignore[union-attr]
+                    pieces.append(event.delta)  # type: ignore[union-attr]
+                    continue
+            else:
+                pieces.append(event.text)  # type: ignore[union-attr]
+                continue
+        if head is not None:
+            append(_joined(head, pieces))
+            head = None
+        if kind is TextDelta or kind is ReasoningDelta:
+            head = event  # type: ignore[assignment]
+            pieces = [event.text]  # type: ignore[union-attr]
+        elif kind is ToolCallArgumentsDelta:
+            head = event  # type: ignore[assignment]
+            pieces = [event.delta]  # type: ignore[union-attr]
+        else:
+            append(event)
+    if head is not None:
+        append(_joined(head, pieces))
+    return out
+
+
+def _joined(
+    head: TextDelta | ReasoningDelta | ToolCallArgumentsDelta, pieces: list[str]
+) -> ModelEvent:
+    if len(pieces) == 1:
+        return head
+    if isinstance(head, ToolCallArgumentsDelta):
+        return ToolCallArgumentsDelta(head.key, "".join(pieces))
+    return type(head)("".join(pieces))

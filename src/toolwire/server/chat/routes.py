@@ -9,7 +9,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
-from toolwire.pdf_readers import read_ahead
+from toolwire.pdf_readers import may_hold_pdf, read_ahead
 from toolwire.runtime import Runtime
 from toolwire.server.chat.operations import register
 from toolwire.server.chat.proxy import ChatProxy
@@ -34,7 +34,9 @@ class ChatWing:
 
         async def chat_completions(request: Request) -> Response:
             body = await read_json(request)
-            await read_ahead(body, raw=await request.body())  # its PDFs, off the event loop
+            raw = await request.body()
+            if may_hold_pdf(raw):
+                await read_ahead(body, raw=raw)  # its PDFs, off the event loop
             call = proxy.prepare(body, session=session_of(request.headers))
             await admit(store, owner_of(request), body, call.request.sampling.max_output_tokens)
             if call.stream:

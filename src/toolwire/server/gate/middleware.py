@@ -86,10 +86,12 @@ class Gate:
             or not await self.limit.admit(scope, passed)
         ):
             return
-        slot = "" if self.shares is None else await self.shares.take(scope, passed)
+        owner = scope["state"]["owner"]
+        # no key, no shares to count (`Shares.take` says so too): no coroutine for it
+        slot = "" if self.shares is None or owner is None else await self.shares.take(scope, passed)
         if slot is None:
             return
-        token = current_owner.set(scope["state"]["owner"])
+        token = current_owner.set(owner)
         try:
             await self.app(scope, receive, passed)
         finally:

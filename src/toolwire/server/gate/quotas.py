@@ -58,7 +58,12 @@ async def admit(store: Store, owner: str | None, body: Any, max_output: int | No
     """The one line a door calls before running a request: 429 when its estimate no longer
     fits the key's tokens per minute or budget. `body`: what the caller sent (for the
     estimate). (The request itself was counted against the requests per minute at the gate:
-    `shares.py`.)"""
+    `shares.py`.) Without a key, or a key without token limits, nothing is estimated."""
+    if owner is None:
+        return
+    limits = await store.quotas.limits(owner)
+    if limits is None or (limits.tpm is None and limits.budget is None):
+        return
     await store.quotas.admit(owner, estimate(body, max_output))
 
 
