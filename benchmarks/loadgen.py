@@ -65,9 +65,15 @@ class RawClient:
             self.sock = None
 
     def request_bytes(self, body: bytes, extra_headers: str = "") -> bytes:
+        # a path's own key (extra_headers) replaces the placeholder one
+        auth = (
+            ""
+            if "authorization:" in extra_headers.lower()
+            else "authorization: Bearer sk-bench\r\n"
+        )
         return (
             f"POST {self.path} HTTP/1.1\r\nhost: {self.host}:{self.port}\r\n"
-            "content-type: application/json\r\naccept: */*\r\nauthorization: Bearer sk-bench\r\n"
+            f"content-type: application/json\r\naccept: */*\r\n{auth}"
             f"{extra_headers}content-length: {len(body)}\r\n\r\n"
         ).encode() + body
 

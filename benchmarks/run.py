@@ -38,6 +38,7 @@ import sys
 import threading
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -582,7 +583,8 @@ class RssSampler:
 
     def stop(self) -> None:
         self._stop.set()
-        self._thread.join(2)
+        if self._thread.ident is not None:  # a run that failed before sampling began
+            self._thread.join(2)
 
 
 # -- the workloads ----------------------------------------------------------------------------
@@ -882,6 +884,7 @@ class Path_:
         all_levels: bool,
         headers: dict[str, str] | None = None,
         sequential: bool = True,
+        only_a: bool = False,
     ) -> None:
         self.name, self.base, self.proc, self.responses, self.all_levels = (
             name,
@@ -892,6 +895,7 @@ class Path_:
         )
         self.headers = headers or {}
         self.sequential = sequential  # False: throughput only
+        self.only_a = only_a  # True: workload (a) alone (the key paths: their ratio to each other)
 
 
 def start_toolwire(
@@ -902,11 +906,15 @@ def start_toolwire(
     port: int,
     cpus: set[int] | None,
     extra: list[str] | None = None,
+    before: Callable[[Path], None] | None = None,
 ) -> subprocess.Popen[bytes]:
+    """`before(db)`: run on the fresh database before the server starts (its API keys)."""
     db = SCRATCH / f"{name}.db"
     for suffix in ("", "-wal", "-shm"):
         with contextlib.suppress(FileNotFoundError):
             Path(str(db) + suffix).unlink()
+    if before is not None:
+        before(db)
     # this checkout's src/ first: the venv may hold an editable install of another checkout
     pythonpath = os.pathsep.join(p for p in (str(ROOT / "src"), os.environ.get("PYTHONPATH")) if p)
     env = {**os.environ, "TOOLWIRE_LOG_LEVEL": "warning", "PYTHONPATH": pythonpath}
@@ -930,6 +938,24 @@ def start_toolwire(
     )
     wait_http(f"http://127.0.0.1:{port}/health", proc, name)
     return proc
+
+
+#: The limited key of the key paths: every limit on, none reached by a run (so each request
+#: pays the checks, reservations and settlements, and none is refused).
+KEY_LIMITS = ["--rpm", "100000000", "--tpm", "100000000000", "--budget", "100000000000000"]
+
+
+def create_key(db: Path, name: str, limits: list[str]) -> str:
+    """`toolwire keys create` on `db`, as an operator would: the key it prints."""
+    command = [str(PROJECT_PY), "-m", "toolwire", "keys", "create", name]
+    done = subprocess.run(
+        [*command, "--db", f"sqlite:///{db}", *limits],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
+    )
+    return done.stdout.split()[0]
 
 
 def main() -> None:
@@ -1092,6 +1118,7 @@ def main() -> None:
             + (["portkey"] if portkey_js else [])
             + (["sglang-router"] if router_py else [])
             + ([] if args.no_workers else ["toolwire-workers"])
+            + ["toolwire-key", "toolwire-limited"]
         )
         if not args.no_floors:
             planned += ["floor-bare", "floor-httpx"] + (
@@ -1139,6 +1166,35 @@ def main() -> None:
             )
         )
         log(f"toolwire up at http://127.0.0.1:{port}/v1 (pid {toolwire.pid})")
+
+        # a key without limits and a key with every limit, each on a server of its own (the
+        # same command): what the limits cost per request, workload (a) only
+        for name, limits in (("toolwire-key", []), ("toolwire-limited", KEY_LIMITS)):
+            keys: list[str] = []
+            port = free_port()
+            keyed = start_toolwire(
+                procs,
+                name,
+                [str(PROJECT_PY), "-m", "toolwire"],
+                upstream[name],
+                port,
+                gw_cpus,
+                before=lambda db, limits=limits, keys=keys: keys.append(
+                    create_key(db, "bench", limits)
+                ),
+            )
+            paths.append(
+                Path_(
+                    name,
+                    f"http://127.0.0.1:{port}/v1",
+                    keyed,
+                    responses=False,
+                    all_levels=False,
+                    headers={"Authorization": f"Bearer {keys[0]}"},
+                    only_a=True,
+                )
+            )
+        log("toolwire with a key, and with a limited key, up")
 
         for name, applied in variants.items():
             port = free_port()
@@ -1351,8 +1407,9 @@ def main() -> None:
         sampler.start()
         time.sleep(1.0)
         idle_rss = {name: sampler.rss(name) for name in sampler.watch}
-        chat_all = {p.name: f"{p.base}/chat/completions" for p in paths}
-        chat = {p.name: f"{p.base}/chat/completions" for p in paths if p.sequential}
+        chat_all = {p.name: f"{p.base}/chat/completions" for p in paths if not p.only_a}
+        chat_a = {p.name: f"{p.base}/chat/completions" for p in paths if p.sequential}
+        chat = {n: url for n, url in chat_a.items() if n in chat_all}
         headers = {p.name: p.headers for p in paths if p.headers}
 
         upstream_seen: dict[str, Any] = {}
@@ -1387,7 +1444,7 @@ def main() -> None:
         body_a = {"model": "mock-tool", "messages": MESSAGES, "tools": TOOLS}
         results["a"] = measured(
             "a",
-            chat,
+            chat_a,
             body_a,
             stream=False,
             kind="chat",
@@ -1545,7 +1602,7 @@ def main() -> None:
         for level in args.levels:
             results["c"][str(level)] = {}
             for p in paths:
-                if not p.all_levels and level != top:
+                if p.only_a or (not p.all_levels and level != top):
                     continue
                 name = p.name
                 log(f"c: concurrency {level}, {name}, {args.duration:g} s")
