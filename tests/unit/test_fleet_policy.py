@@ -211,3 +211,21 @@ def test_a_bad_upstream_entry_is_refused_at_start_up() -> None:
         load_config(None, {"upstreams": [{"url": "ftp://x"}]})
     with pytest.raises(ConfigError, match="weight"):
         load_config(None, {"upstreams": [{"url": "http://x:1/v1", "weight": 0}]})
+
+
+def test_only_the_trial_s_verdict_moves_a_circuit_that_has_opened() -> None:
+    health = Health(HealthSettings(failure_threshold=1, cooldown=10))
+    old = health.begin()  # sent while the circuit was closed
+    health.failed(0.0, "refused")
+    assert health.state is CircuitState.OPEN
+    health.succeeded(1.0, call=old)  # an older call's success says nothing of the replica now
+    assert health.state is CircuitState.OPEN and not health.admits(5.0)
+    assert health.admits(10.0)
+    trial = health.begin()
+    other = health.begin()  # (a call that was sent beside it, say)
+    health.released(other)  # ended without a verdict: the trial is still the trial
+    assert not health.admits(10.5)
+    health.failed(10.6, "cut", call=other)  # not the trial: the circuit stays half-open
+    assert health.state is CircuitState.HALF_OPEN and not health.admits(10.7)
+    health.succeeded(11.0, call=trial)
+    assert health.state is CircuitState.CLOSED and health.admits(11.0)

@@ -326,7 +326,7 @@ class FleetRouter:
                 continue
             call = continuation(request, "".join(text), replica.resume) if text else request
             health = replica.health
-            health.begin()
+            ticket = health.begin()
             replica.outstanding += 1
             started = clock()
             first: float | None = None
@@ -347,7 +347,7 @@ class FleetRouter:
                     yield batch
                 if note is not None:
                     yield note
-                health.succeeded(clock(), first)
+                health.succeeded(clock(), first, ticket)
                 judged = True
                 return
             except UpstreamError as exc:
@@ -355,7 +355,7 @@ class FleetRouter:
                     yield note
                 counts, elsewhere = replica_fault(exc)
                 if counts:
-                    health.failed(clock(), exc.message, exc.retry_after)
+                    health.failed(clock(), exc.message, exc.retry_after, ticket)
                     judged = True
                 exc.replica = replica.name
                 avoid.add(replica.name)
@@ -378,7 +378,7 @@ class FleetRouter:
             finally:
                 replica.outstanding -= 1
                 if not judged:
-                    health.released()
+                    health.released(ticket)
             # asked again, elsewhere if it can be, after a backoff (the replica no longer
             # counts this call as in flight while it waits)
             ceiling = min(settings.failover_max_backoff, settings.failover_backoff * 2**attempt)
