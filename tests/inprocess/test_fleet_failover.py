@@ -246,6 +246,35 @@ async def test_a_refused_or_failing_replica_is_never_seen_by_the_client() -> Non
     assert health["live"].failures == 0 and health["live"].calls == 16
 
 
+async def test_a_request_every_server_answers_500_opens_no_circuit() -> None:
+    """llama.cpp answers 500 for a template or grammar error the request caused: such a
+    failure fails over once, and on a second one the client gets the error; no circuit
+    counts it, so an unrelated request is served as before."""
+
+    def script(body: Any) -> Body | Reply:
+        if "POISON" in json.dumps(body["messages"]):
+            return Body({"error": {"message": "Failed to parse tools"}}, status=500)
+        return Reply(text="ok")
+
+    fleet, scripted = pair(script)
+    async with app_gateway(scripted[0], fleet=fleet) as gw:
+        for n in range(3):
+            poisoned = await gw.http.post(
+                "/v1/chat/completions",
+                json={"model": "m", "messages": [{"role": "user", "content": f"POISON {n}"}]},
+            )
+            assert poisoned.status_code >= 500
+            assert "Failed to parse tools" in poisoned.text
+        answer = await gw.client.chat.completions.create(
+            model="m", messages=[{"role": "user", "content": "innocent"}]
+        )
+    assert answer.choices[0].message.content == "ok"
+    assert [r.health.state.value for r in fleet.replicas] == ["closed", "closed"]
+    assert all(r.health.failures == 0 for r in fleet.replicas)
+    # each poisoned request was tried on two replicas, no more
+    assert sum(len(up.chat_requests) for up in scripted) == 3 * 2 + 1
+
+
 async def test_a_chat_tool_call_cut_mid_call_is_made_again_unseen() -> None:
     calls: list[int] = []
 

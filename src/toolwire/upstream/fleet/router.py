@@ -24,6 +24,7 @@ import random
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any
 
 from toolwire.errors import (
@@ -82,20 +83,50 @@ def model_not_served(model: str, served: Sequence[str]) -> NotFoundError:
     )
 
 
-def replica_fault(error: UpstreamError) -> tuple[bool, bool]:
-    """(whether the failure counts against the replica's health, whether another replica may
-    answer the same call). A request the model server rightly refused (bad input, a prompt
-    too long for the model, an answer over toolwire's limits) would fare no better elsewhere."""
+#: Statuses that say the server (or what stands before it) is unwell or overloaded, not that
+#: the request is bad: they count against its health and the call fails over.
+REPLICA_STATUSES = frozenset({408, 429, 502, 503, 504, 401, 403})
+
+
+class Fault(Enum):
+    """Whose fault a failed model call was, as far as the failure tells."""
+
+    REPLICA = "replica"
+    """Refused, timed out, cut, 502/503/504, 429, 408, a wrong key: counts against its
+    health; another replica may answer."""
+    SUSPECT = "suspect"
+    """Any other 5xx (llama.cpp answers 500 for a template or grammar error the request
+    caused): never counts; the call fails over once, and a second such failure ends it."""
+    ABSENT = "absent"
+    """404: this server does not have the model (any more); it is alive."""
+    REQUEST = "request"
+    """A request rightly refused (a 4xx, a prompt too long, an answer over toolwire's
+    limits): it would fare no better elsewhere."""
+
+    @property
+    def counts(self) -> bool:
+        return self is Fault.REPLICA
+
+    @property
+    def elsewhere(self) -> bool:
+        return self is not Fault.REQUEST
+
+
+def replica_fault(error: UpstreamError) -> Fault:
+    """Whose fault the failure was. Only what says the server is unwell counts against its
+    health: a request that makes every server answer 500 must not open every circuit."""
     if isinstance(error, UpstreamTooLargeError) or error.code == "context_length_exceeded":
-        return False, False
+        return Fault.REQUEST
     if isinstance(error, UpstreamHTTPError):
         status = error.upstream_status or 0
-        if status in (408, 429) or status >= 500 or status in (401, 403):
-            return True, True
-        if status == 404:  # this server does not have the model (any more): it is alive
-            return False, True
-        return False, False
-    return True, True  # refused, timed out, cut, stalled, garbage
+        if status in REPLICA_STATUSES:
+            return Fault.REPLICA
+        if status >= 500:
+            return Fault.SUSPECT
+        if status == 404:
+            return Fault.ABSENT
+        return Fault.REQUEST
+    return Fault.REPLICA  # refused, timed out, cut, stalled, garbage
 
 
 @dataclass(slots=True, frozen=True)
@@ -313,6 +344,7 @@ class FleetRouter:
         text: list[str] = []  # the turn's text that has gone out, for a continuation
         beyond_text = False  # reasoning or a call went out: no continuation
         attempt = 0
+        suspect = False  # a replica failed it as a bad request might (`Fault.SUSPECT`)
         after: str | None = None  # why this call is another try
         while True:
             try:
@@ -353,8 +385,12 @@ class FleetRouter:
             except UpstreamError as exc:
                 if note is not None:  # observers see which replica failed
                     yield note
-                counts, elsewhere = replica_fault(exc)
-                if counts:
+                fault = replica_fault(exc)
+                # a second failure that may be the request's own (on another replica, or on
+                # the only one again): it is the request's; another try would fail the same
+                elsewhere = fault.elsewhere and not (fault is Fault.SUSPECT and suspect)
+                suspect = suspect or fault is Fault.SUSPECT
+                if fault.counts:
                     health.failed(clock(), exc.message, exc.retry_after, ticket)
                     judged = True
                 exc.replica = replica.name

@@ -78,7 +78,7 @@ class HealthSettings:
     """The circuit breaker and the active probe."""
 
     failure_threshold: int = 3
-    """Consecutive failures (refused, timed out, 5xx, 429, a cut stream) that open the circuit."""
+    """Consecutive failures (refused, timed out, 502/503/504, 429, cut) that open the circuit."""
     cooldown: float = 10.0
     """Seconds an open circuit waits before one trial call (half-open) may test the replica."""
     probe_interval: float = 10.0
