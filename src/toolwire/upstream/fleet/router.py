@@ -45,12 +45,18 @@ from toolwire.upstream.events import (
     ToolCallDone,
     ToolCallStarted,
     UpstreamRetry,
+    Usage,
 )
 from toolwire.upstream.fleet.affinity import opening_key, session_key
 from toolwire.upstream.fleet.health import CircuitState
 from toolwire.upstream.fleet.policy import Selector
 from toolwire.upstream.fleet.replica import Replica
-from toolwire.upstream.fleet.resume import can_resume, continuation
+from toolwire.upstream.fleet.resume import (
+    can_resume,
+    continuation,
+    estimate_tokens,
+    resumable,
+)
 from toolwire.upstream.fleet.settings import FleetSettings
 
 #: Models whose replicas are remembered (requests name models: a client could name many).
@@ -323,6 +329,17 @@ class FleetRouter:
             f"no upstream serving {model!r} takes calls now: {states}", wait if wait else None
         )
 
+    def _unresumable(self, request: TurnRequest) -> str | None:
+        """Why a cut answer of this request cannot be continued (None: it can)."""
+        if not resumable(request):
+            return (
+                "an answer under structured output (a response format, a grammar, a forced "
+                "tool choice) is not continued: the replica would begin it again"
+            )
+        if not any(can_resume(r.resume) and r.serves(request.model) for r in self.replicas):
+            return "no replica can continue it (`resume: off`)"
+        return None
+
     def _elsewhere(self, model: str, avoid: set[str]) -> bool:
         """Whether a replica other than those in `avoid` could take the model's call now."""
         now = self._clock()
@@ -344,6 +361,7 @@ class FleetRouter:
         text: list[str] = []  # the turn's text that has gone out, for a continuation
         beyond_text = False  # reasoning or a call went out: no continuation
         attempt = 0
+        spent = 0  # the output of the cut call, estimated, counted once
         suspect = False  # a replica failed it as a bad request might (`Fault.SUSPECT`)
         after: str | None = None  # why this call is another try
         while True:
@@ -401,16 +419,21 @@ class FleetRouter:
                         elsewhere and not exhausted and self._elsewhere(request.model, avoid)
                     )
                     raise
-                if text and not any(
-                    can_resume(r.resume) and r.serves(request.model) for r in self.replicas
-                ):
-                    cut = UpstreamStreamError(
-                        f"{exc.message}; the answer was cut off after its text began to "
-                        "stream, and no replica can continue it (`resume: off`)"
-                    )
-                    cut.replica = replica.name
-                    cut.failover = self._elsewhere(request.model, avoid)
-                    raise cut from exc
+                if text:
+                    why = self._unresumable(request)
+                    if why is not None:
+                        cut = UpstreamStreamError(
+                            f"{exc.message}; the answer was cut off after its text began to "
+                            f"stream, and {why}"
+                        )
+                        cut.replica = replica.name
+                        cut.failover = self._elsewhere(request.model, avoid)
+                        raise cut from exc
+                    # the cut call's output is part of the answer: it counts in the turn's
+                    # usage (the continuation reports the prefix as its input)
+                    if not spent:
+                        spent = estimate_tokens("".join(text))
+                        yield [Usage(output_tokens=spent)]
             finally:
                 replica.outstanding -= 1
                 if not judged:
