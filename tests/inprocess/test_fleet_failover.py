@@ -383,6 +383,36 @@ async def test_a_request_every_server_answers_500_opens_no_circuit() -> None:
     assert sum(len(up.chat_requests) for up in scripted) == 3 * 2 + 1
 
 
+async def test_with_every_replica_out_the_client_reads_no_server_s_name() -> None:
+    settings = HealthSettings(failure_threshold=1, probe_interval=0, cooldown=60.0)
+    down = [
+        Replica(
+            f"10.0.0.{n}:8000",
+            ChatCompletionsUpstream(
+                "http://fleet.invalid/v1", transport=refusing(), max_retries=0, name=f"r{n}"
+            ),
+            health=Health(settings),
+            configured=frozenset(["m"]),
+        )
+        for n in range(2)
+    ]
+    live = ScriptedUpstream.in_process(models=["m"])
+    async with app_gateway(live, fleet=router(*down)) as gw:
+        answers = [
+            await gw.http.post(
+                "/v1/chat/completions",
+                json={"model": "m", "messages": [{"role": "user", "content": f"x{n}"}]},
+            )
+            for n in range(2)
+        ]
+    last = answers[-1]
+    assert last.status_code == 503 and "10.0.0." not in last.text
+    assert last.json()["error"]["message"] == (
+        "no model server for 'm' is available now; try again shortly"
+    )
+    assert 1 <= int(last.headers["retry-after"]) <= 60
+
+
 async def test_a_chat_tool_call_cut_mid_call_is_made_again_unseen() -> None:
     calls: list[int] = []
 

@@ -58,7 +58,9 @@ def test_while_a_replica_s_models_are_unknown_no_model_is_refused_up_front() -> 
     assert router.choose(turn("anything"))[0].name == "b"
 
 
-def test_a_replica_out_of_the_circuit_is_skipped_and_none_left_says_when() -> None:
+def test_a_replica_out_of_the_circuit_is_skipped_and_none_left_says_when(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     clock = Clock()
     a, b = replica("a", ["m"]), replica("b", ["m"])
     router = FleetRouter([a, b], clock=clock)
@@ -68,7 +70,10 @@ def test_a_replica_out_of_the_circuit_is_skipped_and_none_left_says_when() -> No
     with pytest.raises(FleetUnavailable) as caught:
         router.choose(turn("m"))
     assert caught.value.status == 503 and caught.value.wait == pytest.approx(10)
-    assert "a (open), b (open)" in caught.value.message
+    assert caught.value.headers == {"retry-after": "10"}
+    # the client is told no more than that: which servers, and their states, are the log's
+    assert caught.value.message == ("no model server for 'm' is available now; try again shortly")
+    assert "a (open), b (open)" in caplog.text
 
 
 def test_a_continuation_goes_only_to_replicas_that_can_continue() -> None:

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
+import math
 import random
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -59,6 +61,8 @@ from toolwire.upstream.fleet.resume import (
 )
 from toolwire.upstream.fleet.settings import FleetSettings
 
+log = logging.getLogger("toolwire.fleet")
+
 #: Models whose replicas are remembered (requests name models: a client could name many).
 MAX_MODELS_KEPT = 1024
 CLOSED = CircuitState.CLOSED
@@ -77,6 +81,8 @@ class FleetUnavailable(UpstreamError):
         super().__init__(message, code="upstream_unavailable")
         self.wait = wait
         """Seconds until one of them may take a call again (None: not soon)."""
+        if wait is not None:
+            self.headers = {"retry-after": str(max(1, math.ceil(wait)))}
 
 
 def model_not_served(model: str, served: Sequence[str]) -> NotFoundError:
@@ -324,9 +330,13 @@ class FleetRouter:
                 ready = max(ready, health.opened_at + health.settings.cooldown)
             waits.append(max(0.0, ready - now))
         wait = min(waits) if waits else None
+        # which servers and in what state is for the operator (the log, `/ui`), not for
+        # every API client: it names the fleet's addresses
         states = ", ".join(f"{r.name} ({r.health.state.value})" for r in serving)
+        log.warning("no upstream serving %r takes calls now: %s", model, states)
         return FleetUnavailable(
-            f"no upstream serving {model!r} takes calls now: {states}", wait if wait else None
+            f"no model server for {model!r} is available now; try again shortly",
+            wait if wait else None,
         )
 
     def _unresumable(self, request: TurnRequest) -> str | None:
