@@ -217,6 +217,114 @@ async def test_a_cut_answer_where_no_replica_can_continue_ends_with_the_error_ev
     assert not any(continuing(r.body) for up in scripted for r in up.chat_requests)
 
 
+async def test_a_cut_continuation_writes_only_the_budget_left_and_counts_the_cut_output() -> None:
+    fleet, scripted = pair(cut_then_continue)
+    async with app_gateway(scripted[0], fleet=fleet) as gw:
+        raw = await gw.http.post(
+            "/v1/chat/completions",
+            json={
+                "model": "m",
+                "messages": [{"role": "user", "content": "hi"}],
+                "stream": True,
+                "max_completion_tokens": 10,
+                "stream_options": {"include_usage": True},
+            },
+        )
+    chunks, done = chat_chunks(raw.content)
+    assert done
+    body = continuation_of(scripted)
+    # "Hello, wor" took 3 tokens (10 bytes, 4 a token, as usage metering estimates)
+    assert body["max_tokens"] == 7
+    [usage] = [c["usage"] for c in chunks if c.get("usage")]
+    assert usage["completion_tokens"] == 5 + 3  # the continuation's own, and the cut call's
+
+
+async def test_a_prefilled_answer_cut_continues_the_client_s_own_assistant_message() -> None:
+    def script(body: Any) -> Chunks | Reply:
+        return CUT_TEXT if body["messages"][-1]["content"] == "Say: " else Reply(text=REST)
+
+    fleet, scripted = pair(script)
+    async with app_gateway(scripted[0], fleet=fleet) as gw:
+        raw = await gw.http.post(
+            "/v1/chat/completions",
+            json={
+                "model": "m",
+                "stream": True,
+                "continue_final_message": True,
+                "add_generation_prompt": False,
+                "messages": [
+                    {"role": "user", "content": "hi"},
+                    {"role": "assistant", "content": "Say: "},
+                ],
+            },
+        )
+    chunks, done = chat_chunks(raw.content)
+    text = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks if c["choices"])
+    assert done and text == "Hello, world!"
+    resumed = [r.body["messages"] for up in scripted for r in up.chat_requests]
+    assert (
+        len(resumed) == 2
+        and [
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": "Say: Hello, wor"},
+        ]
+        in resumed
+    )
+
+
+PERSON = {
+    "type": "json_schema",
+    "json_schema": {
+        "name": "person",
+        "schema": {"type": "object", "properties": {"name": {"type": "string"}}},
+    },
+}
+CUT_JSON = Chunks([text_chunk('["Al'), text_chunk("ice")], disconnect_after=2)
+
+
+def cut_json_then_whole(seen: list[Any]) -> Callable[[Any], Any]:
+    """The first call is cut mid-answer; any later one answers the whole of it."""
+
+    def script(body: Any) -> Any:
+        seen.append(body)
+        return CUT_JSON if len(seen) == 1 else Reply(text='["Alice"]')
+
+    return script
+
+
+async def test_a_structured_answer_cut_mid_stream_is_never_continued() -> None:
+    seen: list[Any] = []
+    fleet, scripted = pair(cut_json_then_whole(seen))
+    async with app_gateway(scripted[0], fleet=fleet) as gw:
+        raw = await gw.http.post(
+            "/v1/chat/completions",
+            json={
+                "model": "m",
+                "stream": True,
+                "response_format": PERSON,
+                "messages": [{"role": "user", "content": "hi"}],
+            },
+        )
+    chunks, done = chat_chunks(raw.content)
+    text = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks[:-1])
+    assert text == '["Alice' and not done  # what was shown, and no more
+    assert "structured output" in chunks[-1]["error"]["message"]
+    assert not any(continuing(body) for body in seen) and len(seen) == 1
+
+
+async def test_a_structured_answer_nothing_of_which_was_sent_is_made_again_whole() -> None:
+    for extra in ({"response_format": PERSON}, {"guided_json": {"type": "object"}}):
+        seen: list[Any] = []
+        fleet, scripted = pair(cut_json_then_whole(seen))
+        async with app_gateway(scripted[0], fleet=fleet) as gw:
+            answer = await gw.http.post(
+                "/v1/chat/completions",
+                json={"model": "m", "messages": [{"role": "user", "content": "hi"}], **extra},
+            )
+        assert answer.json()["choices"][0]["message"]["content"] == '["Alice"]'
+        assert not any(continuing(body) for body in seen) and len(seen) == 2
+
+
 # -- failures before anything reached the client ---------------------------------------------
 
 
@@ -244,6 +352,65 @@ async def test_a_refused_or_failing_replica_is_never_seen_by_the_client() -> Non
     # past three failures in a row each was taken out: calls stopped going to it
     assert health["dead"].failures <= 3 and len(failing.chat_requests) <= 3
     assert health["live"].failures == 0 and health["live"].calls == 16
+
+
+async def test_a_request_every_server_answers_500_opens_no_circuit() -> None:
+    """llama.cpp answers 500 for a template or grammar error the request caused: such a
+    failure fails over once, and on a second one the client gets the error; no circuit
+    counts it, so an unrelated request is served as before."""
+
+    def script(body: Any) -> Body | Reply:
+        if "POISON" in json.dumps(body["messages"]):
+            return Body({"error": {"message": "Failed to parse tools"}}, status=500)
+        return Reply(text="ok")
+
+    fleet, scripted = pair(script)
+    async with app_gateway(scripted[0], fleet=fleet) as gw:
+        for n in range(3):
+            poisoned = await gw.http.post(
+                "/v1/chat/completions",
+                json={"model": "m", "messages": [{"role": "user", "content": f"POISON {n}"}]},
+            )
+            assert poisoned.status_code >= 500
+            assert "Failed to parse tools" in poisoned.text
+        answer = await gw.client.chat.completions.create(
+            model="m", messages=[{"role": "user", "content": "innocent"}]
+        )
+    assert answer.choices[0].message.content == "ok"
+    assert [r.health.state.value for r in fleet.replicas] == ["closed", "closed"]
+    assert all(r.health.failures == 0 for r in fleet.replicas)
+    # each poisoned request was tried on two replicas, no more
+    assert sum(len(up.chat_requests) for up in scripted) == 3 * 2 + 1
+
+
+async def test_with_every_replica_out_the_client_reads_no_server_s_name() -> None:
+    settings = HealthSettings(failure_threshold=1, probe_interval=0, cooldown=60.0)
+    down = [
+        Replica(
+            f"10.0.0.{n}:8000",
+            ChatCompletionsUpstream(
+                "http://fleet.invalid/v1", transport=refusing(), max_retries=0, name=f"r{n}"
+            ),
+            health=Health(settings),
+            configured=frozenset(["m"]),
+        )
+        for n in range(2)
+    ]
+    live = ScriptedUpstream.in_process(models=["m"])
+    async with app_gateway(live, fleet=router(*down)) as gw:
+        answers = [
+            await gw.http.post(
+                "/v1/chat/completions",
+                json={"model": "m", "messages": [{"role": "user", "content": f"x{n}"}]},
+            )
+            for n in range(2)
+        ]
+    last = answers[-1]
+    assert last.status_code == 503 and "10.0.0." not in last.text
+    assert last.json()["error"]["message"] == (
+        "no model server for 'm' is available now; try again shortly"
+    )
+    assert 1 <= int(last.headers["retry-after"]) <= 60
 
 
 async def test_a_chat_tool_call_cut_mid_call_is_made_again_unseen() -> None:

@@ -4,6 +4,7 @@ what a session is recognised by, and how `--upstream` given several times become
 
 from __future__ import annotations
 
+import random
 from collections import Counter
 
 import pytest
@@ -89,6 +90,50 @@ def test_within_the_bound_affinity_holds_even_when_another_is_idler() -> None:
         replica.outstanding = 2
     home.outstanding = 3  # 9 in flight: room for ceil(1.25 * 10 / 4) = 4
     assert selector.pick(fleet, key=5)[0] is home
+
+
+@pytest.mark.parametrize("count", [2, 3, 4, 8])
+def test_a_flood_under_one_session_spreads_at_the_default_bound(count: int) -> None:
+    """3 × a half share is more than all the calls: the bound must still bite with few
+    replicas, or 200 calls under one session header all go to one of two."""
+    fleet = replicas(count)
+    selector = Selector(Policy.AFFINITY)  # the default bound (3)
+    for _ in range(200):
+        chosen, _ = selector.pick(fleet, key=session_key("flood"), keyed_by_session=True)
+        chosen.outstanding += 1
+    # no replica past halfway from its share to all of the load
+    most = max(replica.outstanding for replica in fleet)
+    assert most <= (1 + 1 / count) / 2 * 200 + 1
+    assert sum(replica.outstanding > 0 for replica in fleet) >= 2
+
+
+def test_a_heavier_replica_s_bound_is_below_the_whole_load_too() -> None:
+    fleet = replicas(2, r1=3.0)  # r1's share is 3/4: 3 × 3/4 is more than all
+    selector = Selector(Policy.AFFINITY)
+    for _ in range(200):
+        chosen, _ = selector.pick(fleet, key=session_key("flood"), keyed_by_session=True)
+        chosen.outstanding += 1
+    assert 0 < fleet[0].outstanding < fleet[1].outstanding
+
+
+def test_busy_sessions_stay_on_their_replicas_at_the_default_bound() -> None:
+    """The fleet benchmark's shape: 16 agent sessions at a time on 4 replicas, each with
+    one call in flight or about to make its next; no session moves for load."""
+    rng = random.Random(7)
+    fleet = replicas(4)
+    selector = Selector(Policy.AFFINITY)
+    in_flight: dict[int, Replica] = {}
+    reasons: Counter[str] = Counter()
+    for step in range(2000):
+        session = rng.randrange(16)
+        if session in in_flight:
+            in_flight.pop(session).outstanding -= 1  # its call ended
+            continue
+        chosen, why = selector.pick(fleet, key=session, keyed_by_session=True, now=step / 100)
+        chosen.outstanding += 1
+        in_flight[session] = chosen
+        reasons[why] += 1
+    assert reasons["load"] == 0 and reasons["session"] > 900
 
 
 def test_a_quiet_fleet_still_spreads_new_sessions_and_forgets_idle_ones() -> None:
@@ -211,3 +256,21 @@ def test_a_bad_upstream_entry_is_refused_at_start_up() -> None:
         load_config(None, {"upstreams": [{"url": "ftp://x"}]})
     with pytest.raises(ConfigError, match="weight"):
         load_config(None, {"upstreams": [{"url": "http://x:1/v1", "weight": 0}]})
+
+
+def test_only_the_trial_s_verdict_moves_a_circuit_that_has_opened() -> None:
+    health = Health(HealthSettings(failure_threshold=1, cooldown=10))
+    old = health.begin()  # sent while the circuit was closed
+    health.failed(0.0, "refused")
+    assert health.state is CircuitState.OPEN
+    health.succeeded(1.0, call=old)  # an older call's success says nothing of the replica now
+    assert health.state is CircuitState.OPEN and not health.admits(5.0)
+    assert health.admits(10.0)
+    trial = health.begin()
+    other = health.begin()  # (a call that was sent beside it, say)
+    health.released(other)  # ended without a verdict: the trial is still the trial
+    assert not health.admits(10.5)
+    health.failed(10.6, "cut", call=other)  # not the trial: the circuit stays half-open
+    assert health.state is CircuitState.HALF_OPEN and not health.admits(10.7)
+    health.succeeded(11.0, call=trial)
+    assert health.state is CircuitState.CLOSED and health.admits(11.0)

@@ -3,6 +3,7 @@ is told when none can take them, and what `/metrics` exports of each replica."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -11,10 +12,11 @@ from prometheus_client import CollectorRegistry, generate_latest
 from toolwire.errors import NotFoundError
 from toolwire.observe.fleet import COLLECTOR, add_to, watch_fleet
 from toolwire.server.gate.quotas import QuotaUpstream
-from toolwire.transcript import SystemMessage, UserMessage
-from toolwire.upstream.base import RoutingHints, TurnRequest, Upstream
+from toolwire.transcript import AssistantMessage, SystemMessage, UserMessage
+from toolwire.upstream.base import RoutingHints, Sampling, TurnRequest, Upstream
 from toolwire.upstream.fleet.health import Health
 from toolwire.upstream.fleet.replica import Replica
+from toolwire.upstream.fleet.resume import continuation, resumable
 from toolwire.upstream.fleet.router import FleetRouter, FleetUnavailable, fleet_of
 from toolwire.upstream.fleet.settings import FleetSettings, HealthSettings, ResumeMode
 
@@ -56,7 +58,9 @@ def test_while_a_replica_s_models_are_unknown_no_model_is_refused_up_front() -> 
     assert router.choose(turn("anything"))[0].name == "b"
 
 
-def test_a_replica_out_of_the_circuit_is_skipped_and_none_left_says_when() -> None:
+def test_a_replica_out_of_the_circuit_is_skipped_and_none_left_says_when(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     clock = Clock()
     a, b = replica("a", ["m"]), replica("b", ["m"])
     router = FleetRouter([a, b], clock=clock)
@@ -66,7 +70,10 @@ def test_a_replica_out_of_the_circuit_is_skipped_and_none_left_says_when() -> No
     with pytest.raises(FleetUnavailable) as caught:
         router.choose(turn("m"))
     assert caught.value.status == 503 and caught.value.wait == pytest.approx(10)
-    assert "a (open), b (open)" in caught.value.message
+    assert caught.value.headers == {"retry-after": "10"}
+    # the client is told no more than that: which servers, and their states, are the log's
+    assert caught.value.message == ("no model server for 'm' is available now; try again shortly")
+    assert "a (open), b (open)" in caplog.text
 
 
 def test_a_continuation_goes_only_to_replicas_that_can_continue() -> None:
@@ -109,3 +116,26 @@ def test_metrics_export_each_replica_s_state_load_and_failures() -> None:
     assert 'toolwire_upstream_failures_total{upstream="a"} 1.0' in text
     assert 'toolwire_upstream_error_rate{upstream="a"} 1.0' in text
     assert 'toolwire_upstream_ttft_average_seconds{upstream="b"} 0.25' in text
+
+
+def test_a_structured_answer_is_never_resumed_and_a_resumed_one_writes_what_is_left() -> None:
+    plain = turn("m")
+    assert resumable(plain)
+    for sampling in (
+        Sampling(response_format={"type": "json_object"}),
+        Sampling(response_format={"type": "json_schema", "json_schema": {"name": "x"}}),
+        Sampling(extra_body={"guided_json": {"type": "object"}}),
+        Sampling(extra_body={"grammar": 'root ::= "a"'}),
+        Sampling(extra_body={"structured_outputs": {"regex": "a+"}}),
+    ):
+        assert not resumable(replace(plain, sampling=sampling)), sampling
+    assert resumable(replace(plain, sampling=Sampling(response_format={"type": "text"})))
+    assert not resumable(replace(plain, tool_choice="required"))
+    assert not resumable(replace(plain, tool_choice={"type": "function", "name": "f"}))
+    limited = replace(
+        plain, sampling=Sampling(max_output_tokens=100, extra_body={"max_completion_tokens": 3})
+    )
+    resumed = continuation(limited, "x" * 40, "prefill")  # 10 tokens, as metering estimates
+    assert resumed.sampling.max_output_tokens == 90
+    assert resumed.sampling.extra_body == {"max_completion_tokens": 1}  # never below 1
+    assert resumed.transcript[-1] == AssistantMessage("x" * 40)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from toolwire.server.operator.ui.overview import bucket_width, overview, percentile
+from toolwire.server.operator.ui.routes import without_server
 
 
 def run(created_at: int, *entries: dict[str, Any], status: str = "completed") -> dict[str, Any]:
@@ -71,3 +72,14 @@ def test_percentiles_and_bucket_widths() -> None:
     # found by schemathesis: since=0, until=2**62 asked for 7.6 billion weekly buckets
     huge = overview([run(5)], 0, 2**62 - 1, "gpu")
     assert len(huge["series"]["t"]) <= 61 and huge["total"]["responses"] == 1
+
+
+def test_a_tenant_is_not_told_which_model_server_of_the_fleet_served_it() -> None:
+    served = run(5, {"type": "model_call", "upstream": "10.0.0.5:8000", "routed": "session"})
+    runs = [served]
+    for_operator = overview(runs, 0, 3600, "fleet")["by_model"]
+    for_tenant = overview(runs, 0, 3600, "fleet", servers=False)["by_model"]
+    assert [row["upstream"] for row in for_operator] == ["10.0.0.5:8000"]
+    assert [row["upstream"] for row in for_tenant] == ["fleet"]
+    entries = [without_server(entry) for entry in served["entries"]]
+    assert entries == [{"type": "model_call", "routed": "session"}]

@@ -8,7 +8,7 @@ upstream: operator configuration bounds the label's values.
 - `toolwire_upstream_error_rate{upstream}`: failed calls over calls, last minute;
 - `toolwire_upstream_ttft_average_seconds{upstream}`: moving average time to first token;
 - `toolwire_upstream_requests_total{upstream}` / `toolwire_upstream_failures_total{upstream}`:
-  model calls sent to it, and those it failed (refused, timed out, 5xx, 429, cut).
+  model calls sent to it, and those it failed (refused, timed out, 502/503/504, 429, cut).
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ class FleetCollector(Collector):
         )
         failures = CounterMetricFamily(
             "toolwire_upstream_failures",
-            "Model calls each upstream failed (refused, timed out, 5xx, 429, cut)",
+            "Model calls each upstream failed (refused, timed out, 502/503/504, 429, cut)",
             labels=labels,
         )
         for row in rows:

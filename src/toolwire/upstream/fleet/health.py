@@ -9,6 +9,12 @@ An open circuit takes no calls; after `cooldown` one trial call may test it (hal
 success closes the circuit, its failure opens it again. A failed probe keeps an open circuit
 open for another cooldown; a probe that answers lets the trial happen at once. A 429 or 503
 with `Retry-After` keeps the replica out for that long, whatever the circuit says.
+
+Every call is numbered (`begin` returns its number) and reports its verdict with it: once
+the circuit has opened, only the trial call's verdict moves it. A call sent before the
+circuit opened and ending after says nothing of the replica now (its success must not close
+an open circuit, its failure must not reopen a half-open one), and a call that ends without
+a verdict frees the trial slot only if it was the trial.
 """
 
 from __future__ import annotations
@@ -40,6 +46,7 @@ class Health:
     """Mutated only on the event loop's thread: no lock."""
 
     __slots__ = (
+        "_serial",
         "_window",
         "busy_until",
         "calls",
@@ -58,8 +65,9 @@ class Health:
         self.state = CircuitState.CLOSED
         self.consecutive = 0
         self.opened_at = 0.0
-        self.trial = False
-        """A half-open trial call is in flight: no other call until it ends."""
+        self.trial: int | None = None
+        """The number of the half-open trial call in flight (no other call until it ends)."""
+        self._serial = 0
         self.busy_until = 0.0
         self.calls = 0
         self.failures = 0
@@ -79,35 +87,53 @@ class Health:
             if now - self.opened_at < self.settings.cooldown:
                 return False
             self.state = CircuitState.HALF_OPEN
-            self.trial = False
-        return not self.trial
+            self.trial = None
+        return self.trial is None
 
-    def begin(self) -> None:
-        """A call is sent: in half-open it is the trial."""
-        if self.state is CircuitState.HALF_OPEN:
-            self.trial = True
+    def begin(self) -> int:
+        """A call is sent: its number, for its verdict. In half-open it is the trial."""
+        self._serial += 1
+        if self.state is CircuitState.HALF_OPEN and self.trial is None:
+            self.trial = self._serial
+        return self._serial
 
-    def succeeded(self, now: float, ttft: float | None = None) -> None:
+    def _judges(self, call: int | None) -> bool:
+        """Whether a call's verdict moves the circuit: any call's while it is closed, only
+        the trial's once it has opened. `None`: the trial, if one is in flight (callers
+        that do not number their calls)."""
+        if self.state is CircuitState.CLOSED:
+            return True
+        return self.trial is not None and call in (None, self.trial)
+
+    def succeeded(self, now: float, ttft: float | None = None, call: int | None = None) -> None:
         self.calls += 1
         self._window.append((now, True))
-        self.consecutive = 0
-        self.state = CircuitState.CLOSED
-        self.trial = False
         if ttft is not None:
             self.ttft = ttft if self.ttft is None else self.ttft + _EWMA * (ttft - self.ttft)
+        if not self._judges(call):
+            return  # sent before the circuit opened: it says nothing of the replica now
+        self.consecutive = 0
+        self.state = CircuitState.CLOSED
+        self.trial = None
 
-    def failed(self, now: float, why: str, retry_after: float | None = None) -> None:
-        """The replica failed a call (refused, timed out, 5xx, 429, a cut stream)."""
+    def failed(
+        self, now: float, why: str, retry_after: float | None = None, call: int | None = None
+    ) -> None:
+        """The replica failed a call (refused, timed out, 502/503/504, 429, a cut stream)."""
         self.calls += 1
         self.failures += 1
         self._window.append((now, False))
-        self._fault(now, why)
+        self.last_error = why
+        if self._judges(call) or self.state is CircuitState.OPEN:
+            self._fault(now, why)
         if retry_after is not None:
             self.busy_until = max(self.busy_until, now + min(retry_after, MAX_RETRY_AFTER))
 
-    def released(self) -> None:
-        """A call ended without a verdict on the replica (the client left, a bad request)."""
-        self.trial = False
+    def released(self, call: int | None = None) -> None:
+        """A call ended without a verdict on the replica (the client left, a bad request):
+        if it was the trial, another call may be the trial."""
+        if call is None or call == self.trial:
+            self.trial = None
 
     def probe_answered(self, now: float) -> None:
         if self.state is CircuitState.OPEN:
@@ -128,7 +154,7 @@ class Health:
         ):
             self.state = CircuitState.OPEN
             self.opened_at = now
-        self.trial = False
+        self.trial = None
 
     def error_rate(self, now: float) -> float:
         """Failed calls over calls, in the last `error_window` seconds (0 without calls)."""

@@ -14,7 +14,9 @@ appends to it) and balances sessions, not calls, by load:
    instead would compute that prefix on fewer replicas, but would pile every new session of
    a quiet fleet onto one replica: once per replica is cheap, a pile-up is not.)
 4. the choice yields to load: a session stays on its replica while that replica has at most
-   `load_bound` times its weighted share of the calls in flight; a session placed anew (a
+   `load_bound` times its weighted share of the calls in flight (and at most halfway from
+   its share to all of them: with two replicas, 3 × ½ would be more than all, and a flood of
+   calls under one session would never spread); a session placed anew (a
    new one, or one whose replica is over that bound) goes to the first replica in its key's
    rendezvous order that has no more than its share of the calls in flight and of the
    sessions seen in the last ten minutes (consistent hashing with bounded loads), and stays
@@ -114,7 +116,12 @@ class Selector:
         calls = (sum(replica.outstanding for replica in candidates) + 1) / weights
 
         def fits(replica: Replica, bound: float) -> bool:
-            return replica.outstanding + 1 <= math.ceil(bound * calls * replica.weight)
+            # `bound` times its share, but never past halfway from its share to all the calls:
+            # with few replicas (3 × ½ of the calls is more than all of them) a bound of
+            # `load_bound` alone would never be reached, and a flood under one session key
+            # would all go to one replica
+            factor = min(bound, (1.0 + weights / replica.weight) / 2.0)
+            return replica.outstanding + 1 <= math.ceil(factor * calls * replica.weight)
 
         preferred: Replica | None = None
         reason = "continuation"

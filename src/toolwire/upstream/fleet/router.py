@@ -20,10 +20,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
+import math
 import random
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any
 
 from toolwire.errors import (
@@ -44,13 +47,21 @@ from toolwire.upstream.events import (
     ToolCallDone,
     ToolCallStarted,
     UpstreamRetry,
+    Usage,
 )
 from toolwire.upstream.fleet.affinity import opening_key, session_key
 from toolwire.upstream.fleet.health import CircuitState
 from toolwire.upstream.fleet.policy import Selector
 from toolwire.upstream.fleet.replica import Replica
-from toolwire.upstream.fleet.resume import can_resume, continuation
+from toolwire.upstream.fleet.resume import (
+    can_resume,
+    continuation,
+    estimate_tokens,
+    resumable,
+)
 from toolwire.upstream.fleet.settings import FleetSettings
+
+log = logging.getLogger("toolwire.fleet")
 
 #: Models whose replicas are remembered (requests name models: a client could name many).
 MAX_MODELS_KEPT = 1024
@@ -70,6 +81,8 @@ class FleetUnavailable(UpstreamError):
         super().__init__(message, code="upstream_unavailable")
         self.wait = wait
         """Seconds until one of them may take a call again (None: not soon)."""
+        if wait is not None:
+            self.headers = {"retry-after": str(max(1, math.ceil(wait)))}
 
 
 def model_not_served(model: str, served: Sequence[str]) -> NotFoundError:
@@ -82,20 +95,50 @@ def model_not_served(model: str, served: Sequence[str]) -> NotFoundError:
     )
 
 
-def replica_fault(error: UpstreamError) -> tuple[bool, bool]:
-    """(whether the failure counts against the replica's health, whether another replica may
-    answer the same call). A request the model server rightly refused (bad input, a prompt
-    too long for the model, an answer over toolwire's limits) would fare no better elsewhere."""
+#: Statuses that say the server (or what stands before it) is unwell or overloaded, not that
+#: the request is bad: they count against its health and the call fails over.
+REPLICA_STATUSES = frozenset({408, 429, 502, 503, 504, 401, 403})
+
+
+class Fault(Enum):
+    """Whose fault a failed model call was, as far as the failure tells."""
+
+    REPLICA = "replica"
+    """Refused, timed out, cut, 502/503/504, 429, 408, a wrong key: counts against its
+    health; another replica may answer."""
+    SUSPECT = "suspect"
+    """Any other 5xx (llama.cpp answers 500 for a template or grammar error the request
+    caused): never counts; the call fails over once, and a second such failure ends it."""
+    ABSENT = "absent"
+    """404: this server does not have the model (any more); it is alive."""
+    REQUEST = "request"
+    """A request rightly refused (a 4xx, a prompt too long, an answer over toolwire's
+    limits): it would fare no better elsewhere."""
+
+    @property
+    def counts(self) -> bool:
+        return self is Fault.REPLICA
+
+    @property
+    def elsewhere(self) -> bool:
+        return self is not Fault.REQUEST
+
+
+def replica_fault(error: UpstreamError) -> Fault:
+    """Whose fault the failure was. Only what says the server is unwell counts against its
+    health: a request that makes every server answer 500 must not open every circuit."""
     if isinstance(error, UpstreamTooLargeError) or error.code == "context_length_exceeded":
-        return False, False
+        return Fault.REQUEST
     if isinstance(error, UpstreamHTTPError):
         status = error.upstream_status or 0
-        if status in (408, 429) or status >= 500 or status in (401, 403):
-            return True, True
-        if status == 404:  # this server does not have the model (any more): it is alive
-            return False, True
-        return False, False
-    return True, True  # refused, timed out, cut, stalled, garbage
+        if status in REPLICA_STATUSES:
+            return Fault.REPLICA
+        if status >= 500:
+            return Fault.SUSPECT
+        if status == 404:
+            return Fault.ABSENT
+        return Fault.REQUEST
+    return Fault.REPLICA  # refused, timed out, cut, stalled, garbage
 
 
 @dataclass(slots=True, frozen=True)
@@ -287,10 +330,25 @@ class FleetRouter:
                 ready = max(ready, health.opened_at + health.settings.cooldown)
             waits.append(max(0.0, ready - now))
         wait = min(waits) if waits else None
+        # which servers and in what state is for the operator (the log, `/ui`), not for
+        # every API client: it names the fleet's addresses
         states = ", ".join(f"{r.name} ({r.health.state.value})" for r in serving)
+        log.warning("no upstream serving %r takes calls now: %s", model, states)
         return FleetUnavailable(
-            f"no upstream serving {model!r} takes calls now: {states}", wait if wait else None
+            f"no model server for {model!r} is available now; try again shortly",
+            wait if wait else None,
         )
+
+    def _unresumable(self, request: TurnRequest) -> str | None:
+        """Why a cut answer of this request cannot be continued (None: it can)."""
+        if not resumable(request):
+            return (
+                "an answer under structured output (a response format, a grammar, a forced "
+                "tool choice) is not continued: the replica would begin it again"
+            )
+        if not any(can_resume(r.resume) and r.serves(request.model) for r in self.replicas):
+            return "no replica can continue it (`resume: off`)"
+        return None
 
     def _elsewhere(self, model: str, avoid: set[str]) -> bool:
         """Whether a replica other than those in `avoid` could take the model's call now."""
@@ -313,6 +371,8 @@ class FleetRouter:
         text: list[str] = []  # the turn's text that has gone out, for a continuation
         beyond_text = False  # reasoning or a call went out: no continuation
         attempt = 0
+        spent = 0  # the output of the cut call, estimated, counted once
+        suspect = False  # a replica failed it as a bad request might (`Fault.SUSPECT`)
         after: str | None = None  # why this call is another try
         while True:
             try:
@@ -326,7 +386,7 @@ class FleetRouter:
                 continue
             call = continuation(request, "".join(text), replica.resume) if text else request
             health = replica.health
-            health.begin()
+            ticket = health.begin()
             replica.outstanding += 1
             started = clock()
             first: float | None = None
@@ -347,15 +407,19 @@ class FleetRouter:
                     yield batch
                 if note is not None:
                     yield note
-                health.succeeded(clock(), first)
+                health.succeeded(clock(), first, ticket)
                 judged = True
                 return
             except UpstreamError as exc:
                 if note is not None:  # observers see which replica failed
                     yield note
-                counts, elsewhere = replica_fault(exc)
-                if counts:
-                    health.failed(clock(), exc.message, exc.retry_after)
+                fault = replica_fault(exc)
+                # a second failure that may be the request's own (on another replica, or on
+                # the only one again): it is the request's; another try would fail the same
+                elsewhere = fault.elsewhere and not (fault is Fault.SUSPECT and suspect)
+                suspect = suspect or fault is Fault.SUSPECT
+                if fault.counts:
+                    health.failed(clock(), exc.message, exc.retry_after, ticket)
                     judged = True
                 exc.replica = replica.name
                 avoid.add(replica.name)
@@ -365,20 +429,25 @@ class FleetRouter:
                         elsewhere and not exhausted and self._elsewhere(request.model, avoid)
                     )
                     raise
-                if text and not any(
-                    can_resume(r.resume) and r.serves(request.model) for r in self.replicas
-                ):
-                    cut = UpstreamStreamError(
-                        f"{exc.message}; the answer was cut off after its text began to "
-                        "stream, and no replica can continue it (`resume: off`)"
-                    )
-                    cut.replica = replica.name
-                    cut.failover = self._elsewhere(request.model, avoid)
-                    raise cut from exc
+                if text:
+                    why = self._unresumable(request)
+                    if why is not None:
+                        cut = UpstreamStreamError(
+                            f"{exc.message}; the answer was cut off after its text began to "
+                            f"stream, and {why}"
+                        )
+                        cut.replica = replica.name
+                        cut.failover = self._elsewhere(request.model, avoid)
+                        raise cut from exc
+                    # the cut call's output is part of the answer: it counts in the turn's
+                    # usage (the continuation reports the prefix as its input)
+                    if not spent:
+                        spent = estimate_tokens("".join(text))
+                        yield [Usage(output_tokens=spent)]
             finally:
                 replica.outstanding -= 1
                 if not judged:
-                    health.released()
+                    health.released(ticket)
             # asked again, elsewhere if it can be, after a backoff (the replica no longer
             # counts this call as in flight while it waits)
             ceiling = min(settings.failover_max_backoff, settings.failover_backoff * 2**attempt)

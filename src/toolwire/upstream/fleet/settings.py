@@ -78,7 +78,7 @@ class HealthSettings:
     """The circuit breaker and the active probe."""
 
     failure_threshold: int = 3
-    """Consecutive failures (refused, timed out, 5xx, 429, a cut stream) that open the circuit."""
+    """Consecutive failures (refused, timed out, 502/503/504, 429, cut) that open the circuit."""
     cooldown: float = 10.0
     """Seconds an open circuit waits before one trial call (half-open) may test the replica."""
     probe_interval: float = 10.0
@@ -94,8 +94,10 @@ class FleetSettings:
     policy: Policy = Policy.AFFINITY
     load_bound: float = 3.0
     """Affinity yields to load past this: a session stays on its replica while the replica's
-    calls in flight stay within `load_bound` times its weighted share of all calls in flight;
-    past it the session is placed anew, on a replica within its share (`policy.py`)."""
+    calls in flight stay within `load_bound` times its weighted share of all calls in flight
+    (and within halfway from its share to all of them, so that the bound bites with few
+    replicas too); past it the session is placed anew, on a replica within its share
+    (`policy.py`)."""
     failover_attempts: int = 3
     """Further replicas (or tries) a model call may take after its first fails."""
     failover_backoff: float = 0.05

@@ -140,10 +140,14 @@ class _Tally:
         }
 
 
-def overview(runs: Iterable[UiRun], since: int, until: int, upstream: str) -> dict[str, Any]:
+def overview(
+    runs: Iterable[UiRun], since: int, until: int, upstream: str, *, servers: bool = True
+) -> dict[str, Any]:
     """The totals, the per model and upstream table, and the time series of the range.
     `upstream`: the name of the upstream this server calls, for runs whose timeline names
-    none (a fleet's runs name the model server of their last model call)."""
+    none (a fleet's runs name the model server of their last model call). `servers`: name
+    those model servers (operators); else every run counts under `upstream` (a tenant is not
+    told the fleet's servers)."""
     width = bucket_width(since, until)
     first = since // width * width
     total = _Tally()
@@ -152,7 +156,8 @@ def overview(runs: Iterable[UiRun], since: int, until: int, upstream: str) -> di
     for run in runs:
         total.add(run)
         model = str(run.get("model") or "?")
-        groups.setdefault((model, _served_by(run) or upstream), _Tally()).add(run)
+        served = (_served_by(run) if servers else None) or upstream
+        groups.setdefault((model, served), _Tally()).add(run)
         start = run["created_at"] // width * width
         buckets.setdefault(start, _Tally()).add(run)
     series_at = list(range(first, until + 1, width))

@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from os import PathLike
 from pathlib import Path
+from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import FileResponse, Response
@@ -74,6 +75,13 @@ TIME_RANGE = (0, 2**62)
 OFFSET_RANGE = (0, 2**31)
 #: The overview's default range: the last day.
 DAY = 86400
+
+
+def without_server(entry: Any) -> Any:
+    """A timeline entry as a tenant sees it: without the fleet's model server it names."""
+    if isinstance(entry, dict) and "upstream" in entry:
+        return {key: value for key, value in entry.items() if key != "upstream"}
+    return entry
 
 
 def _int(
@@ -154,6 +162,8 @@ def ui_routes(
             raise NotFoundError(f"Response with id '{response_id}' not found.", param="response_id")
         body = found["body"]
         entries = await queries.timeline(response_id) or []
+        if not is_operator(request):  # which model server served each call: operators only
+            entries = [without_server(entry) for entry in entries]
         asked = [
             item["id"]
             for item in body.get("output") or []
@@ -226,7 +236,8 @@ def ui_routes(
         if since >= until:
             raise InvalidRequestError("since must be before until", param="since")
         runs = await queries.runs(visible(request), since, until)
-        return ORJSONResponse(overview(runs, since, until, upstream_name))
+        servers = is_operator(request)
+        return ORJSONResponse(overview(runs, since, until, upstream_name, servers=servers))
 
     async def upstreams(request: Request) -> Response:
         """Each model server's circuit, load, error rate and latency (operators: it names
