@@ -675,16 +675,22 @@ def routing_cost(replica_counts: tuple[int, ...] = (1, 2, 4, 8, 16)) -> dict[int
     return costs
 
 
-def door_latency(procs: Procs, requests: int) -> dict[str, Any]:
+def door_latency(procs: Procs, requests: int, rounds: int = 5) -> dict[str, Any]:
     """p50 of a non-streamed chat completion through toolwire with one upstream (no router)
     and with eight (the router), against the same fast mock (`mock_upstream.py`), requests
-    interleaved in blocks by `loadgen.py`."""
+    interleaved in blocks by `loadgen.py`. Both servers share one core (the mock and the load
+    generator the others), and the figure is the median over `rounds` of each round's ratio
+    of p50s: a shared machine's drift moves both sides of a round alike."""
     import loadgen
+
+    cpus = sorted(os.sched_getaffinity(0))
+    server_cpus, other_cpus = {cpus[-1]}, set(cpus[:-1]) or {cpus[-1]}
 
     ports = [free_port() for _ in range(8)]
     argv = [str(PROJECT_PY), str(HERE / "mock_upstream.py"), "--port", str(ports[0])]
     argv += ["--extra-ports", ",".join(str(p) for p in ports[1:])]
     mock = procs.start("latency-mock", argv)
+    os.sched_setaffinity(mock.pid, other_cpus)
     wait_http(f"http://127.0.0.1:{ports[0]}/health", mock, "latency-mock", 60)
     targets = {}
     started = []
@@ -698,6 +704,7 @@ def door_latency(procs: Procs, requests: int) -> dict[str, Any]:
             argv += ["--upstream", f"http://127.0.0.1:{upstream}/v1"]
         env = {**os.environ, "TOOLWIRE_LOG_FORMAT": "off", "TOOLWIRE_LOG_LEVEL": "warning"}
         proc = procs.start(f"latency-{len(upstreams)}", argv, env)
+        os.sched_setaffinity(proc.pid, server_cpus)
         wait_http(f"http://127.0.0.1:{port}/health", proc, name)
         started.append(proc)
         targets[name] = f"http://127.0.0.1:{port}/v1/chat/completions"
@@ -715,21 +722,34 @@ def door_latency(procs: Procs, requests: int) -> dict[str, Any]:
         "models": {},
         "block": 10,
     }
+    spec["requests"] = max(requests // rounds, 50)
+    mine = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, other_cpus)  # the load generator runs in this process
+    per_round: list[dict[str, Any]] = []
     try:
-        measured = loadgen.sequential(spec)
+        for n in range(rounds):
+            spec["warmup"] = 200 if n == 0 else 20
+            per_round.append(loadgen.sequential(spec))
     finally:
+        os.sched_setaffinity(0, mine)
         for proc in started:
             procs.stop(proc)
         procs.stop(mock)
     rows = {}
-    for name, row in measured.items():
+    for name in targets:
+        times = [t for measured in per_round for t in measured[name]["total_us"]]
         rows[name] = {
-            "p50_us": percentile(row["total_us"], 0.5),
-            "p99_us": percentile(row["total_us"], 0.99),
-            "errors": row["errors"] + row["bad"],
-            "why": row["why"],
+            "p50_us": percentile(times, 0.5),
+            "p99_us": percentile(times, 0.99),
+            "errors": sum(m[name]["errors"] + m[name]["bad"] for m in per_round),
+            "why": "; ".join(m[name]["why"] for m in per_round if m[name]["why"])[:300],
         }
-    return {"results": rows}
+    ratios = sorted(
+        percentile(m["eight upstreams"]["total_us"], 0.5)
+        / percentile(m["one upstream"]["total_us"], 0.5)
+        for m in per_round
+    )
+    return {"results": rows, "ratio": ratios[len(ratios) // 2], "ratios": ratios}
 
 
 def llama_check(procs: Procs, sessions: int, turns: int, rounds: int = 2) -> dict[str, Any]:
@@ -944,6 +964,12 @@ def report(results: dict[str, Any]) -> str:
             lines.append(
                 f"| {name} | {row['p50_us'] / 1000:.3f} ms | {row['p99_us'] / 1000:.3f} ms |"
             )
+        if "ratios" in latency:
+            lines += [
+                "",
+                "Both servers on one core, the requests interleaved in blocks; eight over one, "
+                "each round's p50s: " + ", ".join(f"{r:.3f}" for r in latency["ratios"]) + ".",
+            ]
     llama = results.get("llama")
     if llama:
         lines += [
@@ -1005,9 +1031,11 @@ def judge(results: dict[str, Any]) -> dict[str, tuple[bool, str]]:
     if latency:
         rows = latency["results"]
         one, eight = rows["one upstream"]["p50_us"], rows["eight upstreams"]["p50_us"]
+        ratio = latency.get("ratio", eight / one)
         targets["door_latency"] = (
-            eight <= one * 1.05,
-            f"p50 {one / 1000:.3f} ms with one, {eight / 1000:.3f} ms with eight ({eight / one:.3f}x)",
+            ratio <= 1.05,
+            f"p50 {one / 1000:.3f} ms with one, {eight / 1000:.3f} ms with eight; "
+            f"median of the rounds' ratios {ratio:.3f}x",
         )
     return targets
 
