@@ -106,6 +106,19 @@ class KeyLimits:
 def period_bounds(period: str, now: float) -> tuple[int, int]:
     """The start and end (Unix seconds, UTC) of the budget period holding `now`. Weeks start
     on Monday; months are calendar months."""
+    last = _BOUNDS.get(period)
+    if last is not None and last[0] <= now < last[1]:
+        return last
+    bounds = _period_bounds(period, now)
+    _BOUNDS[period] = bounds
+    return bounds
+
+
+#: The last bounds computed for each period (the hot path asks for the same ones).
+_BOUNDS: dict[str, tuple[int, int]] = {}
+
+
+def _period_bounds(period: str, now: float) -> tuple[int, int]:
     if period == "month":
         t = time.gmtime(now)
         start = calendar.timegm((t.tm_year, t.tm_mon, 1, 0, 0, 0))
@@ -377,7 +390,7 @@ class QuotaStore:
                 lease.available -= have
                 lease.touched = True
             asks = [
-                (need, need[3] - have, _block(lease, need[3] - have))
+                (need, need[3] - have, _block(lease, need[3] - have, need[3]))
                 for lease, need, have in zip(leases, needs, held, strict=True)
             ]
 
@@ -593,13 +606,14 @@ def _token_needs(key_id: str, limits: KeyLimits, now: float, tokens: int) -> lis
     return needs
 
 
-def _block(lease: Lease, short: int) -> int:
-    """The new block a take asks for beyond what it needs (see the module docstring)."""
+def _block(lease: Lease, short: int, need: int) -> int:
+    """The new block a take asks for beyond the `short` it lacks of a request's `need` (see
+    the module docstring)."""
     if short <= 0:
         return 0
     left = lease.left if lease.left is not None else lease.limit
     return max(
-        min((left - short) // LEASE_SHARE, lease.limit // LEASE_CEILING, short * LEASE_REQUESTS), 0
+        min((left - short) // LEASE_SHARE, lease.limit // LEASE_CEILING, need * LEASE_REQUESTS), 0
     )
 
 
