@@ -295,13 +295,20 @@ class QuotaStore:
         """The call is over and used `used` tokens: the difference from what it reserved goes
         back to the lease (or, beyond the estimate, is taken from it, else written as it is:
         the call already happened)."""
+        beyond = self.settle_in_memory(reservation, used)
+        if beyond:
+            await self.write_beyond(beyond)
+
+    def settle_in_memory(self, reservation: Reservation, used: int) -> dict[Cell, int]:
+        """`settle` without awaiting: what must still be written (`write_beyond`) when the call
+        used more than its estimate and its lease hold ({} in the common case)."""
+        beyond: dict[Cell, int] = {}
         if reservation.settled:
-            return
+            return beyond
         reservation.settled = True
         delta = used - reservation.tokens
         if delta == 0:
-            return
-        beyond: dict[Cell, int] = {}
+            return beyond
         for scope, window in (
             ("minute", reservation.minute),
             ("budget", reservation.budget_window),
@@ -317,14 +324,17 @@ class QuotaStore:
                 self._add((*counter, window), delta)
             else:  # used beyond the estimate and the lease: written now, as every take sees it
                 beyond[(*counter, window)] = delta
-        if beyond:
-            try:
-                await self._write(beyond)
-            except Exception:
-                for cell, more in beyond.items():
-                    self._add(cell, more)
-                raise
-        self._start_ticker()
+        return beyond
+
+    async def write_beyond(self, beyond: dict[Cell, int]) -> None:
+        """What `settle_in_memory` could not settle, written at once (kept for the next flush
+        if the write fails)."""
+        try:
+            await self._write(beyond)
+        except Exception:
+            for cell, more in beyond.items():
+                self._add(cell, more)
+            raise
 
     # -- leases ----------------------------------------------------------------------------
 
@@ -340,9 +350,18 @@ class QuotaStore:
 
     def _spend(self, needs: list[Need]) -> bool:
         """Each need from its lease, all or none (in memory: no await)."""
+        if len(needs) == 1:  # the common shapes, without the lists
+            counter, window, limit, amount = needs[0]
+            lease = self._lease(counter, window, limit)
+            if lease.available < amount:
+                return False
+            lease.available -= amount
+            lease.touched = True
+            return True
         leases = [self._lease(counter, window, limit) for counter, window, limit, _ in needs]
-        if any(lease.available < need[3] for lease, need in zip(leases, needs, strict=True)):
-            return False
+        for lease, need in zip(leases, needs, strict=True):
+            if lease.available < need[3]:
+                return False
         for lease, need in zip(leases, needs, strict=True):
             lease.available -= need[3]
             lease.touched = True
