@@ -28,10 +28,11 @@ the event loop's one thread):
 When a lease is short, the request takes what it needs plus a new block from the row, on its
 own path, under the key's lock (one refill a key at a time; requests the lease can serve do not
 wait). The block adapts: at most a quarter of what the row had left after the request's need,
-at most an eighth of the limit, and at most 64 times the request's need; near the limit it is
-0, so the last requests and tokens are taken one request at a time from the row, exactly. A
-take that cannot get the block is retried for the need alone, and what the process's own lease
-held is used first.
+at most an eighth of the limit, and at most 64 times the request's need (for a minute's
+counters, doubled with each block taken in that minute, so a busy key refills rarely); near the
+limit it is 0, so the last requests and tokens are taken one request at a time from the row,
+exactly. A take that cannot get the block is retried for the need alone, and what the
+process's own lease held is used first.
 
 **Giving back.** Every `FLUSH_SECONDS` (0.5 s) a background task writes, in one transaction,
 coalesced per row: the settlements that could not go to a lease, the leases of windows that
@@ -43,7 +44,8 @@ last. A write that fails is kept and retried at the next flush.
 Guarantees:
 
 - across replicas and workers, the total granted in a window never exceeds a limit: every
-  grant comes from a conditional UPDATE, and a lease is only ever spent once, in memory;
+  grant comes from a conditional UPDATE, and a lease is only ever spent once, in memory (a
+  settlement beyond a call's estimate is charged as it is, as before: the call happened);
 - a request is refused only when neither this process's lease nor the database has room (the
   refusal's headers come from the row, less this process's unused lease). Another replica's
   unused lease is not available to this one until it is given back (within a flush of that
@@ -188,6 +190,8 @@ class Lease:
     """What the row had left after this process's last take (None: not taken yet)."""
     touched: bool = True
     """Used since the last flush."""
+    refills: int = 0
+    """Blocks taken in this window (a minute's block doubles with each: `_block`)."""
 
 
 #: A counter: (key id, scope, column): `minute` `requests` or `tokens`, `budget` `tokens`.
@@ -409,7 +413,7 @@ class QuotaStore:
                 lease.available -= have
                 lease.touched = True
             asks = [
-                (need, need[3] - have, _block(lease, need[3] - have, need[3]))
+                (need, need[3] - have, _block(lease, need[3] - have, need[3], need[0][1]))
                 for lease, need, have in zip(leases, needs, held, strict=True)
             ]
 
@@ -451,6 +455,7 @@ class QuotaStore:
             for (counter, _, _, _), lease, (extra, left) in zip(needs, leases, got, strict=True):
                 if left >= 0:
                     lease.left = left
+                    lease.refills += 1
                 self._give(counter, lease, extra)
             self._start_ticker()
 
@@ -625,15 +630,16 @@ def _token_needs(key_id: str, limits: KeyLimits, now: float, tokens: int) -> lis
     return needs
 
 
-def _block(lease: Lease, short: int, need: int) -> int:
+def _block(lease: Lease, short: int, need: int, scope: str) -> int:
     """The new block a take asks for beyond the `short` it lacks of a request's `need` (see
-    the module docstring)."""
+    the module docstring): a minute's doubles with each refill in the minute."""
     if short <= 0:
         return 0
     left = lease.left if lease.left is not None else lease.limit
-    return max(
-        min((left - short) // LEASE_SHARE, lease.limit // LEASE_CEILING, need * LEASE_REQUESTS), 0
-    )
+    most = need * LEASE_REQUESTS
+    if scope == "minute":
+        most <<= min(lease.refills, 10)
+    return max(min((left - short) // LEASE_SHARE, lease.limit // LEASE_CEILING, most), 0)
 
 
 def _count(connection: sa.Connection, counter: Counter, window: int) -> int:
