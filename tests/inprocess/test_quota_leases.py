@@ -131,7 +131,7 @@ async def test_an_idle_lease_goes_back_within_a_flush(tmp_path: object) -> None:
     async with stores(f"sqlite:///{tmp_path}/toolwire.db", 2) as (one, two):
         record, _ = await one.keys.create("team", tpm=100_000)
         await one_request(one.quotas, record.id, used=40)
-        for _ in range(40):  # two flush periods (0.5 s): unused since the first, given back
+        for _ in range(100):  # two flush periods (0.5 s): unused since the first, given back
             if (await rows(two, record.id)).popitem()[1][1] == 40:
                 break
             await asyncio.sleep(0.05)
