@@ -15,6 +15,7 @@ query), so storage grows linearly with a conversation.
 from __future__ import annotations
 
 import contextlib
+import logging
 import secrets
 import time
 from collections.abc import Callable
@@ -56,6 +57,7 @@ from toolwire.store.ui_queries import UiQueries
 from toolwire.store.urls import check_sqlite_directory, default_database_url, normalize_url
 from toolwire.wire.items import Item, ResponseObject
 
+log = logging.getLogger("toolwire.store")
 T = TypeVar("T")
 
 #: Status of a deleted response that others continue: hidden, kept for their history.
@@ -116,7 +118,12 @@ class Store:
         return cls(database, schema_before=before)
 
     async def close(self) -> None:
-        """Wait for the writes under way, then close the database."""
+        """Give the quota leases back (`store/quotas.py`), wait for the writes under way, then
+        close the database."""
+        try:
+            await self.quotas.close()
+        except Exception:
+            log.warning("closing: could not give the quota leases back", exc_info=True)
         await self.database.close()
 
     # -- responses ------------------------------------------------------------------------

@@ -148,8 +148,16 @@ class QuotaUpstream:
 
     def _settle(self, reservation: Reservation, meter: Meter, request: TurnRequest) -> None:
         """Settled in a task of its own, on what the call cost however it ended
-        (`metering.py`): a cancelled call (the client left) is charged too."""
-        task = asyncio.get_running_loop().create_task(self._charge(reservation, meter, request))
+        (`metering.py`): a cancelled call (the client left) is charged too. A call that ran to
+        its end with reported usage is settled here, in memory, unless it used more than its
+        reservation and the key's lease hold (`store/quotas.py`)."""
+        if meter.finished and meter.reported is not None:
+            beyond = self.quotas.settle_in_memory(reservation, meter.reported)
+            if not beyond:
+                return
+            task = asyncio.get_running_loop().create_task(self.quotas.write_beyond(beyond))
+        else:
+            task = asyncio.get_running_loop().create_task(self._charge(reservation, meter, request))
         self._settling.add(task)
         task.add_done_callback(self._settling.discard)
 
