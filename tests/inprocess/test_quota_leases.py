@@ -13,7 +13,8 @@ import pytest
 import sqlalchemy as sa
 
 from toolwire.store.database import Store
-from toolwire.store.quotas import QuotaStore, RateLimited
+from toolwire.store.quota_terms import RateLimited
+from toolwire.store.quotas import QuotaStore
 from toolwire.store.tables import quota_usage
 
 

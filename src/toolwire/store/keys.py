@@ -16,7 +16,7 @@ from functools import partial
 import sqlalchemy as sa
 
 from toolwire.store.engine import Database, rowcount
-from toolwire.store.quotas import PERIODS, KeyLimits
+from toolwire.store.quota_terms import PERIODS, KeyLimits
 from toolwire.store.tables import api_keys
 
 KEY_PREFIX = "tw-"

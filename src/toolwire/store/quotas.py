@@ -63,10 +63,8 @@ Guarantees:
 from __future__ import annotations
 
 import asyncio
-import calendar
 import contextlib
 import logging
-import math
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -74,13 +72,22 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from toolwire.errors import ToolwireError
 from toolwire.store.engine import Database
+from toolwire.store.quota_rows import count_in, ensure_row, refusal, usage_row
+from toolwire.store.quota_terms import (
+    Cell,
+    Counter,
+    KeyLimits,
+    KeyUsage,
+    Need,
+    Reservation,
+    Window,
+    period_bounds,
+)
 from toolwire.store.tables import api_keys, quota_usage
 
 log = logging.getLogger("toolwire.store")
 
-PERIODS = ("hour", "day", "week", "month")
 #: How often unused leases and pending settlements are written back (seconds).
 FLUSH_SECONDS = 0.5
 #: A new block is at most 1/LEASE_SHARE of what the row has left after the need, ...
@@ -90,92 +97,6 @@ LEASE_SHARE = 4
 LEASE_CEILING = 8
 #: ... and at most this many times the need of the request that takes it.
 LEASE_REQUESTS = 64
-_SECONDS = {"hour": 3600, "day": 86400, "week": 7 * 86400}
-
-
-@dataclass(slots=True, frozen=True)
-class KeyLimits:
-    rpm: int | None = None
-    tpm: int | None = None
-    budget: int | None = None
-    budget_period: str | None = None
-
-    @property
-    def any(self) -> bool:
-        return self.rpm is not None or self.tpm is not None or self.budget is not None
-
-
-def period_bounds(period: str, now: float) -> tuple[int, int]:
-    """The start and end (Unix seconds, UTC) of the budget period holding `now`. Weeks start
-    on Monday; months are calendar months."""
-    last = _BOUNDS.get(period)
-    if last is not None and last[0] <= now < last[1]:
-        return last
-    bounds = _period_bounds(period, now)
-    _BOUNDS[period] = bounds
-    return bounds
-
-
-#: The last bounds computed for each period (the hot path asks for the same ones).
-_BOUNDS: dict[str, tuple[int, int]] = {}
-
-
-def _period_bounds(period: str, now: float) -> tuple[int, int]:
-    if period == "month":
-        t = time.gmtime(now)
-        start = calendar.timegm((t.tm_year, t.tm_mon, 1, 0, 0, 0))
-        year, month = (t.tm_year + 1, 1) if t.tm_mon == 12 else (t.tm_year, t.tm_mon + 1)
-        return start, calendar.timegm((year, month, 1, 0, 0, 0))
-    length = _SECONDS[period]
-    offset = 3 * 86400 if period == "week" else 0  # 1970-01-01 was a Thursday
-    start = int(now + offset) // length * length - offset
-    return start, start + length
-
-
-def duration(seconds: float) -> str:
-    """A reset time as OpenAI writes it in `x-ratelimit-reset-*`: `20ms`, `1.5s`, `6m0s`."""
-    if seconds < 1:
-        return f"{max(1, round(seconds * 1000))}ms"
-    if seconds < 60:
-        return f"{round(seconds, 3):g}s"
-    minutes, rest = divmod(math.ceil(seconds), 60)
-    if minutes < 60:
-        return f"{minutes}m{rest}s"
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}h{minutes}m{rest}s"
-
-
-class RateLimited(ToolwireError):
-    """A key's limit or budget refuses the request: 429 in OpenAI's shape and headers
-    (`rate_limit_exceeded`, type `requests` or `tokens`; `insufficient_quota` for a spent
-    budget, which retrying soon cannot help: `x-should-retry: false`)."""
-
-    status = 429
-
-
-@dataclass(slots=True)
-class Reservation:
-    """Tokens taken for one model call, to settle when it ends."""
-
-    key_id: str
-    minute: int | None
-    budget_window: int | None
-    tokens: int
-    settled: bool = False
-
-
-@dataclass(slots=True, frozen=True)
-class KeyUsage:
-    """What a key spent in its current minute and budget period."""
-
-    requests_this_minute: int = 0
-    tokens_this_minute: int = 0
-    budget_used: int = 0
-    budget_resets_at: int | None = None
-
-
-#: A counting window's row: (key id, scope, start).
-Window = tuple[str, str, int]
 
 
 @dataclass(slots=True)
@@ -192,14 +113,6 @@ class Lease:
     """Used since the last flush."""
     refills: int = 0
     """Blocks taken in this window (a minute's block doubles with each: `_block`)."""
-
-
-#: A counter: (key id, scope, column): `minute` `requests` or `tokens`, `budget` `tokens`.
-Counter = tuple[str, str, str]
-#: A counter in one window: (key id, scope, column, window start).
-Cell = tuple[str, str, str, int]
-#: What one take asks of a counter: (counter, window, limit, need).
-Need = tuple[Counter, int, int, int]
 
 
 class QuotaStore:
@@ -274,11 +187,11 @@ class QuotaStore:
 
         def check(connection: sa.Connection) -> None:
             for (counter, window, limit, _), lease in zip(needs, leases, strict=True):
-                taken = _count(connection, counter, window)
+                taken = count_in(connection, counter, window)
                 lease.left = max(limit - taken, 0)
                 if lease.available + limit - taken < estimate:
                     own = self._own(key_id, limits, now)
-                    raise _refusal(connection, key_id, limits, now, estimate, counter[1], own)
+                    raise refusal(connection, key_id, limits, now, estimate, counter[1], own)
 
         await self.database.read(check)
 
@@ -428,7 +341,7 @@ class QuotaStore:
                     column = quota_usage.c[counter[2]]
                     for amount in (short + block, short) if block > 0 else (short,):
                         row = connection.execute(
-                            _row(counter[0], counter[1], window)
+                            usage_row(counter[0], counter[1], window)
                             .where(column + amount <= limit)
                             .values({counter[2]: column + amount})
                             .returning(column)
@@ -442,7 +355,7 @@ class QuotaStore:
                             cell = f"{c[1]}:{c[2]}"
                             own[cell] = own.get(cell, 0) + have
                         scope = "requests" if kind == "requests" else counter[1]
-                        raise _refusal(connection, key_id, limits, now, need, scope, own)
+                        raise refusal(connection, key_id, limits, now, need, scope, own)
                 return ensured, got
 
             try:
@@ -555,7 +468,7 @@ class QuotaStore:
                 column = quota_usage.c[name]
                 value = column + delta
                 connection.execute(
-                    _row(key_id, scope, window).values(
+                    usage_row(key_id, scope, window).values(
                         {name: sa.func.max(value, 0) if sqlite else sa.func.greatest(value, 0)}
                     )
                 )
@@ -570,7 +483,7 @@ class QuotaStore:
         row = (key_id, scope, starts)
         if row in self._rows:
             return
-        _ensure(connection, key_id, scope, starts)
+        ensure_row(connection, key_id, scope, starts)
         ensured.append(row)
 
     def _remember(self, rows: Iterable[Window]) -> None:
@@ -640,119 +553,3 @@ def _block(lease: Lease, short: int, need: int, scope: str) -> int:
     if scope == "minute":
         most <<= min(lease.refills, 10)
     return max(min((left - short) // LEASE_SHARE, lease.limit // LEASE_CEILING, most), 0)
-
-
-def _count(connection: sa.Connection, counter: Counter, window: int) -> int:
-    column = quota_usage.c[counter[2]]
-    row = connection.execute(
-        sa.select(column).where(
-            quota_usage.c.key_id == counter[0],
-            quota_usage.c.scope == counter[1],
-            quota_usage.c.starts == window,
-        )
-    ).first()
-    return int(row[0]) if row is not None else 0
-
-
-def _row(key_id: str, scope: str, starts: int) -> Any:
-    return quota_usage.update().where(
-        quota_usage.c.key_id == key_id,
-        quota_usage.c.scope == scope,
-        quota_usage.c.starts == starts,
-    )
-
-
-def _ensure(connection: sa.Connection, key_id: str, scope: str, starts: int) -> None:
-    """The window's row exists (INSERT … ON CONFLICT DO NOTHING, which both databases spell
-    alike); a new minute clears the key's older minutes."""
-    from sqlalchemy.dialects import postgresql, sqlite
-
-    dialect: Any = postgresql if connection.dialect.name == "postgresql" else sqlite
-    inserted = connection.execute(
-        dialect.insert(quota_usage)
-        .values(key_id=key_id, scope=scope, starts=starts, requests=0, tokens=0)
-        .on_conflict_do_nothing()
-    )
-    if inserted.rowcount == 1 and scope == "minute":
-        connection.execute(
-            quota_usage.delete().where(
-                quota_usage.c.key_id == key_id,
-                quota_usage.c.scope == "minute",
-                quota_usage.c.starts < starts,
-            )
-        )
-
-
-def _tokens(connection: sa.Connection, key_id: str, scope: str, starts: int) -> int:
-    row = connection.execute(
-        sa.select(quota_usage.c.tokens).where(
-            quota_usage.c.key_id == key_id,
-            quota_usage.c.scope == scope,
-            quota_usage.c.starts == starts,
-        )
-    ).first()
-    return int(row.tokens) if row is not None else 0
-
-
-def _refusal(
-    connection: sa.Connection,
-    key_id: str,
-    limits: KeyLimits,
-    now: float,
-    requested: int,
-    scope: str,
-    own: dict[str, int] | None = None,
-) -> RateLimited:
-    """The 429 for a refused request, with OpenAI's `x-ratelimit-*` headers from the key's
-    current windows (their rows, less `own`: what this process's leases hold unused)."""
-    own = own or {}
-    minute = int(now) // 60 * 60
-    row = connection.execute(
-        sa.select(quota_usage.c.requests, quota_usage.c.tokens).where(
-            quota_usage.c.key_id == key_id,
-            quota_usage.c.scope == "minute",
-            quota_usage.c.starts == minute,
-        )
-    ).first()
-    requests, tokens = (int(row.requests), int(row.tokens)) if row is not None else (0, 0)
-    requests = max(requests - own.get("minute:requests", 0), 0)
-    tokens = max(tokens - own.get("minute:tokens", 0), 0)
-    minute_reset = max(minute + 60 - now, 0.001)
-    headers: dict[str, str] = {}
-    if limits.rpm is not None:
-        headers["x-ratelimit-limit-requests"] = str(limits.rpm)
-        headers["x-ratelimit-remaining-requests"] = str(max(limits.rpm - requests, 0))
-        headers["x-ratelimit-reset-requests"] = duration(minute_reset)
-    if limits.tpm is not None:
-        headers["x-ratelimit-limit-tokens"] = str(limits.tpm)
-        headers["x-ratelimit-remaining-tokens"] = str(max(limits.tpm - tokens, 0))
-        headers["x-ratelimit-reset-tokens"] = duration(minute_reset)
-    if scope == "budget":
-        assert limits.budget is not None
-        start, end = period_bounds(limits.budget_period or "month", now)
-        used = max(_tokens(connection, key_id, "budget", start) - own.get("budget:tokens", 0), 0)
-        headers["retry-after"] = str(math.ceil(end - now))
-        error = RateLimited(
-            f"You exceeded your current quota: this key's budget of {limits.budget} tokens a "
-            f"{limits.budget_period or 'month'} has {max(limits.budget - used, 0)} left and "
-            f"this request needs up to {requested}. It renews at "
-            f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime(end))}.",
-            code="insufficient_quota",
-            error_type="insufficient_quota",
-            retryable=False,
-        )
-    else:
-        on_requests = scope == "requests"
-        headers["retry-after"] = str(math.ceil(minute_reset))
-        if on_requests:
-            what = f"requests per min (RPM): Limit {limits.rpm}, Used {requests}, Requested 1"
-        else:
-            what = f"tokens per min (TPM): Limit {limits.tpm}, Used {tokens}, Requested {requested}"
-        error = RateLimited(
-            f"Rate limit reached for this key on {what}. Please try again in "
-            f"{duration(minute_reset)}.",
-            code="rate_limit_exceeded",
-            error_type="requests" if on_requests else "tokens",
-        )
-    error.headers = headers
-    return error

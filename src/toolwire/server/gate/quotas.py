@@ -29,7 +29,8 @@ import orjson
 from toolwire.server.gate.metering import Meter
 from toolwire.store.database import Store
 from toolwire.store.owner import current_owner
-from toolwire.store.quotas import QuotaStore, Reservation
+from toolwire.store.quota_terms import Reservation
+from toolwire.store.quotas import QuotaStore
 from toolwire.upstream.base import TurnRequest, Upstream
 from toolwire.upstream.events import ModelEvent
 

@@ -26,7 +26,8 @@ from dataclasses import dataclass, field
 
 from toolwire.server.gate.auth import Scope, Send
 from toolwire.server.http.errors import send_error
-from toolwire.store.quotas import QuotaStore, RateLimited
+from toolwire.store.quota_terms import RateLimited
+from toolwire.store.quotas import QuotaStore
 
 #: Methods whose requests are reads: not counted against the requests per minute.
 _READS = frozenset({"GET", "HEAD", "OPTIONS"})
