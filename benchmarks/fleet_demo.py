@@ -16,6 +16,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -44,9 +45,13 @@ def wait_listening(port: int, process: subprocess.Popen[bytes], timeout: float =
     raise SystemExit(f"the mock server on port {port} did not start in {timeout:.0f} s")
 
 
-def toolwire_command(port: int, upstreams: list[str]) -> list[str]:
-    """`toolwire serve` from the venv this script runs in (`make fleet` runs .venv's)."""
+def toolwire_command(port: int, upstreams: list[str], db: str) -> list[str]:
+    """`toolwire serve` from the venv this script runs in (`make fleet` runs .venv's), on a
+    database of the demo's own unless TOOLWIRE_DB names one: made-up answers stay out of
+    the user's real store."""
     command = [sys.executable, "-m", "toolwire", "serve", "--port", str(port)]
+    if not os.environ.get("TOOLWIRE_DB"):
+        command += ["--db", f"sqlite:///{db}"]
     for url in upstreams:
         command += ["--upstream", url]
     return command
@@ -85,7 +90,9 @@ def main() -> int:
             f"  and {base}/ui (the upstreams' state)",
             flush=True,
         )
-        toolwire = subprocess.Popen(toolwire_command(args.port, upstreams), env=os.environ.copy())
+        scratch = tempfile.mkdtemp(prefix="toolwire-fleet-")
+        command = toolwire_command(args.port, upstreams, os.path.join(scratch, "toolwire.db"))
+        toolwire = subprocess.Popen(command, env=os.environ.copy())
         try:
             return toolwire.wait()
         except KeyboardInterrupt:
