@@ -8,14 +8,15 @@ otherwise one is made; it is returned as `x-request-id` and is `request.state.re
 
 from __future__ import annotations
 
+import atexit
 import itertools
 import logging
-import queue
 import re
 import secrets
 import sys
 import threading
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any, Literal
 
@@ -50,36 +51,80 @@ def _timestamp() -> str:
 
 
 class _LineWriter:
-    """Log lines leave the event loop through a bounded queue that one daemon thread drains to
+    """Log lines leave the event loop through a bounded buffer that one daemon thread drains to
     stderr (where uvicorn logs too). A plain write from the loop would stall every request
     whenever stderr is slow or full (a pipe nobody reads, a stalled log collector); the logging
     module would cost more than the rest of the middleware together. Past `limit` waiting
-    lines, new lines are dropped and counted, never waited for."""
+    lines, new lines are dropped and counted, never waited for.
 
-    def __init__(self, limit: int = 10_000) -> None:
-        self._lines: queue.Queue[str] = queue.Queue(limit)
+    The event loop never wakes the thread while lines keep coming: the thread writes what
+    gathered every `pause` seconds (one write for the batch) and only when a pause brought
+    nothing does it sleep until the next line wakes it. Waking a waiting thread per line (a
+    `queue.Queue.put`'s notify, and the switch to that thread it causes) was ~9% of a proxied
+    chat request's time. What is left at exit is written then."""
+
+    def __init__(self, limit: int = 10_000, pause: float = 0.01) -> None:
+        self._lines: deque[str] = deque()  # append and popleft are atomic: no lock needed
+        self._limit = limit
+        self._pause = pause
+        self._ready = threading.Event()
+        self._idle = True  # the thread (if any) waits on `_ready` for a line
         self._thread: threading.Thread | None = None
+        self._writing = False
         self.dropped = 0
 
     def __call__(self, line: str) -> None:
-        try:
-            self._lines.put_nowait(line + "\n")
-        except queue.Full:
+        if len(self._lines) >= self._limit:
             self.dropped += 1
             return
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._drain, name="toolwire-log", daemon=True)
-            self._thread.start()
+        self._lines.append(line + "\n")
+        if self._idle:
+            self._idle = False
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._drain, name="toolwire-log", daemon=True
+                )
+                self._thread.start()
+                atexit.register(self._flush_at_exit)
+            self._ready.set()
 
     def _drain(self) -> None:
         while True:
-            line = self._lines.get()
-            try:
-                sys.stderr.write(line)
-                if self._lines.empty():
-                    sys.stderr.flush()
-            except (OSError, ValueError):  # stderr closed: nothing left to log to
+            self._ready.wait()
+            time.sleep(self._pause)  # a batch gathers: one write for it
+            if not self._lines:  # nothing came: sleep until a line does
+                self._ready.clear()
+                self._idle = True
+                if self._lines:  # one came before `_idle` was seen: no wake-up will come
+                    self._idle = False
+                    self._ready.set()
+                continue
+            if not self.flush():
                 return
+
+    def flush(self) -> bool:
+        """Write every waiting line; False once stderr is gone (nothing left to log to)."""
+        lines = self._lines
+        batch = []
+        while lines:
+            batch.append(lines.popleft())
+        if not batch:
+            return True
+        self._writing = True
+        try:
+            sys.stderr.write("".join(batch))
+            sys.stderr.flush()
+        except (OSError, ValueError):  # stderr closed
+            return False
+        finally:
+            self._writing = False
+        return True
+
+    def _flush_at_exit(self) -> None:
+        """The last lines, unless the thread is stuck writing to a stderr nobody reads (then
+        exiting must not wait on it)."""
+        if not self._writing:
+            self.flush()
 
 
 _write = _LineWriter()

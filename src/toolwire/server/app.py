@@ -28,6 +28,7 @@ from toolwire.server.gemini.translate import GeminiSettings
 from toolwire.server.http.errors import toolwire_error_handler, unexpected_error_handler
 from toolwire.server.http.fallback import http_error_handler
 from toolwire.server.http.root import root_routes
+from toolwire.server.http.static_routes import StaticRoutes
 from toolwire.server.messages.routes import MessagesDoor
 from toolwire.server.messages.translate import MessagesSettings
 from toolwire.server.operator.routes import OperatorWing
@@ -82,15 +83,18 @@ def create_app(
             await responses.stop()
             await runtime.aclose()
 
+    handlers: dict[Any, Any] = {
+        ToolwireError: toolwire_error_handler,
+        HTTPException: http_error_handler,
+        Exception: unexpected_error_handler,
+    }
+    static = StaticRoutes()  # the gate serves fixed paths itself (server/http/static_routes.py)
     app = Starlette(
         routes=routes,
-        exception_handlers={
-            ToolwireError: toolwire_error_handler,
-            HTTPException: http_error_handler,
-            Exception: unexpected_error_handler,
-        },
+        exception_handlers=handlers,
         lifespan=lifespan,
-        middleware=middleware(security, runtime.store, observer),
+        middleware=middleware(security, runtime.store, observer, static),
     )
+    static.fill(app.router, handlers)
     app.state.responses = responses.service
     return app

@@ -25,11 +25,13 @@ from toolwire.store.owner import current_owner
 
 if TYPE_CHECKING:
     from toolwire.observe.requests import RequestObserver
+    from toolwire.server.http.static_routes import StaticRoutes
 
 
 class Gate:
     """Observe (when there is an `observer`: `server/operator/observability.py`), then guard, then
-    authenticate, then limit the body; then the app."""
+    authenticate, then limit the body; then the app, or for a route with a fixed path, that
+    route itself (`routes`: `server/http/static_routes.py`)."""
 
     def __init__(
         self,
@@ -40,8 +42,10 @@ class Gate:
         limit: BodyLimitMiddleware,
         shares: Shares | None = None,
         observer: RequestObserver | None = None,
+        routes: StaticRoutes | None = None,
     ) -> None:
         self.app = app
+        self.routes = routes
         self.guard = guard
         self.auth = auth
         self.limit = limit
@@ -92,8 +96,12 @@ class Gate:
         if slot is None:
             return
         token = current_owner.set(owner)
+        route = None if self.routes is None else self.routes.find(scope)
         try:
-            await self.app(scope, receive, passed)
+            if route is None:
+                await self.app(scope, receive, passed)
+            else:
+                await self.routes.serve(route, scope, receive, passed)  # type: ignore[union-attr]
         finally:
             current_owner.reset(token)
             if slot and self.shares is not None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import ipaddress
 import logging
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from starlette.middleware import Middleware
 
@@ -19,6 +20,9 @@ from toolwire.server.gate.limits import BodyLimitMiddleware, Limits
 from toolwire.server.gate.middleware import Gate
 from toolwire.server.gate.shares import Shares
 from toolwire.store.database import Store
+
+if TYPE_CHECKING:
+    from toolwire.server.http.static_routes import StaticRoutes
 
 log = logging.getLogger("toolwire.server")
 
@@ -39,7 +43,10 @@ class Security:
 
 
 def middleware(
-    security: Security, store: Store, observer: RequestObserver | None = None
+    security: Security,
+    store: Store,
+    observer: RequestObserver | None = None,
+    routes: StaticRoutes | None = None,
 ) -> list[Middleware]:
     """One middleware (`server/gate/middleware.py`): the request observer (when given), then Origin
     /
@@ -66,6 +73,7 @@ def middleware(
                 max_websockets_per_key=security.limits.max_sockets_per_key,
             ),
             observer=observer,
+            routes=routes,
         )
     ]
 
