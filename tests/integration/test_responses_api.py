@@ -5,6 +5,7 @@ upstream failures on the wire). Scenarios that sockets add nothing to run in pro
 
 from __future__ import annotations
 
+import sqlite3
 import time
 from typing import Any
 
@@ -227,6 +228,22 @@ def test_client_disconnect_cancels_the_run_and_stores_it_cancelled(gw: Gateway) 
     assert wait_for_status(gw, response_id, {"cancelled"}) == "cancelled"
     stored = gw.client.responses.retrieve(response_id)
     assert stored.output and stored.output[0].type == "message"  # what streamed is kept
+
+
+def test_a_client_leaving_a_slow_non_streamed_response_cancels_it(gw: Gateway) -> None:
+    """Without a stream, a hang-up is seen only by watching for it: the run is cancelled and
+    stored so before the slow upstream answers (1.8 s, under the 2 s read timeout)."""
+    gw.upstream.add(Reply(text="too late", delay=1.8))
+    with pytest.raises(httpx.ReadTimeout):
+        httpx.post(gw.base_url + "/responses", json={"model": "m", "input": "x"}, timeout=0.1)
+    hung_up = time.monotonic()
+    status = ""
+    while time.monotonic() - hung_up < 1.5 and status != "cancelled":
+        time.sleep(0.05)
+        with sqlite3.connect(f"file:{gw.db}?mode=ro", uri=True) as db:
+            row = db.execute("SELECT status FROM responses ORDER BY created_at DESC").fetchone()
+        status = row[0] if row else ""
+    assert status == "cancelled"
 
 
 def test_background_response_completes(gw: Gateway) -> None:

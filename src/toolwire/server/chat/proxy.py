@@ -92,6 +92,14 @@ class ChatProxy:
         self.driver = driver
         self.settings = settings
         self.default_model = default_model
+        # Calls reach the agent whole (see the module docstring): never shown while streaming,
+        # so a model server failing mid-call is replaced unseen (a fleet's failover). Stream
+        # from the upstream only when the agent streams: a whole body is cheaper to relay, and
+        # a streamed one is what lets text reach a streaming agent live. Made once, not per
+        # request (`dataclasses.replace` was ~1.5% of a proxied request).
+        self._settings = {
+            stream: replace(settings, stream=stream, live_calls=False) for stream in (False, True)
+        }
 
     def prepare(self, body: Any, *, session: str | None = None) -> ProxyCall:
         """`session`: the client's session id (a header), a routing hint for a fleet."""
@@ -114,11 +122,7 @@ class ChatProxy:
                 raise InvalidRequestError(
                     f"{name} must be a number between {low} and {high}", param=name
                 )
-        # Stream from the upstream only when the agent streams: a whole body is cheaper to
-        # relay, and a streamed one is what lets text reach a streaming agent live.
-        # Calls reach the agent whole (see the module docstring): never shown while streaming,
-        # so a model server failing mid-call is replaced unseen (a fleet's failover).
-        settings = replace(self.settings, stream=bool(body.get("stream")), live_calls=False)
+        settings = self._settings[bool(body.get("stream"))]
         tool_choice = body.get("tool_choice")
         if tool_choice is None and isinstance(body.get("function_call"), str | dict):
             legacy = body["function_call"]
