@@ -274,3 +274,18 @@ def test_only_the_trial_s_verdict_moves_a_circuit_that_has_opened() -> None:
     assert health.state is CircuitState.HALF_OPEN and not health.admits(10.7)
     health.succeeded(11.0, call=trial)
     assert health.state is CircuitState.CLOSED and health.admits(11.0)
+
+
+def test_a_session_id_is_read_alike_from_raw_request_headers() -> None:
+    """The server's headers (Starlette's, scanned raw): the same order of preference, the first
+    of a repeated header, an empty one skipped, an overlong one cut."""
+    from starlette.datastructures import Headers
+
+    def raw(*pairs: tuple[str, str]) -> Headers:
+        return Headers(raw=[(k.encode(), v.encode("latin-1")) for k, v in pairs])
+
+    assert session_of(raw(("session_id", "codex"), ("x-claude-code-session-id", "cc"))) == "cc"
+    assert session_of(raw(("x-session-affinity", ""), ("session_id", "codex"))) == "codex"
+    assert session_of(raw(("session_id", "first"), ("session_id", "second"))) == "first"
+    assert session_of(raw(("x-other", "1"))) is None
+    assert session_of(raw(("session_id", "é" * 300))) == "é" * 256

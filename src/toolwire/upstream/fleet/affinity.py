@@ -16,9 +16,24 @@ SESSION_HEADERS = ("x-session-affinity", "x-claude-code-session-id", "session_id
 MAX_SESSION_CHARS = 256
 
 
+_SESSION_RAW = tuple(name.encode("latin-1") for name in SESSION_HEADERS)
+
+
 def session_of(headers: Mapping[str, str]) -> str | None:
     """The client's session id from its request headers (None: it sent none). Any value is
-    accepted (it is only hashed); an overlong one is cut, not refused."""
+    accepted (it is only hashed); an overlong one is cut, not refused. Headers that keep their
+    raw list (Starlette's) are scanned once: a lookup per name walked the list each time."""
+    raw: list[tuple[bytes, bytes]] | None = getattr(headers, "raw", None)
+    if raw is not None:
+        found: dict[bytes, bytes] = {}
+        for key, value in raw:
+            if key in _SESSION_RAW and key not in found:
+                found[key] = value
+        for key in _SESSION_RAW:
+            value = found.get(key)
+            if value:
+                return value.decode("latin-1")[:MAX_SESSION_CHARS]
+        return None
     for name in SESSION_HEADERS:
         value = headers.get(name)
         if value:
