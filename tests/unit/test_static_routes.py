@@ -73,6 +73,17 @@ async def fail_before_streaming(request: Request) -> Response:
     return StreamingResponse(pieces())
 
 
+class OwnStream(Response):
+    """A response class of its own (not a `StreamingResponse`) that fails before sending."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        raise Refused("before the first byte")
+
+
+async def own_stream(request: Request) -> Response:
+    return OwnStream()
+
+
 def starlette_app(middleware: list[Middleware] | None = None) -> Starlette:
     routes = [
         Route("/items/{name}", by_parameter, methods=["POST"]),
@@ -84,6 +95,7 @@ def starlette_app(middleware: list[Middleware] | None = None) -> Starlette:
         Route("/unexpected", raises_unexpected, methods=["POST"]),
         Route("/late", stream_then_fail, methods=["POST"]),
         Route("/early", fail_before_streaming, methods=["POST"]),
+        Route("/own", own_stream, methods=["POST"]),
         Mount("/mounted", routes=[Route("/inner", fixed, methods=["POST"])]),
         Route("/mounted/inner", fixed, methods=["POST"]),  # the mount comes first
     ]
@@ -127,6 +139,7 @@ REQUESTS = [
     ("POST", "/http"),
     ("POST", "/unexpected"),
     ("POST", "/early"),
+    ("POST", "/own"),
     ("POST", "/mounted/inner"),
     ("POST", "/nowhere"),
 ]

@@ -20,12 +20,13 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from starlette.requests import Request
-from starlette.responses import Response, StreamingResponse
+from starlette.responses import Response
 from starlette.routing import Match, Route, Router
 
 from toolwire.server.gate.auth import Message, Receive, Scope, Send
 
 Handler = Callable[[Request, Exception], Awaitable[Response]]
+_PLAIN_CALL = Response.__call__  # a response that sends a body it holds (not a stream)
 
 
 class StaticRoutes:
@@ -74,8 +75,9 @@ class StaticRoutes:
             response = await route.endpoint(request)
         except Exception as exc:
             response = await self._answer(request, exc)  # nothing was sent yet
-        if not isinstance(response, StreamingResponse):
-            await response(scope, receive, send)  # raises only what no handler answers
+        if type(response).__call__ is _PLAIN_CALL:
+            # a body in hand (JSON): sending it raises only what no handler answers
+            await response(scope, receive, send)
             return
         started = False
 
