@@ -241,7 +241,7 @@ def test_a_client_leaving_a_slow_non_streamed_response_cancels_it(gw: Gateway) -
     while time.monotonic() - hung_up < 1.5 and status != "cancelled":
         time.sleep(0.05)
         with sqlite3.connect(f"file:{gw.db}?mode=ro", uri=True) as db:
-            row = db.execute("SELECT status FROM responses ORDER BY created_at DESC").fetchone()
+            row = db.execute("SELECT status FROM responses ORDER BY rowid DESC").fetchone()
         status = row[0] if row else ""
     assert status == "cancelled"
 
