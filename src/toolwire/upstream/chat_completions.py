@@ -416,11 +416,10 @@ class ChatCompletionsUpstream:
                     raise _too_large_answer(most)
                 batch: list[ModelEvent] = []
                 try:
-                    decoded = decoder.feed(raw)
+                    decoded = decoder.feed_data(raw)
                     if decoded:
                         idle_until[0] = clock() + idle
-                    for sse in decoded:
-                        data = sse.data
+                    for data in decoded:
                         if data == "[DONE]":
                             done = True
                             break
