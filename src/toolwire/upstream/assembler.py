@@ -252,6 +252,35 @@ class StreamAssembler:
 
     # -- tool-call deltas -----------------------------------------------------------------
 
+    @staticmethod
+    def piece_of(chunk: dict[str, Any]) -> tuple[int, str] | None:
+        """(index, arguments) when `chunk` says nothing but one argument piece of one call:
+        its first choice's delta `{"tool_calls": [{"index": i, "function": {"arguments": ..}}]}`,
+        no message, finish reason or usage (other fields `feed` does not read): what
+        `feed_piece` takes in the chunk's place."""
+        choices = chunk.get("choices")
+        if type(choices) is not list or not choices or chunk.get("usage"):
+            return None
+        choice = choices[0]
+        if type(choice) is not dict or choice.get("message") or choice.get("finish_reason"):
+            return None
+        delta = choice.get("delta")
+        calls = delta.get("tool_calls") if type(delta) is dict and len(delta) == 1 else None
+        if type(calls) is not list or len(calls) != 1 or type(calls[0]) is not dict:
+            return None
+        entry = calls[0]
+        function = entry.get("function")
+        if len(entry) != 2 or type(function) is not dict or len(function) != 1:
+            return None
+        index, arguments = entry.get("index"), function.get("arguments")
+        return (index, arguments) if type(index) is int and type(arguments) is str else None
+
+    def feed_piece(self, index: int, arguments: str) -> list[ModelEvent] | None:
+        """What `feed` makes of a chunk that `piece_of` reads as (index, arguments), when the
+        piece continues the call last seen; else None, nothing changed (`feed` the chunk)."""
+        events: list[ModelEvent] = []
+        return events if self._piece(index, arguments, events) else None
+
     def _continued(self, entry: dict[str, Any], events: list[ModelEvent]) -> bool:
         """The common chunk, `{"index": i, "function": {"arguments": "..."}}` continuing the
         call last seen, already started: its piece appended, True. The general path
@@ -264,6 +293,9 @@ class StreamAssembler:
         index = entry.get("index")
         if type(arguments) is not str or type(index) is not int:
             return False
+        return self._piece(index, arguments, events)
+
+    def _piece(self, index: int, arguments: str, events: list[ModelEvent]) -> bool:
         call = self._by_index.get(index)
         if call is None or call.key != self._last_key or not call.started:
             return False
