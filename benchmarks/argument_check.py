@@ -180,8 +180,7 @@ def table(rounds: int, calls: int) -> list[tuple[str, str, list[float]]]:
 async def per_chunk(rounds: int) -> dict[bool, float]:
     """µs per chunk of a 500-chunk streamed call through the driver and the Responses door's
     sink (as `chunk_path.py` runs them)."""
-    from chunk_path import CHUNKS, _header, _sink, frames, transport
-    from mock_upstream import TOOL_NAME
+    from chunk_path import CHUNKS, TOOL_NAME, _header, _sink, frames, transport
     from toolwire.loop.driver import LoopDriver
     from toolwire.loop.state import LoopRequest, LoopSettings
     from toolwire.transcript import ToolSpec, UserMessage

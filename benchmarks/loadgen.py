@@ -202,9 +202,15 @@ def sse_data(body: bytes) -> list[str]:
     return events
 
 
+def tool_of(expected_args: str) -> str:
+    """The tool the mock's call names: its long stream writes a file (a path and a content,
+    `mock_upstream.LONG_TOOL_NAME`), its short answers ask for the weather."""
+    return "write_file" if "path" in json.loads(expected_args) else "get_weather"
+
+
 def check_chat(body: bytes, stream: bool, expected_args: str) -> tuple[bool, str, int]:
-    """(ok, why-not, chunks): one tool call named get_weather with exactly the expected
-    arguments (compared as JSON), finish_reason tool_calls."""
+    """(ok, why-not, chunks): one tool call of `tool_of(expected_args)` with exactly the
+    expected arguments (compared as JSON), finish_reason tool_calls."""
     try:
         if not stream:
             doc = json.loads(body)
@@ -213,7 +219,7 @@ def check_chat(body: bytes, stream: bool, expected_args: str) -> tuple[bool, str
             if len(calls) != 1:
                 return False, f"{len(calls)} tool calls", 0
             fn = calls[0]["function"]
-            if fn["name"] != "get_weather":
+            if fn["name"] != tool_of(expected_args):
                 return False, f"name {fn['name']!r}", 0
             if json.loads(fn["arguments"]) != json.loads(expected_args):
                 return False, "arguments differ", 0
@@ -242,7 +248,7 @@ def check_chat(body: bytes, stream: bool, expected_args: str) -> tuple[bool, str
                     if fn.get("arguments"):
                         args.setdefault(index, []).append(fn["arguments"])
                 finish = choice.get("finish_reason") or finish
-        if list(names.values()) != ["get_weather"]:
+        if list(names.values()) != [tool_of(expected_args)]:
             return False, f"calls {names}", chunks
         if json.loads("".join(args.get(next(iter(names)), []))) != json.loads(expected_args):
             return False, "streamed arguments differ", chunks
@@ -265,7 +271,7 @@ def check_responses(body: bytes, stream: bool, expected_args: str) -> tuple[bool
             doc = json.loads(body)
             events = []
         calls = [o for o in doc.get("output", []) if o.get("type") == "function_call"]
-        if len(calls) != 1 or calls[0].get("name") != "get_weather":
+        if len(calls) != 1 or calls[0].get("name") != tool_of(expected_args):
             return False, f"function calls {[c.get('name') for c in calls]}", len(events)
         if json.loads(calls[0]["arguments"]) != json.loads(expected_args):
             return False, "arguments differ", len(events)
@@ -275,13 +281,14 @@ def check_responses(body: bytes, stream: bool, expected_args: str) -> tuple[bool
 
 
 def check_messages(body: bytes, stream: bool, expected_args: str) -> tuple[bool, str, int]:
-    """Anthropic's Messages answer: one `tool_use` get_weather block whose input is the
-    expected arguments (streaming: the concatenated `input_json_delta`s), stop_reason tool_use."""
+    """Anthropic's Messages answer: one `tool_use` block of `tool_of(expected_args)` whose
+    input is the expected arguments (streaming: the concatenated `input_json_delta`s),
+    stop_reason tool_use."""
     try:
         if not stream:
             doc = json.loads(body)
             uses = [b for b in doc.get("content", []) if b.get("type") == "tool_use"]
-            if len(uses) != 1 or uses[0].get("name") != "get_weather":
+            if len(uses) != 1 or uses[0].get("name") != tool_of(expected_args):
                 return False, f"tool_use blocks {[b.get('name') for b in uses]}", 0
             if uses[0]["input"] != json.loads(expected_args):
                 return False, "input differs", 0
@@ -312,7 +319,7 @@ def check_messages(body: bytes, stream: bool, expected_args: str) -> tuple[bool,
             (e["delta"].get("stop_reason") for e in events if e.get("type") == "message_delta"),
             None,
         )
-        if names != ["get_weather"]:
+        if names != [tool_of(expected_args)]:
             return False, f"tool_use blocks {names}", len(events)
         if list(inputs.values()) != [json.loads(expected_args)]:
             return False, "streamed input differs", len(events)
@@ -324,9 +331,9 @@ def check_messages(body: bytes, stream: bool, expected_args: str) -> tuple[bool,
 
 
 def check_gemini(body: bytes, stream: bool, expected_args: str) -> tuple[bool, str, int]:
-    """Gemini's answer: one `functionCall` get_weather part whose `args` are the expected
-    arguments, `finishReason` STOP (streaming, `alt=sse`: over every chunk, as the SDKs read
-    them; an error object after the stream opened fails it)."""
+    """Gemini's answer: one `functionCall` part of `tool_of(expected_args)` whose `args` are
+    the expected arguments, `finishReason` STOP (streaming, `alt=sse`: over every chunk, as the
+    SDKs read them; an error object after the stream opened fails it)."""
     try:
         # an error object after the stream opened is no `data:` event: the call and the
         # finishReason it would have carried are missing, so the check fails
@@ -340,7 +347,7 @@ def check_gemini(body: bytes, stream: bool, expected_args: str) -> tuple[bool, s
             parts = (candidate.get("content") or {}).get("parts") or []
             calls += [p["functionCall"] for p in parts if "functionCall" in p]
             finish = candidate.get("finishReason") or finish
-        if [c.get("name") for c in calls] != ["get_weather"]:
+        if [c.get("name") for c in calls] != [tool_of(expected_args)]:
             return False, f"function calls {[c.get('name') for c in calls]}", len(docs)
         if calls[0].get("args") != json.loads(expected_args):
             return False, "args differ", len(docs)

@@ -10,8 +10,8 @@ Routes (with or without the `/v1` prefix):
 
 - `POST /chat/completions`: the body's `model` picks the scenario, its `stream` flag the shape.
   - model `mock-stream` (or any name containing `stream`): the long stream of workload (b),
-    `--chunks` SSE events (default 500) carrying one tool call whose arguments are split across
-    the chunks, then `finish_reason: tool_calls`, a usage chunk and `data: [DONE]`.
+    `--chunks` SSE events (default 500) carrying one call of `write_file` whose arguments (a
+    path and a file's content) are split across the chunks, then `finish_reason: tool_calls`, a usage chunk and `data: [DONE]`.
   - model `mock-parallel-N`: N parallel calls of `get_weather` in one answer (or stream).
   - any other model: one tool call, `get_weather({"city": "Paris", "unit": "celsius"})`; as a
     `chat.completion` body when `stream` is false, as a short SSE stream (role, call header,
@@ -37,6 +37,10 @@ MODEL_RE = re.compile(rb'"model"\s*:\s*"([^"]*)"')
 STREAM_RE = re.compile(rb'"stream"\s*:\s*true')
 
 TOOL_NAME = "get_weather"
+# The long call's tool: its arguments (`long_arguments`: a path and a content) fit `write_file`'s
+# schema in run.py's tools, as a model's would; named `get_weather`, the gateway would judge the
+# call a misfit and re-ask the model, streaming the 500 chunks twice (workloads (b) and (f)).
+LONG_TOOL_NAME = "write_file"
 SHORT_ARGS = '{"city": "Paris", "unit": "celsius"}'
 CREATED = 1_700_000_000
 
@@ -57,8 +61,8 @@ def long_arguments(pieces: int) -> tuple[str, list[str]]:
     return payload, parts
 
 
-def completion_body(model: str, arguments: str, calls: int = 1) -> bytes:
-    """A `chat.completion` with `calls` parallel calls of the tool, ids `call_mock_0001`..."""
+def completion_body(model: str, arguments: str, calls: int = 1, name: str = TOOL_NAME) -> bytes:
+    """A `chat.completion` with `calls` parallel calls of tool `name`, ids `call_mock_0001`..."""
     body = {
         "id": "chatcmpl-mock",
         "object": "chat.completion",
@@ -74,7 +78,7 @@ def completion_body(model: str, arguments: str, calls: int = 1) -> bytes:
                         {
                             "id": f"call_mock_{k + 1:04d}",
                             "type": "function",
-                            "function": {"name": TOOL_NAME, "arguments": arguments},
+                            "function": {"name": name, "arguments": arguments},
                         }
                         for k in range(calls)
                     ],
@@ -88,9 +92,11 @@ def completion_body(model: str, arguments: str, calls: int = 1) -> bytes:
     return json.dumps(body, separators=(",", ":")).encode()
 
 
-def stream_events(model: str, pieces: list[str], calls: int = 1) -> list[bytes]:
-    """SSE frames: role, then per call (`calls` in parallel, indexes 0..) its header and one
-    frame per argument piece; finish, usage, [DONE]."""
+def stream_events(
+    model: str, pieces: list[str], calls: int = 1, name: str = TOOL_NAME
+) -> list[bytes]:
+    """SSE frames: role, then per call of tool `name` (`calls` in parallel, indexes 0..) its
+    header and one frame per argument piece; finish, usage, [DONE]."""
     base = {
         "id": "chatcmpl-mock",
         "object": "chat.completion.chunk",
@@ -116,7 +122,7 @@ def stream_events(model: str, pieces: list[str], calls: int = 1) -> list[bytes]:
                             "index": k,
                             "id": f"call_mock_{k + 1:04d}",
                             "type": "function",
-                            "function": {"name": TOOL_NAME, "arguments": ""},
+                            "function": {"name": name, "arguments": ""},
                         }
                     ]
                 }
@@ -272,9 +278,9 @@ class Answers:
                 )
             elif b"stream" in model:
                 answer = (
-                    http_sse(stream_events(name, self.long_pieces))
+                    http_sse(stream_events(name, self.long_pieces, name=LONG_TOOL_NAME))
                     if stream
-                    else http_json(completion_body(name, self.long_payload))
+                    else http_json(completion_body(name, self.long_payload, name=LONG_TOOL_NAME))
                 )
             else:
                 answer = (

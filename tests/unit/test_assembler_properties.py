@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 from typing import Any
+from unittest import mock
 
 import orjson
 from hypothesis import HealthCheck, given, settings
@@ -214,3 +215,69 @@ def test_sse_decoder_fast_path_matches_line_by_line(
         return [(e.data, e.event, e.id) for e in got]
 
     assert decode(True) == decode(False)
+
+
+@given(
+    blocks=st.lists(
+        _SSE_BLOCKS
+        | st.sampled_from([b'data: {"b": 2}\n\n', b"data: \n\n", b"data:  x\n\n", b"\n\n\n"]),
+        max_size=12,
+    ),
+    cuts=st.lists(st.integers(0, 10_000), max_size=12),
+    limit=st.sampled_from([None, 8, 64]),
+)
+def test_sse_decoder_data_only_reads_match_line_by_line(
+    blocks: list[bytes], cuts: list[int], limit: int | None
+) -> None:
+    """`feed_data` cuts a read of one-line `data:` events with one split and no event objects;
+    every split of every shape of stream gives the data the line-by-line decoder gives (or
+    fails alike), and a stream read with both keeps its place."""
+    stream = b"".join(blocks)
+    points = sorted({c % (len(stream) + 1) for c in cuts} | {0, len(stream)})
+
+    def decode(how: str) -> list[str] | str:
+        decoder = SSEDecoder(limit)
+        got: list[str] = []
+        try:
+            for k, (a, b) in enumerate(itertools.pairwise(points)):
+                if how == "lines" or (how == "mixed" and k % 2):
+                    got += [e.data for e in decoder._feed_lines(stream[a:b])]
+                else:
+                    got += decoder.feed_data(stream[a:b])
+            got += [e.data for e in decoder.close()]
+        except SSEEventTooLarge:
+            return "too large"
+        return got
+
+    assert decode("data") == decode("lines") == decode("mixed")
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    calls=calls_strategy,
+    shape=st.sampled_from(["spec", "index_zero", "id_repeated", "no_index"]),
+    arg_cuts=st.lists(st.integers(0, 10_000), max_size=6),
+    extra=st.lists(
+        st.sampled_from([" ", " x", "{}", ' {"a": 1}', '"k"', "\n[1]", "y" * 5000, "é"])
+    ),
+)
+def test_the_one_piece_fast_lane_assembles_as_the_general_path(
+    calls: list[tuple[str, dict[str, Any]]], shape: str, arg_cuts: list[int], extra: list[str]
+) -> None:
+    """`feed` appends a call's next argument piece without the general path's lookups
+    (`_continued`); whatever the pieces (whitespace first, a new object, past the delta size,
+    a repeat), the events are the general path's."""
+    chunks = render(shape, calls, arg_cuts)
+    index = 0 if shape == "index_zero" else len(calls) - 1
+    chunks[-1:-1] = [delta([{"index": index, "function": {"arguments": p}}]) for p in extra]
+
+    def events(fast: bool) -> list[Any]:
+        ids = (f"call_new_{n}" for n in itertools.count())
+        with mock.patch("toolwire.upstream.assembler._new_call_id", lambda: next(ids)):
+            assembler = StreamAssembler(NAMES)
+            if not fast:
+                assembler._continued = lambda entry, events: False  # type: ignore[method-assign]
+            out = [event for chunk in chunks for event in assembler.feed(chunk)]
+            return out + assembler.finish()
+
+    assert events(True) == events(False)

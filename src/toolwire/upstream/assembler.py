@@ -157,7 +157,15 @@ class StreamAssembler:
             choice = choices[0]
             delta = choice.get("delta")
             if delta:
-                self._delta(delta, events)
+                calls = delta.get("tool_calls")
+                if not (
+                    len(delta) == 1
+                    and type(calls) is list
+                    and len(calls) == 1
+                    and type(calls[0]) is dict
+                    and self._continued(calls[0], events)
+                ):
+                    self._delta(delta, events)
             message = choice.get("message")
             if message:
                 self._repair("message_mid_stream", events)
@@ -244,20 +252,72 @@ class StreamAssembler:
 
     # -- tool-call deltas -----------------------------------------------------------------
 
-    def _tool_delta(self, entry: dict[str, Any], events: list[ModelEvent]) -> None:
+    @staticmethod
+    def piece_of(chunk: dict[str, Any]) -> tuple[int, str] | None:
+        """(index, arguments) when `chunk` says nothing but one argument piece of one call:
+        its first choice's delta `{"tool_calls": [{"index": i, "function": {"arguments": ..}}]}`,
+        no message, finish reason or usage (other fields `feed` does not read): what
+        `feed_piece` takes in the chunk's place."""
+        choices = chunk.get("choices")
+        if type(choices) is not list or not choices or chunk.get("usage"):
+            return None
+        choice = choices[0]
+        if type(choice) is not dict or choice.get("message") or choice.get("finish_reason"):
+            return None
+        delta = choice.get("delta")
+        calls = delta.get("tool_calls") if type(delta) is dict and len(delta) == 1 else None
+        if type(calls) is not list or len(calls) != 1 or type(calls[0]) is not dict:
+            return None
+        entry = calls[0]
         function = entry.get("function")
-        if len(entry) == 2 and type(function) is dict and len(function) == 1:
-            # The common chunk: `{"index": i, "function": {"arguments": "..."}}` continuing
-            # the call last seen, already started. The general path below would find the
-            # same call, note no repair and append; this skips its dozen lookups.
-            arguments = function.get("arguments")
-            index = entry.get("index")
-            if type(arguments) is str and type(index) is int:
-                call = self._by_index.get(index)
-                if call is not None and call.key == self._last_key and call.started:
-                    if arguments:
-                        self._append(call, arguments, events)
-                    return
+        if len(entry) != 2 or type(function) is not dict or len(function) != 1:
+            return None
+        index, arguments = entry.get("index"), function.get("arguments")
+        return (index, arguments) if type(index) is int and type(arguments) is str else None
+
+    def feed_piece(self, index: int, arguments: str) -> list[ModelEvent] | None:
+        """What `feed` makes of a chunk that `piece_of` reads as (index, arguments), when the
+        piece continues the call last seen; else None, nothing changed (`feed` the chunk)."""
+        events: list[ModelEvent] = []
+        return events if self._piece(index, arguments, events) else None
+
+    def _continued(self, entry: dict[str, Any], events: list[ModelEvent]) -> bool:
+        """The common chunk, `{"index": i, "function": {"arguments": "..."}}` continuing the
+        call last seen, already started: its piece appended, True. The general path
+        (`_tool_delta`) would find the same call, note no repair and append; this skips its
+        dozen lookups (`feed` tries it first for a delta of that one entry: most chunks)."""
+        function = entry.get("function")
+        if len(entry) != 2 or type(function) is not dict or len(function) != 1:
+            return False
+        arguments = function.get("arguments")
+        index = entry.get("index")
+        if type(arguments) is not str or type(index) is not int:
+            return False
+        return self._piece(index, arguments, events)
+
+    def _piece(self, index: int, arguments: str, events: list[ModelEvent]) -> bool:
+        call = self._by_index.get(index)
+        if call is None or call.key != self._last_key or not call.started:
+            return False
+        if arguments:
+            first = arguments[0]
+            if (
+                first not in '{"['
+                and not first.isspace()
+                and call.obj is None
+                and len(arguments) <= ARGUMENT_DELTA_CHARS
+            ):
+                # no new object can begin here (`_append`'s restart check): one more piece
+                call.parts.append(arguments)
+                events.append(ToolCallArgumentsDelta(call.key, arguments))
+            else:
+                self._append(call, arguments, events)
+        return True
+
+    def _tool_delta(self, entry: dict[str, Any], events: list[ModelEvent]) -> None:
+        if self._continued(entry, events):
+            return
+        function = entry.get("function")
         if not isinstance(function, dict):
             function = {}
         index = entry.get("index")

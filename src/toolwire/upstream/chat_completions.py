@@ -48,6 +48,7 @@ from toolwire.upstream.events import (
     coalesce,
 )
 from toolwire.upstream.lowering import chat_messages, chat_tool_choice, chat_tools
+from toolwire.upstream.piece_template import PieceTemplate
 from toolwire.upstream.retry import RETRYABLE_STATUSES, RetryPolicy, parse_retry_after
 from toolwire.upstream.scrub import UpstreamScrubber
 from toolwire.upstream.strict import StrictSupport, StrictTools
@@ -399,6 +400,7 @@ class ChatCompletionsUpstream:
             yield notes
         assembler = StreamAssembler(declared)
         decoder = SSEDecoder(self.config.max_event_bytes)
+        template = PieceTemplate()  # argument chunks read by their piece alone
         loads = orjson.loads
         done = False
         total = 0
@@ -416,14 +418,22 @@ class ChatCompletionsUpstream:
                     raise _too_large_answer(most)
                 batch: list[ModelEvent] = []
                 try:
-                    decoded = decoder.feed(raw)
+                    decoded = decoder.feed_data(raw)
                     if decoded:
                         idle_until[0] = clock() + idle
-                    for sse in decoded:
-                        data = sse.data
+                    for data in decoded:
                         if data == "[DONE]":
                             done = True
                             break
+                        piece = template.piece(data) if template.prefix else None
+                        if piece is not None:
+                            events = assembler.feed_piece(template.index, piece)
+                            if events is not None:  # as `feed` makes them of the whole chunk
+                                if events and first:
+                                    first = False
+                                    batch.append(FirstToken())
+                                batch += events
+                                continue
                         try:
                             chunk = loads(data)
                         except orjson.JSONDecodeError as exc:
@@ -445,6 +455,8 @@ class ChatCompletionsUpstream:
                                 if not saw_call:
                                     saw_call = any(isinstance(e, ToolCallStarted) for e in events)
                                 batch += events
+                            if template.learning and (one := assembler.piece_of(chunk)):
+                                template.learn(data, *one)
                 except Exception:
                     if batch:  # what came before the failure, as it would have one by one
                         yield batch
