@@ -78,3 +78,17 @@ async def test_a_disconnect_stops_the_body_and_ends_the_response_quietly() -> No
     assert stopped.is_set()
     assert [m.get("body") for m in sent] == [None, b"data: 1\n\n"]
     assert asyncio.current_task().cancelling() == 0  # type: ignore[union-attr]
+
+
+async def test_a_stream_that_ends_soon_makes_no_watcher_task() -> None:
+    """The disconnect is watched for only once the stream has run `WATCH_AFTER` seconds (a
+    task made and cancelled per response costs more than most streams last)."""
+    before = len(asyncio.all_tasks())
+    seen: list[int] = []
+
+    async def body() -> AsyncIterator[bytes]:
+        seen.append(len(asyncio.all_tasks()))
+        yield b"data: 1\n\n"
+
+    await _sent(EventStreamResponse(body()))
+    assert seen == [before]

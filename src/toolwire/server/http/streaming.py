@@ -4,9 +4,11 @@ Starlette's `StreamingResponse` under an ASGI server of spec 2.3 (uvicorn's) ope
 group per response: one task streams, the request's task listens for the disconnect, and the
 first to finish cancels the other through the group's cancel scope. That machinery was ~5% of a
 short `/v1/responses` stream. Here the request's task streams and one plain watcher task waits
-for `http.disconnect` and cancels it (as `until_disconnected` does for a JSON answer): the same
-outcome, a client gone mid-stream stops the body iterator (its `finally` blocks run, the run is
-cancelled), and the response ends without an error.
+for `http.disconnect` and cancels it (as `until_disconnected` does for a JSON answer), started
+only once the stream has run `WATCH_AFTER` seconds (most streams end sooner; a client that
+leaves earlier is noticed then): the same outcome, a client gone mid-stream stops the body
+iterator (its `finally` blocks run, the run is cancelled), and the response ends without an
+error.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from collections.abc import AsyncIterable, Mapping
 
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
+
+from toolwire.server.http.helpers import WATCH_AFTER
 
 
 class EventStreamResponse(Response):
@@ -47,7 +51,14 @@ class EventStreamResponse(Response):
             gone = True
             task.cancel()
 
-        watcher = asyncio.get_running_loop().create_task(watch())
+        watcher: asyncio.Task[None] | None = None
+
+        def start_watching() -> None:
+            nonlocal watcher
+            watcher = loop.create_task(watch())
+
+        loop = asyncio.get_running_loop()
+        timer = loop.call_later(WATCH_AFTER, start_watching)
         try:
             await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
             async for chunk in self.body_iterator:
@@ -58,5 +69,6 @@ class EventStreamResponse(Response):
                 raise
             task.uncancel()  # ours: the client left, which ends the response, not the server
         finally:
-            if not watcher.done():
+            timer.cancel()
+            if watcher is not None and not watcher.done():
                 watcher.cancel()
