@@ -377,3 +377,25 @@ async def test_the_prepared_statements_store_what_sqlalchemy_stores(
     assert fast["record"]["body"]["status"] == "completed"
     assert fast["record"]["body"]["unicode"] == "é ✓ \u2028"
     assert fast["found"] == ["msg_in", "msg_out"]
+
+
+def test_a_responses_rewrite_leaves_the_indexes_of_what_cannot_change_alone() -> None:
+    """The rewrite of a stored response (its final write) sets neither its id nor its owner
+    (its WHERE holds them) nor its `previous_response_id`: SQLite then leaves their indexes
+    alone (fewer pages in each commit)."""
+    from toolwire.store.database import _UPDATE_RESPONSE
+
+    for update in _UPDATE_RESPONSE.values():
+        assigned = update.sql.split(" WHERE ")[0].removeprefix("UPDATE responses SET ")
+        columns = {part.split("=")[0] for part in assigned.split(", ")}
+        assert columns == {
+            "created_at",
+            "status",
+            "conversation_id",
+            "body",
+            "input_items",
+            "history",
+            "conversation_items",
+            "stored_bytes",
+            "upstream",
+        }

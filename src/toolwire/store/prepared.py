@@ -32,16 +32,24 @@ class Prepared:
     """`statement` compiled for SQLite once; `run` / `run_many` on a `Store.transact` job's
     connection. Parameters are by bind name (a column's name, or a `bindparam`'s)."""
 
-    __slots__ = ("json", "order", "sql", "statement")
+    __slots__ = ("json", "only", "order", "sql", "statement")
 
-    def __init__(self, statement: sa.Executable) -> None:
+    def __init__(self, statement: sa.Executable, *, columns: Iterable[str] | None = None) -> None:
+        """`columns`: an insert's or update's columns, when not all of the table's (each
+        engine is then given only the parameters the statement binds)."""
         self.statement = statement
-        compiled = statement.compile(dialect=_SQLITE)  # type: ignore[attr-defined]
+        keys = None if columns is None else list(columns)
+        compiled = statement.compile(dialect=_SQLITE, column_keys=keys)  # type: ignore[attr-defined]
         self.sql: str = str(compiled)
         self.order: tuple[str, ...] = tuple(compiled.positiontup or ())
+        self.only = keys is not None
         self.json = frozenset(
             name for name, bind in compiled.binds.items() if isinstance(bind.type, sa.JSON)
         )
+
+    def _params(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        """For SQLAlchemy's execution, which sets every column it is given a value for."""
+        return {name: params[name] for name in self.order} if self.only else dict(params)
 
     def _row(self, params: Mapping[str, Any]) -> list[Any]:
         json = self.json
@@ -51,14 +59,14 @@ class Prepared:
         """Execute with `params`; the number of rows it changed."""
         driver = _sqlite3(connection)
         if driver is None:
-            return connection.execute(self.statement, dict(params)).rowcount
+            return connection.execute(self.statement, self._params(params)).rowcount
         return int(driver.execute(self.sql, self._row(params)).rowcount)
 
     def run_many(self, connection: sa.Connection, rows: Iterable[Mapping[str, Any]]) -> None:
         rows = list(rows)
         driver = _sqlite3(connection)
         if driver is None:
-            connection.execute(self.statement, [dict(row) for row in rows])
+            connection.execute(self.statement, [self._params(row) for row in rows])
             return
         driver.executemany(self.sql, [self._row(row) for row in rows])
 

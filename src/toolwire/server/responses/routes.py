@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from starlette.requests import Request
-from starlette.responses import Response, StreamingResponse
+from starlette.responses import Response
 from starlette.routing import BaseRoute, Route, WebSocketRoute
 
 from toolwire.errors import NotFoundError
@@ -18,6 +18,7 @@ from toolwire.server.gate.limits import Limits
 from toolwire.server.gate.quotas import admit, admit_storage
 from toolwire.server.http.helpers import ORJSONResponse, paginate, until_disconnected
 from toolwire.server.http.openapi import API
+from toolwire.server.http.streaming import EventStreamResponse
 from toolwire.server.responses.compaction import CompactionService
 from toolwire.server.responses.conversations import ConversationsService
 from toolwire.server.responses.durable import DurabilitySettings
@@ -80,9 +81,8 @@ class ResponsesWing:
                     await service.start_background(prepared, body), headers=headers
                 )
             if prepared.request.stream:
-                return StreamingResponse(
+                return EventStreamResponse(
                     service.stream(prepared),
-                    media_type="text/event-stream",
                     headers={"cache-control": "no-cache", "x-accel-buffering": "no", **headers},
                 )
             return ORJSONResponse(
