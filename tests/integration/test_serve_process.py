@@ -22,6 +22,8 @@ from toolwire.testing import Reply, ScriptedUpstream
 
 NOT_IN_A_SERVER = (
     "typer",  # the CLI (click stays: uvicorn's package imports its own command line)
+    "rich",  # the CLI's, and httpx's own command line's
+    "pygments",
     "shellingham",
     "toolwire.cli",
 )
