@@ -26,6 +26,10 @@ NOT_IN_A_SERVER = (
     "pygments",
     "shellingham",
     "toolwire.cli",
+    "yaml",  # a config file is read by the CLI
+    "sqlalchemy.orm",  # SQLAlchemy's asyncio extension imports it: PostgreSQL's alone
+    "sqlalchemy.ext.asyncio",
+    "sqlalchemy.dialects.postgresql",
 )
 HEADER = "import time: self [us] | cumulative | imported package"
 
