@@ -1,5 +1,6 @@
 """toolwire: an agent gateway that makes tool calling on open models solid."""
 
+import toolwire.lean_httpx  # noqa: F401  (first: before anything imports httpx)
 from toolwire.agent import Agent, RunResult
 from toolwire.loop.state import LoopSettings
 from toolwire.tools.base import Tool, tool

@@ -35,6 +35,10 @@ app = typer.Typer(
     context_settings={"show_default": True},
 )
 _debug = os.environ.get("TOOLWIRE_DEBUG", "") not in ("", "0")
+#: Set by `main`: this process is the `toolwire` program, so `serve` may hand it over to the
+#: server (server/handover.py); a command invoked from elsewhere (tests, a host program) serves
+#: in its caller's process.
+_own_process = False
 
 
 def _version(value: bool) -> None:
@@ -326,6 +330,10 @@ def serve(
     }
     try:
         settings = load_config(config, flags)
+        if _own_process:
+            from toolwire.server.handover import handover
+
+            handover(settings, debug=_debug)  # returns only where it cannot hand over
         run_server(settings)
     except ToolwireError as exc:
         typer.echo(f"toolwire serve: {exc.message}", err=True)
@@ -658,6 +666,8 @@ def main() -> None:
     --debug), and exits with status 2."""
     from toolwire.cli_errors import describe
 
+    global _own_process
+    _own_process = True
     try:
         app()
     except (SystemExit, KeyboardInterrupt):

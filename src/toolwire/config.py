@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-import yaml
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -419,6 +418,10 @@ def _read_file(path: Path) -> dict[str, Any]:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"cannot read config file {path}: {exc}") from None
+    # PyYAML imported here, for a YAML file alone: a server process (server/handover.py, the
+    # workers) is handed its settings already read and never needs it (~1 MB)
+    import yaml
+
     try:
         data = tomllib.loads(text) if path.suffix == ".toml" else yaml.safe_load(text)
     except (tomllib.TOMLDecodeError, yaml.YAMLError) as exc:

@@ -94,7 +94,7 @@ def test_no_arrow_points_up(lower: str, upper: str) -> None:
 #: another wing.
 WINGS = ("responses", "chat", "messages", "gemini", "operator")
 #: The root of `server/` composes the wings; nothing else lies there.
-ROOT_FILES = {"__init__", "app", "main", "startup", "workers"}
+ROOT_FILES = {"__init__", "app", "handover", "main", "startup", "workers"}
 
 
 def _wing(module: str) -> str | None:

@@ -23,7 +23,6 @@ import sqlalchemy as sa
 
 from toolwire.store.files import sqlite_path
 from toolwire.store.notify import Listener
-from toolwire.store.postgres import PostgresDatabase
 from toolwire.store.readers import READERS, Readers
 from toolwire.store.sqlite import connect, sqlite_engine
 from toolwire.store.writer import Job as Job
@@ -119,6 +118,10 @@ class SqliteMemory:
 async def open_database(url: str) -> Database:
     """The database at `url` (SQLAlchemy's form, `store/urls.py`), its engine made."""
     if url.startswith("postgresql"):
+        # here, not at the top: SQLAlchemy's asyncio extension imports its ORM (~6 MB a SQLite
+        # server would carry unused)
+        from toolwire.store.postgres import PostgresDatabase
+
         return PostgresDatabase(url)
     if sqlite_path(url) is None:
         return SqliteMemory(url)

@@ -12,10 +12,11 @@ indexed query whatever the number of stored responses. Another owner's items are
 
 from __future__ import annotations
 
+import functools
 from typing import Any, cast
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.dialects import sqlite
 
 from toolwire.store.owner import Owner, owned_by, owner_key
 from toolwire.store.prepared import Prepared
@@ -56,7 +57,15 @@ def _upsert(insert: Any) -> Any:
 
 
 _SQLITE_UPSERT = Prepared(_upsert(sqlite.insert))
-_POSTGRESQL_UPSERT = _upsert(postgresql.insert)
+
+
+@functools.cache
+def _postgresql_upsert() -> Any:
+    """PostgreSQL's, built on its first write: its dialect is not imported by a SQLite server
+    (~2 MB)."""
+    from sqlalchemy.dialects import postgresql
+
+    return _upsert(postgresql.insert)
 
 
 def index_items(
@@ -76,7 +85,7 @@ def index_items(
         {"owner": key, "item_id": item_id, "response_id": body["id"]} for item_id in sorted(ids)
     ]
     if connection.dialect.name == "postgresql":
-        connection.execute(_POSTGRESQL_UPSERT, rows)
+        connection.execute(_postgresql_upsert(), rows)
     else:
         _SQLITE_UPSERT.run_many(connection, rows)
 

@@ -13,10 +13,12 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+if TYPE_CHECKING:  # PostgreSQL's alone (store/postgres.py imports it; engine.py on first use)
+    from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 log = logging.getLogger("toolwire.durable")
 

@@ -42,9 +42,11 @@ def usage_row(key_id: str, scope: str, starts: int) -> Any:
 def ensure_row(connection: sa.Connection, key_id: str, scope: str, starts: int) -> None:
     """The window's row exists (INSERT … ON CONFLICT DO NOTHING, which both databases spell
     alike); a new minute clears the key's older minutes."""
-    from sqlalchemy.dialects import postgresql, sqlite
-
-    dialect: Any = postgresql if connection.dialect.name == "postgresql" else sqlite
+    dialect: Any
+    if connection.dialect.name == "postgresql":  # imported here: a SQLite server never needs it
+        from sqlalchemy.dialects import postgresql as dialect
+    else:
+        from sqlalchemy.dialects import sqlite as dialect
     inserted = connection.execute(
         dialect.insert(quota_usage)
         .values(key_id=key_id, scope=scope, starts=starts, requests=0, tokens=0)

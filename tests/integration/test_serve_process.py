@@ -1,0 +1,78 @@
+"""`toolwire serve` serves from a process that never imported what a SQLite chat server does
+not use (server/handover.py, toolwire/lean_httpx.py, store/engine.py, config.py): each of
+these modules is RSS the server would carry for its whole life.
+
+Python's `-X importtime` is passed on to the server's interpreter, and every interpreter starts
+its report with a header line: the last report is the server process's, from its start to its
+end, a served chat request included."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.processes import free_port, wait_until_up
+from toolwire.testing import Reply, ScriptedUpstream
+
+NOT_IN_A_SERVER = (
+    "typer",  # the CLI (click stays: uvicorn's package imports its own command line)
+    "rich",  # the CLI's, and httpx's own command line's
+    "pygments",
+    "shellingham",
+    "toolwire.cli",
+    "yaml",  # a config file is read by the CLI
+    "sqlalchemy.orm",  # SQLAlchemy's asyncio extension imports it: PostgreSQL's alone
+    "sqlalchemy.ext.asyncio",
+    "sqlalchemy.dialects.postgresql",
+)
+HEADER = "import time: self [us] | cumulative | imported package"
+
+
+def imported(report: str) -> set[str]:
+    return {
+        line.rsplit("|", 1)[1].strip()
+        for line in report.splitlines()
+        if line.startswith("import time:") and line != HEADER
+    }
+
+
+@pytest.mark.skipif(not hasattr(os, "memfd_create"), reason="the hand-over is Linux's")
+def test_a_served_chat_request_imports_neither_the_cli_nor_postgresql(tmp_path: Path) -> None:
+    port = free_port()
+    log = tmp_path / "stderr.txt"
+    with ScriptedUpstream([Reply(text="It is 4 °C.")]) as upstream, log.open("wb") as out:
+        args = ["--upstream", upstream.base_url, "--db", f"sqlite:///{tmp_path}/t.db"]
+        args += ["--port", str(port)]
+        process = subprocess.Popen(
+            [sys.executable, "-X", "importtime", "-m", "toolwire", "serve", *args],
+            stdout=subprocess.DEVNULL,
+            stderr=out,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+        try:
+            wait_until_up(f"http://127.0.0.1:{port}/health", process)
+            cmdline = Path(f"/proc/{process.pid}/cmdline").read_bytes().split(b"\0")
+            answer = httpx.post(
+                f"http://127.0.0.1:{port}/v1/chat/completions",
+                json={"model": "scripted-model", "messages": [{"role": "user", "content": "?"}]},
+                timeout=30,
+            )
+            assert answer.status_code == 200, answer.text
+            assert answer.json()["choices"][0]["message"]["content"] == "It is 4 °C."
+        finally:
+            process.send_signal(signal.SIGINT)
+            assert process.wait(30) == 0
+    reports = log.read_text().split(HEADER)
+    assert len(reports) == 3, "the CLI's interpreter, then the server's (the same process)"
+    cli, server = imported(reports[1]), imported(reports[2])
+    assert {"typer", "toolwire.cli"} <= cli
+    assert "toolwire.server.main" in server
+    assert sorted(name for name in NOT_IN_A_SERVER if name in server) == []
+    # `ps` still shows what the process runs: the CLI's own arguments end its command line
+    assert cmdline[-8:-1] == [b"serve", *(a.encode() for a in args)]
