@@ -30,9 +30,9 @@ def session_of(headers: Mapping[str, str]) -> str | None:
             if key in _SESSION_RAW and key not in found:
                 found[key] = value
         for key in _SESSION_RAW:
-            value = found.get(key)
-            if value:
-                return value.decode("latin-1")[:MAX_SESSION_CHARS]
+            raw_value = found.get(key)
+            if raw_value:
+                return raw_value.decode("latin-1")[:MAX_SESSION_CHARS]
         return None
     for name in SESSION_HEADERS:
         value = headers.get(name)
