@@ -26,9 +26,9 @@ def session_of(headers: Mapping[str, str]) -> str | None:
     raw: list[tuple[bytes, bytes]] | None = getattr(headers, "raw", None)
     if raw is not None:
         found: dict[bytes, bytes] = {}
-        for key, value in raw:
+        for key, given in raw:
             if key in _SESSION_RAW and key not in found:
-                found[key] = value
+                found[key] = given
         for key in _SESSION_RAW:
             raw_value = found.get(key)
             if raw_value:
