@@ -6,7 +6,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from starlette.requests import Request
-from starlette.responses import Response, StreamingResponse
+from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from toolwire.pdf_readers import may_hold_pdf, read_ahead
@@ -17,6 +17,7 @@ from toolwire.server.gate.auth import owner_of
 from toolwire.server.gate.quotas import admit
 from toolwire.server.http.helpers import ORJSONResponse, started, until_disconnected
 from toolwire.server.http.openapi import API
+from toolwire.server.http.streaming import EventStreamResponse
 from toolwire.upstream.fleet.affinity import session_of
 
 JSONReader = Callable[[Request], Awaitable[Any]]
@@ -42,10 +43,8 @@ class ChatWing:
             if call.stream:
                 # The status line waits for the upstream's first content: a failure before it
                 # is a real HTTP error (raised here), one after it an in-band error frame.
-                return StreamingResponse(
-                    await started(proxy.stream(call)),
-                    media_type="text/event-stream",
-                    headers={"cache-control": "no-cache"},
+                return EventStreamResponse(
+                    await started(proxy.stream(call)), headers={"cache-control": "no-cache"}
                 )
             return ORJSONResponse(await until_disconnected(request, proxy.complete(call)))
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from starlette.convertors import Convertor, register_url_convertor
 from starlette.requests import Request
-from starlette.responses import Response, StreamingResponse
+from starlette.responses import Response
 from starlette.routing import Route
 
 from toolwire.errors import InvalidRequestError, NotFoundError, ToolwireError
@@ -49,6 +49,7 @@ from toolwire.server.http.compat import known_value
 from toolwire.server.http.errors import Scope, in_shape_of, register_error_shape
 from toolwire.server.http.helpers import ORJSONResponse, started, until_disconnected
 from toolwire.server.http.root import ModelListShape
+from toolwire.server.http.streaming import EventStreamResponse
 from toolwire.upstream.base import ensure_served, routes_models
 from toolwire.upstream.fleet.affinity import session_of
 from toolwire.upstream.window import UpstreamWindows, capped, listed_window
@@ -196,10 +197,10 @@ class GeminiDoor:
         call = await self._prepare(request, stream=True)
         writer = PartWriter(await self.seal(), owner_of(request), call.show_thoughts)
         sse = alt == "sse"
-        return StreamingResponse(
+        return EventStreamResponse(
             await started(self._stream(call, writer, sse)),
-            media_type="text/event-stream" if sse else "application/json",
             headers={"cache-control": "no-cache", "x-accel-buffering": "no"},
+            media_type="text/event-stream" if sse else "application/json",
         )
 
     async def _complete(

@@ -29,8 +29,14 @@ class EventStreamResponse(Response):
     media_type = "text/event-stream"
 
     def __init__(
-        self, content: AsyncIterable[bytes], headers: Mapping[str, str] | None = None
+        self,
+        content: AsyncIterable[bytes],
+        headers: Mapping[str, str] | None = None,
+        media_type: str = "text/event-stream",
     ) -> None:
+        """`media_type`: another one for a stream that is not SSE (the Gemini door's JSON
+        array without `alt=sse`)."""
+        self.media_type = media_type
         self.body_iterator = content
         self.status_code = 200
         self.background = None

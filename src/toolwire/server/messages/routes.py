@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from starlette.requests import Request
-from starlette.responses import Response, StreamingResponse
+from starlette.responses import Response
 from starlette.routing import Route
 
 from toolwire.errors import InvalidRequestError, ToolwireError
@@ -30,6 +30,7 @@ from toolwire.server.gate.quotas import admit
 from toolwire.server.http.errors import in_shape_of, register_error_shape
 from toolwire.server.http.helpers import ORJSONResponse, started, until_disconnected
 from toolwire.server.http.root import ModelListShape
+from toolwire.server.http.streaming import EventStreamResponse
 from toolwire.server.messages.errors import (
     anthropic_shape,
     error_frame,
@@ -167,9 +168,8 @@ class MessagesDoor:
             web_tools=call.web_tools,
         )
         if call.stream:
-            return StreamingResponse(
+            return EventStreamResponse(
                 await started(self._stream(call, writer, prompt)),
-                media_type="text/event-stream",
                 headers={"cache-control": "no-cache", "x-accel-buffering": "no"},
             )
         body = await until_disconnected(request, self._complete(call, writer, prompt))
