@@ -190,6 +190,14 @@ class LabelCap:
         return value
 
 
+#: Label children kept, at most: `labels()` (a lock, a key built and checked) at an event
+#: that comes with every model call is worth skipping.
+MAX_CHILDREN_KEPT = 4096
+_ROUTED_CHILDREN: dict[tuple[str, str], tuple[str, Any]] = {}
+"""A `Routed`'s (upstream, reason) to its capped upstream label and its `UPSTREAM_ROUTED`
+child. Kept answers stay right: a label cap never takes back a value it let in, nor lets in
+one it refused."""
+
 MODEL_LABEL = LabelCap()
 TOOL_LABEL = LabelCap()
 METHOD_LABEL = LabelCap(limit=16, max_chars=16)
@@ -270,8 +278,15 @@ class RunMetrics:
 
     def _routed(self, event: Routed) -> None:
         """A fleet's router chose the call's upstream: the call is labelled with it."""
-        self._upstream = UPSTREAM_LABEL(event.upstream)
-        UPSTREAM_ROUTED.labels(self._upstream, event.reason).inc()
+        key = (event.upstream, event.reason)
+        found = _ROUTED_CHILDREN.get(key)
+        if found is None:
+            label = UPSTREAM_LABEL(event.upstream)
+            found = (label, UPSTREAM_ROUTED.labels(label, event.reason))
+            if len(_ROUTED_CHILDREN) < MAX_CHILDREN_KEPT:
+                _ROUTED_CHILDREN[key] = found
+        self._upstream, counter = found
+        counter.inc()
 
     def _leak(self, event: LeakDetected) -> None:
         LEAKS.labels(event.family, "detected").inc()
