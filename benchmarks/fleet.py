@@ -6,7 +6,8 @@ two llama-cpp-python servers. Prints a table per part, writes `benchmarks/FLEET.
     .venv/bin/python benchmarks/fleet.py              # everything (~15 minutes on 2 cores)
     .venv/bin/python benchmarks/fleet.py --quick      # fewer sessions, no llama check
     options: --replicas N (default 4), --sessions N, --concurrency N, --turns N,
-             --skip-smg, --skip-litellm, --skip-llama, --skip-latency
+             --skip-smg, --skip-litellm, --skip-llama, --skip-latency,
+             --only-latency (the chat door with one upstream and with eight, alone)
 
 The routers, each in front of the same fresh fleet (cold caches) for each run:
 
@@ -1116,6 +1117,11 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--skip-llama", action="store_true")
     parser.add_argument("--skip-latency", action="store_true")
     parser.add_argument("--latency-requests", type=int, default=3000)
+    parser.add_argument(
+        "--only-latency",
+        action="store_true",
+        help="only the chat door with one upstream and with eight; printed, FLEET.md untouched",
+    )
     parser.add_argument("--only", help="comma-separated router kinds to run (debugging)")
     parser.add_argument("--plot", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -1134,6 +1140,14 @@ def main() -> None:
     SCRATCH.mkdir(parents=True, exist_ok=True)
     procs = Procs()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
+    if args.only_latency:
+        try:
+            latency = door_latency(procs, args.latency_requests)
+        finally:
+            procs.stop_all()
+        print(f"load {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+        print(json.dumps(latency, indent=1))
+        return
     smg, smg_why = (None, "skipped") if args.skip_smg else ensure_smg()
     litellm, litellm_why = (
         (None, "skipped") if args.skip_litellm else ensure_litellm(LITELLM_VERSION)

@@ -92,6 +92,21 @@ def test_within_the_bound_affinity_holds_even_when_another_is_idler() -> None:
     assert selector.pick(fleet, key=5)[0] is home
 
 
+def test_an_idle_home_keeps_its_session_however_busy_the_others_are() -> None:
+    """One call is within any share of the load: an idle replica never fails the bound
+    (the policy does not sum the load for it)."""
+    fleet = replicas(4, r1=0.25)
+    selector = Selector(Policy.AFFINITY, load_bound=1.0)
+    homes = {selector.pick(fleet, key=key)[0].name: key for key in range(64)}
+    for replica in fleet:
+        replica.outstanding = 1000
+    for name, key in homes.items():
+        home = next(r for r in fleet if r.name == name)
+        home.outstanding = 0
+        assert selector.pick(fleet, key=key) == (home, "session")
+        home.outstanding = 1000
+
+
 @pytest.mark.parametrize("count", [2, 3, 4, 8])
 def test_a_flood_under_one_session_spreads_at_the_default_bound(count: int) -> None:
     """3 × a half share is more than all the calls: the bound must still bite with few

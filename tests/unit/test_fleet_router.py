@@ -3,17 +3,21 @@ is told when none can take them, and what `/metrics` exports of each replica."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from dataclasses import replace
 from typing import Any
 
 import pytest
-from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client import REGISTRY, CollectorRegistry, generate_latest
 
-from toolwire.errors import NotFoundError
+from toolwire.errors import NotFoundError, UpstreamError, UpstreamStreamError
+from toolwire.loop.state import LoopRequest
+from toolwire.observe import metrics
 from toolwire.observe.fleet import COLLECTOR, add_to, watch_fleet
 from toolwire.server.gate.quotas import QuotaUpstream
-from toolwire.transcript import AssistantMessage, SystemMessage, UserMessage
+from toolwire.transcript import AssistantMessage, SystemMessage, ToolCall, UserMessage
 from toolwire.upstream.base import RoutingHints, Sampling, TurnRequest, Upstream
+from toolwire.upstream.events import FirstToken, Routed, TextDelta, ToolCallDone, ToolCallStarted
 from toolwire.upstream.fleet.health import Health
 from toolwire.upstream.fleet.replica import Replica
 from toolwire.upstream.fleet.resume import continuation, resumable
@@ -139,3 +143,77 @@ def test_a_structured_answer_is_never_resumed_and_a_resumed_one_writes_what_is_l
     assert resumed.sampling.max_output_tokens == 90
     assert resumed.sampling.extra_body == {"max_completion_tokens": 1}  # never below 1
     assert resumed.transcript[-1] == AssistantMessage("x" * 40)
+
+
+class Scripted:
+    """An adapter that answers with these batches, then fails with `cut` if given."""
+
+    name = "scripted"
+
+    def __init__(self, batches: list[list[Any]], cut: UpstreamError | None = None) -> None:
+        self.batches = batches
+        self.cut = cut
+        self.calls = 0
+
+    async def stream_turn_batches(self, request: TurnRequest) -> AsyncIterator[list[Any]]:
+        self.calls += 1
+        for batch in self.batches:
+            yield batch
+        if self.cut is not None:
+            raise self.cut
+
+
+async def test_a_turn_cut_after_a_call_is_not_continued_whatever_text_followed_the_call() -> None:
+    """The router stops reading a call's events once its first token and a tool call have
+    come: the text after the call must not make the cut turn a continuation."""
+    clock = Clock()
+    call = ToolCall("call_1", "f", {}, "{}")
+    first = Scripted(
+        [
+            [FirstToken(), TextDelta("let me look"), ToolCallStarted(0, "call_1", "f")],
+            [ToolCallDone(0, call), TextDelta(" and more")],
+        ],
+        UpstreamStreamError("cut"),
+    )
+    second = Scripted([[TextDelta("never asked")]])
+    fleet = FleetRouter(
+        [
+            Replica("r0", first, health=Health(HealthSettings())),  # type: ignore[arg-type]
+            Replica("r1", second, health=Health(HealthSettings())),  # type: ignore[arg-type]
+        ],
+        FleetSettings(failover_backoff=0.001, failover_max_backoff=0.002),
+        clock=clock,
+    )
+    request = turn("m")
+    fleet.replicas[1].outstanding = 5  # busy: the turn is placed on r0
+    seen: list[Any] = []
+    with pytest.raises(UpstreamStreamError) as raised:
+        async for batch in fleet.stream_turn_batches(request):
+            seen.extend(batch)
+    assert first.calls == 1 and second.calls == 0  # not continued, not made again here
+    assert raised.value.replica == "r0" and raised.value.failover  # the loop may ask again
+    assert [type(e).__name__ for e in seen][:2] == ["Routed", "FirstToken"]
+
+
+def test_each_routed_call_counts_under_its_upstream_and_reason_the_cap_holding(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`/metrics`' `toolwire_upstream_routed`: every `Routed` counts once, its upstream's
+    label capped as every request-chosen label is (kept children included)."""
+    monkeypatch.setattr(metrics, "UPSTREAM_LABEL", metrics.LabelCap(limit=1))
+    monkeypatch.setattr(metrics, "_ROUTED_CHILDREN", {})
+
+    def count(upstream: str, reason: str) -> float:
+        labels = {"upstream": upstream, "reason": reason}
+        return REGISTRY.get_sample_value("toolwire_upstream_routed_total", labels) or 0.0
+
+    before = {key: count(*key) for key in (("fleet-a", "prompt"), ("other", "session"))}
+    run = metrics.RunMetrics(LoopRequest(model="m", input=[]), "fleet", {})
+    for _ in range(3):
+        run(Routed("fleet-a", "prompt"))
+    assert count("fleet-a", "prompt") == before["fleet-a", "prompt"] + 3
+    for _ in range(2):
+        run(Routed("fleet-b", "session"))  # past the cap of one upstream name
+        assert run._upstream == "other"
+    assert count("other", "session") == before["other", "session"] + 2
+    assert count("fleet-b", "session") == 0.0

@@ -131,12 +131,13 @@ _CHILDREN: dict[tuple[Any, ...], Any] = {}
 def child(metric: Any, *values: str) -> Any:
     """`metric.labels(*values)`, remembered: prometheus_client checks and converts the values
     and takes a lock on every call (~1.5 µs; a proxied request made half a dozen). The label
-    values are capped (`LabelCap`), so the children are few; past 4096 they are not kept."""
+    values are capped (`LabelCap`), so the children are few; past `MAX_CHILDREN_KEPT` they
+    are not kept."""
     key = (metric, *values)
     found = _CHILDREN.get(key)
     if found is None:
         found = metric.labels(*values)
-        if len(_CHILDREN) < 4096:
+        if len(_CHILDREN) < MAX_CHILDREN_KEPT:
             _CHILDREN[key] = found
     return found
 
@@ -205,6 +206,14 @@ class LabelCap:
         self._seen.add(value)
         return value
 
+
+#: Label children kept, at most: `labels()` (a lock, a key built and checked) at an event
+#: that comes with every model call is worth skipping.
+MAX_CHILDREN_KEPT = 4096
+_ROUTED_CHILDREN: dict[tuple[str, str], tuple[str, Any]] = {}
+"""A `Routed`'s (upstream, reason) to its capped upstream label and its `UPSTREAM_ROUTED`
+child. Kept answers stay right: a label cap never takes back a value it let in, nor lets in
+one it refused."""
 
 MODEL_LABEL = LabelCap()
 TOOL_LABEL = LabelCap()
@@ -286,8 +295,15 @@ class RunMetrics:
 
     def _routed(self, event: Routed) -> None:
         """A fleet's router chose the call's upstream: the call is labelled with it."""
-        self._upstream = UPSTREAM_LABEL(event.upstream)
-        child(UPSTREAM_ROUTED, self._upstream, event.reason).inc()
+        key = (event.upstream, event.reason)
+        found = _ROUTED_CHILDREN.get(key)
+        if found is None:
+            label = UPSTREAM_LABEL(event.upstream)
+            found = (label, UPSTREAM_ROUTED.labels(label, event.reason))
+            if len(_ROUTED_CHILDREN) < MAX_CHILDREN_KEPT:
+                _ROUTED_CHILDREN[key] = found
+        self._upstream, counter = found
+        counter.inc()
 
     def _leak(self, event: LeakDetected) -> None:
         LEAKS.labels(event.family, "detected").inc()

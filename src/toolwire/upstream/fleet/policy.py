@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import math
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from toolwire.upstream.fleet.affinity import mix
 from toolwire.upstream.fleet.replica import Replica
@@ -56,6 +56,23 @@ def rendezvous(key: int, replicas: Sequence[Replica]) -> list[Replica]:
         scored.append((-replica.weight / math.log((bits + 0.5) * _SCALE), replica))
     scored.sort(key=lambda pair: pair[0], reverse=True)
     return [replica for _, replica in scored]
+
+
+def _named(candidates: Sequence[Replica], name: str) -> Replica | None:
+    for replica in candidates:
+        if replica.name == name:
+            return replica
+    return None
+
+
+def _fits(replica: Replica, bound: float, weights: float, calls: float) -> bool:
+    """Whether one more call keeps `replica` within `bound` times its share of the calls in
+    flight (`calls`: per unit of weight, this one counted; `weights`: the candidates' total),
+    but never past halfway from its share to all the calls: with few replicas (3 × ½ of the
+    calls is more than all of them) a bound of `load_bound` alone would never be reached, and
+    a flood under one session key would all go to one replica."""
+    factor = min(bound, (1.0 + weights / replica.weight) / 2.0)
+    return replica.outstanding + 1 <= math.ceil(factor * calls * replica.weight)
 
 
 SESSION_SECONDS = 600.0
@@ -112,46 +129,38 @@ class Selector:
         keyed_by_session: bool,
         now: float,
     ) -> tuple[Replica, str]:
-        weights = sum(replica.weight for replica in candidates)
-        calls = (sum(replica.outstanding for replica in candidates) + 1) / weights
-
-        def fits(replica: Replica, bound: float) -> bool:
-            # `bound` times its share, but never past halfway from its share to all the calls:
-            # with few replicas (3 × ½ of the calls is more than all of them) a bound of
-            # `load_bound` alone would never be reached, and a flood under one session key
-            # would all go to one replica
-            factor = min(bound, (1.0 + weights / replica.weight) / 2.0)
-            return replica.outstanding + 1 <= math.ceil(factor * calls * replica.weight)
-
         preferred: Replica | None = None
         reason = "continuation"
         if continues is not None:
-            preferred = next((r for r in candidates if r.name == continues), None)
+            preferred = _named(candidates, continues)
         if preferred is None and key is not None:
             last = self._sessions.get(key)
             if last is not None:
-                preferred = next((r for r in candidates if r.name == last[0]), None)
+                preferred = _named(candidates, last[0])
                 reason = "session"
-        if preferred is not None and fits(preferred, self.load_bound):
-            chosen = preferred  # its prefix is there: it stays, within the bound
-        elif key is None:
-            return self._least(candidates), "least_outstanding"
+        if preferred is not None and not preferred.outstanding:
+            # idle, it has room under any bound (one call is within any share of the calls):
+            # the load is not summed for it
+            chosen = preferred
         else:
-            chosen = self._place(candidates, key, fits, weights)
-            if preferred is not None:
-                reason = "load"  # moved off its replica: its prefix is computed anew
+            weights = sum([replica.weight for replica in candidates])
+            calls = (sum([replica.outstanding for replica in candidates]) + 1) / weights
+            if preferred is not None and _fits(preferred, self.load_bound, weights, calls):
+                chosen = preferred  # its prefix is there: it stays, within the bound
+            elif key is None:
+                return self._least(candidates), "least_outstanding"
             else:
-                reason = "session" if keyed_by_session else "prompt"
+                chosen = self._place(candidates, key, weights, calls)
+                if preferred is not None:
+                    reason = "load"  # moved off its replica: its prefix is computed anew
+                else:
+                    reason = "session" if keyed_by_session else "prompt"
         if key is not None:
             self._remember(key, chosen, now)
         return chosen, reason
 
     def _place(
-        self,
-        candidates: Sequence[Replica],
-        key: int,
-        fits: Callable[[Replica, float], bool],
-        weights: float,
+        self, candidates: Sequence[Replica], key: int, weights: float, calls: float
     ) -> Replica:
         """A session placed anew (a new one, or one whose replica is over the bound): the
         first replica in the key's rendezvous order with no more than its share of the calls
@@ -161,11 +170,13 @@ class Selector:
         sessions = (sum(active.get(r.name, 0) for r in candidates) + 1) / weights
         order = rendezvous(key, candidates)
         for replica in order:
-            if fits(replica, 1.0) and active.get(replica.name, 0) + 1 <= math.ceil(
+            if _fits(replica, 1.0, weights, calls) and active.get(replica.name, 0) + 1 <= math.ceil(
                 sessions * replica.weight
             ):
                 return replica
-        return next((r for r in order if fits(r, 1.0)), None) or self._least(candidates)
+        return next((r for r in order if _fits(r, 1.0, weights, calls)), None) or self._least(
+            candidates
+        )
 
     def _least(self, candidates: Sequence[Replica]) -> Replica:
         """The least loaded for its weight; ties go round in turn."""

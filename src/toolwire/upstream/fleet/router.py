@@ -296,11 +296,14 @@ class FleetRouter:
         ]
         if resuming:
             admitted = [replica for replica in admitted if can_resume(replica.resume)]
-        avoid = avoid | request.routing.avoid if request.routing.avoid else avoid
-        fresh = [replica for replica in admitted if replica.name not in avoid] or admitted
+        hints = request.routing
+        if hints.avoid:
+            avoid = avoid | hints.avoid
+        fresh = admitted  # a first try avoids nothing: no second pass over the replicas
+        if avoid:
+            fresh = [replica for replica in admitted if replica.name not in avoid] or admitted
         if not fresh:
             raise self._unavailable(model, serving, now, resuming)
-        hints = request.routing
         if hints.session is not None:
             key: int | None = session_key(hints.session)
         else:
@@ -392,16 +395,23 @@ class FleetRouter:
             first: float | None = None
             judged = False
             note: list[ModelEvent] | None = [Routed(replica.name, after or reason)]
+            # read until the first token and then something beyond text: such a turn is never
+            # continued, so its later events (text included) need no reading
+            watching = True
             try:
                 async for batch in turn_batches(replica.adapter, call):
-                    for event in batch:
-                        if isinstance(event, TextDelta):
-                            text.append(event.text)
-                        elif isinstance(event, FirstToken):
-                            if first is None:
-                                first = clock() - started
-                        elif isinstance(event, _NOT_TEXT):
-                            beyond_text = True
+                    if watching:
+                        for event in batch:
+                            if isinstance(event, TextDelta):
+                                text.append(event.text)
+                            elif isinstance(event, FirstToken):
+                                if first is None:
+                                    first = clock() - started
+                            elif isinstance(event, _NOT_TEXT):
+                                beyond_text = True
+                                if first is not None:
+                                    watching = False
+                                    break
                     if note is not None:  # the choice goes out with the call's first events
                         batch, note = note + batch, None
                     yield batch
