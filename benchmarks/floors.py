@@ -49,7 +49,13 @@ sys.path.append(str(HERE / ".pip-extras"))  # aiohttp when the project venv lack
 sys.path.append(str(HERE / ".stack-extras"))  # granian, pyreqwest, pyqwest (stacks.py)
 sys.path.insert(0, str(HERE))
 
-from mock_upstream import SHORT_ARGS, TOOL_NAME, completion_body, long_arguments  # noqa: E402
+from mock_upstream import (  # noqa: E402
+    LONG_TOOL_NAME,
+    SHORT_ARGS,
+    TOOL_NAME,
+    completion_body,
+    long_arguments,
+)
 
 STREAM_RE = re.compile(rb'"stream"\s*:\s*true')
 MODEL_RE = re.compile(rb'"model"\s*:\s*"([^"]*)"')
@@ -74,13 +80,14 @@ def answers(chunks: int) -> dict[tuple[bool, bool], bytes]:
         return b"data: " + json.dumps(doc).encode() + b"\n\n"
 
     for is_long, args in ((False, SHORT_ARGS), (True, long_args)):
-        out[(is_long, False)] = completion_body("mock", args)
+        name = LONG_TOOL_NAME if is_long else TOOL_NAME  # as the mock names them
+        out[(is_long, False)] = completion_body("mock", args, name=name)
 
         call = {
             "index": 0,
             "id": "call_mock_0001",
             "type": "function",
-            "function": {"name": TOOL_NAME, "arguments": args},
+            "function": {"name": name, "arguments": args},
         }
         out[(is_long, True)] = (
             frame({"role": "assistant", "content": ""})
