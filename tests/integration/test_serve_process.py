@@ -76,3 +76,33 @@ def test_a_served_chat_request_imports_neither_the_cli_nor_postgresql(tmp_path: 
     assert sorted(name for name in NOT_IN_A_SERVER if name in server) == []
     # `ps` still shows what the process runs: the CLI's own arguments end its command line
     assert cmdline[-8:-1] == [b"serve", *(a.encode() for a in args)]
+
+
+@pytest.mark.skipif(not hasattr(os, "memfd_create"), reason="the hand-over is Linux's")
+def test_the_server_process_runs_no_module_from_the_directory_it_was_started_in(
+    tmp_path: Path,
+) -> None:
+    """The hand-over's interpreter imports `pickle` before it restores the CLI's search path:
+    started where a `pickle.py` lies (a shared folder, a checked-out repository), the server
+    must not run it. It also names itself `toolwire`, as the CLI's process was named."""
+    marker = tmp_path / "ran"
+    (tmp_path / "pickle.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
+    port = free_port()
+    with ScriptedUpstream([]) as upstream:
+        program = Path(sys.executable).parent / "toolwire"  # the console script, as users run it
+        args = ["serve", "--upstream", upstream.base_url, "--port", str(port)]
+        args += ["--db", f"sqlite:///{tmp_path}/t.db"]
+        process = subprocess.Popen(
+            [str(program), *args],
+            cwd=tmp_path,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        try:
+            wait_until_up(f"http://127.0.0.1:{port}/health", process)
+            name = Path(f"/proc/{process.pid}/comm").read_text().strip()
+        finally:
+            process.send_signal(signal.SIGINT)
+            assert process.wait(30) == 0
+    assert not marker.exists()
+    assert name == "toolwire"

@@ -92,3 +92,58 @@ async def test_a_stream_that_ends_soon_makes_no_watcher_task() -> None:
 
     await _sent(EventStreamResponse(body()))
     assert seen == [before]
+
+
+async def test_a_disconnect_while_sending_still_closes_the_body_before_returning() -> None:
+    """The cancellation can land in `send` (a slow client), not in the body: its `finally`
+    runs before the response returns, not whenever the generator is collected."""
+    closed = asyncio.Event()
+    left = asyncio.Event()
+
+    async def body() -> AsyncIterator[bytes]:
+        try:
+            while True:
+                yield b"data: x\n\n"
+        finally:
+            closed.set()
+
+    async def receive() -> dict[str, Any]:
+        await left.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        if message.get("body"):
+            left.set()
+            await asyncio.Event().wait()  # the client reads nothing more: the send blocks
+
+    response = EventStreamResponse(body())
+    await asyncio.wait_for(response(SCOPE, receive, send), 5)
+    assert closed.is_set()
+
+
+async def test_a_cancellation_from_elsewhere_is_not_swallowed_by_a_disconnect() -> None:
+    """A shutdown cancelling the request as its client leaves: the response does not end as
+    if only the client had left."""
+
+    async def body() -> AsyncIterator[bytes]:
+        while True:
+            yield b"data: x\n\n"
+            await asyncio.sleep(0.01)
+
+    async def serve() -> None:
+        async def receive() -> dict[str, Any]:
+            await asyncio.sleep(0.3)  # after WATCH_AFTER: the watcher is listening
+            request.cancel()  # the server shuts down in the same pass
+            return {"type": "http.disconnect"}
+
+        async def send(message: dict[str, Any]) -> None:
+            pass
+
+        await EventStreamResponse(body())(SCOPE, receive, send)
+
+    request = asyncio.get_running_loop().create_task(serve())
+    try:
+        await asyncio.wait_for(request, 5)
+    except asyncio.CancelledError:
+        return
+    raise AssertionError("the shutdown's cancellation was swallowed")

@@ -143,18 +143,33 @@ async def test_pieces_read_alone_make_the_events_of_chunks_parsed_whole(
 def test_a_template_is_learned_only_where_the_piece_is_found_once() -> None:
     template = PieceTemplate()
     data = '{"a":{"arguments":"x"},"b":{"arguments":"x"}}'
-    template.learn(data, 0, "x")
+    template.learn(data, 0, "x", lambda chunk: (0, chunk["a"]["arguments"]))
     assert template.piece(data) is None and template.learning
     for _ in range(3):
-        template.learn(data, 0, "x")
+        template.learn(data, 0, "x", lambda chunk: (0, chunk["a"]["arguments"]))
     assert not template.learning  # a stream that never gives a template stops trying
 
 
 def test_a_piece_is_the_middle_only_when_it_is_one_string() -> None:
     template = PieceTemplate()
-    template.learn('{"f":{"arguments":"ab"},"n":1}', 0, "ab")
+    template.learn('{"f":{"arguments":"ab"},"n":1}', 0, "ab", lambda c: (0, c["f"]["arguments"]))
     assert template.piece('{"f":{"arguments":"c\\"d"},"n":1}') == 'c"d'
     assert template.piece('{"f":{"arguments":"c","x":"d"},"n":1}') is None
     assert template.piece('{"f":{"arguments":1},"n":1}') is None
     assert template.piece('{"f":{"arguments":"c"},"n":2}') is None
     assert template.piece('{"f":{"arguments":},"n":1}') is None
+
+
+def test_the_same_text_in_another_field_is_not_taken_for_the_piece() -> None:
+    """A server that escapes the real arguments otherwise (`\\u0061` for `a`) and puts the
+    plain text in a field of its own: the template would read that field. The probe finds
+    the call's piece elsewhere, so nothing is learned and every chunk is parsed whole."""
+    chunk = (
+        '{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":'
+        '{"arguments":"\\u0061b"}}]}}],"x":{"arguments":"ab"}}'
+    )
+    template = PieceTemplate()
+    template.learn(chunk, 0, "ab", StreamAssembler.piece_of)
+    assert template.prefix == ""
+    decoy = chunk.replace('"x":{"arguments":"ab"}', '"x":{"arguments":"rm -rf ~"}')
+    assert template.piece(decoy) is None

@@ -30,6 +30,8 @@ def test_a_full_stderr_pipe_drops_lines_instead_of_blocking(
     threading.Thread(target=log_a_lot, daemon=True).start()
     assert finished.wait(30), "logging blocked on a full stderr"
     assert writer.dropped > 0
+    with writer._lines.mutex:  # nothing left for its thread to write once the pipe breaks
+        writer._lines.queue.clear()
     os.close(read_end)
 
 
@@ -70,3 +72,33 @@ def test_lines_arrive_whole_in_order_and_in_batches(monkeypatch: pytest.MonkeyPa
     assert "".join(stderr.text) == wanted
     assert stderr.writes <= 21  # batches of 100 lines, and the lone line
     assert writer.dropped == 0
+
+
+def test_a_line_held_by_a_loop_that_stopped_is_written_with_the_next_ones(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The hand-over of a loop that stopped in the same pass never runs: the next line, on
+    another loop, hands the held one over first, and nothing waits for 100 lines to gather."""
+    stderr = _CountingStderr()
+    monkeypatch.setattr(sys, "stderr", stderr)
+    writer = _LineWriter()
+    loop = asyncio.new_event_loop()
+
+    def last_request() -> None:
+        writer("before the stop")
+        loop.stop()
+
+    loop.call_soon(last_request)
+    loop.run_forever()
+    loop.close()
+
+    async def later() -> None:
+        writer("after it")
+        await asyncio.sleep(0)
+
+    asyncio.run(later())
+    wanted = "before the stop\nafter it\n"
+    deadline = time.monotonic() + 5
+    while "".join(stderr.text) != wanted and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert "".join(stderr.text) == wanted

@@ -73,6 +73,22 @@ async def fail_before_streaming(request: Request) -> Response:
     return StreamingResponse(pieces())
 
 
+class Deny:
+    """A route's own middleware: the table must not step around it."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await PlainTextResponse("denied by the route's middleware", status_code=403)(
+            scope, receive, send
+        )
+
+
+def sync_endpoint(request: Request) -> Response:
+    return PlainTextResponse("sync ran")
+
+
 class OwnStream(Response):
     """A response class of its own (not a `StreamingResponse`) that fails before sending."""
 
@@ -96,6 +112,8 @@ def starlette_app(middleware: list[Middleware] | None = None) -> Starlette:
         Route("/late", stream_then_fail, methods=["POST"]),
         Route("/early", fail_before_streaming, methods=["POST"]),
         Route("/own", own_stream, methods=["POST"]),
+        Route("/guarded", fixed, methods=["POST"], middleware=[Middleware(Deny)]),
+        Route("/sync", sync_endpoint, methods=["POST"]),
         Mount("/mounted", routes=[Route("/inner", fixed, methods=["POST"])]),
         Route("/mounted/inner", fixed, methods=["POST"]),  # the mount comes first
     ]
@@ -140,6 +158,8 @@ REQUESTS = [
     ("POST", "/unexpected"),
     ("POST", "/early"),
     ("POST", "/own"),
+    ("POST", "/guarded"),
+    ("POST", "/sync"),
     ("POST", "/mounted/inner"),
     ("POST", "/nowhere"),
 ]

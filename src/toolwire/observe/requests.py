@@ -9,6 +9,7 @@ otherwise one is made; it is returned as `x-request-id` and is `request.state.re
 from __future__ import annotations
 
 import asyncio
+import atexit
 import itertools
 import logging
 import queue
@@ -69,6 +70,7 @@ class _LineWriter:
         self._lines: queue.Queue[str] = queue.Queue(max(1, limit // self._most))
         self._thread: threading.Thread | None = None
         self._batch: list[str] = []
+        self._loop: asyncio.AbstractEventLoop | None = None  # where the hand-over is due
         self.dropped = 0
 
     def __call__(self, line: str) -> None:
@@ -78,7 +80,11 @@ class _LineWriter:
             self._put(line + "\n", 1)
             return
         batch = self._batch
+        if batch and loop is not self._loop:  # its loop stopped before the hand-over ran
+            self._hand_over()
+            batch = self._batch
         if not batch:
+            self._loop = loop
             loop.call_soon(self._hand_over)
         batch.append(line + "\n")
         if len(batch) >= self._most:
@@ -98,6 +104,16 @@ class _LineWriter:
         if self._thread is None:
             self._thread = threading.Thread(target=self._drain, name="toolwire-log", daemon=True)
             self._thread.start()
+            atexit.register(self._at_exit)
+
+    def _at_exit(self) -> None:
+        """The lines still held (a loop that stopped first) and those queued, given a moment
+        to be written: the thread is a daemon, and a stderr nobody reads must not hold up the
+        exit."""
+        self._hand_over()
+        deadline = time.monotonic() + 0.5
+        while not self._lines.empty() and time.monotonic() < deadline:
+            time.sleep(0.01)
 
     def _drain(self) -> None:
         while True:

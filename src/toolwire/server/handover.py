@@ -36,6 +36,8 @@ def handover(config: ServerConfig, *, debug: bool) -> None:
     cannot be done (the caller then serves here)."""
     if not hasattr(os, "memfd_create") or not sys.executable or getattr(sys, "frozen", False):
         return  # not Linux, or no interpreter to start (an embedding or frozen program)
+    if not _same_interpreter(sys.executable):
+        return  # a wrapper or shim: what it would start might not find this toolwire
     fd = os.memfd_create("toolwire-serve", 0)  # no close-on-exec: the new interpreter reads it
     with os.fdopen(os.dup(fd), "wb") as out:
         pickle.dump(sys.path, out)
@@ -44,6 +46,11 @@ def handover(config: ServerConfig, *, debug: bool) -> None:
     os.set_inheritable(fd, True)
     # -X, -W, -O...: passed on as multiprocessing passes them
     flags = subprocess._args_from_interpreter_flags()  # type: ignore[attr-defined]
+    if "-I" not in flags and "-P" not in flags:
+        # `-c` would put the current directory first on the search path, and BOOT imports
+        # `pickle` before it restores the CLI's: a `pickle.py` where `serve` was started would
+        # run in the server. `-P` leaves the directory off (the CLI's own start never had it).
+        flags.append("-P")
     sys.stdout.flush()
     sys.stderr.flush()
     try:
@@ -52,12 +59,26 @@ def handover(config: ServerConfig, *, debug: bool) -> None:
         os.close(fd)
 
 
+def _same_interpreter(executable: str) -> bool:
+    """Whether `executable` is the interpreter running now (not a wrapper that starts another
+    Python, whose standard library and compiled modules would not match this search path)."""
+    try:
+        return os.path.samefile(executable, "/proc/self/exe")
+    except OSError:
+        return False
+
+
 def serve(source: IO[bytes]) -> None:
     """The server process: the settings from `source`, then the server, its errors said as the
     CLI says them (`toolwire serve: …`, exit status 2; the traceback with `--debug`)."""
     with source:
         argv, debug, config = pickle.load(source)
     sys.argv = argv
+    try:  # the process's name, as `pgrep -x toolwire` and `top` show it (`python3` after exec)
+        with open("/proc/self/comm", "w") as comm:
+            comm.write("toolwire")
+    except OSError:
+        pass
     from toolwire.errors import ToolwireError
     from toolwire.server.main import run
 

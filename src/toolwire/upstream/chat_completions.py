@@ -456,7 +456,7 @@ class ChatCompletionsUpstream:
                                     saw_call = any(isinstance(e, ToolCallStarted) for e in events)
                                 batch += events
                             if template.learning and (one := assembler.piece_of(chunk)):
-                                template.learn(data, *one)
+                                template.learn(data, *one, assembler.piece_of)
                 except Exception:
                     if batch:  # what came before the failure, as it would have one by one
                         yield batch

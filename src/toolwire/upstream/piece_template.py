@@ -14,9 +14,17 @@ counter, random padding) never matches and costs a prefix compare a chunk.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import orjson
 
+Reader = Callable[[Any], "tuple[int, str] | None"]
+"""A parsed chunk to (call index, its one argument piece), or None (the assembler's)."""
+
 _KEY = '"arguments":'
+_PROBE = "\x00toolwire: the piece goes here\x00"
+_PROBE_TEXT = orjson.dumps(_PROBE).decode()
 #: learning attempts per stream: a server whose chunks never repeat stops paying for them
 _TRIES = 4
 
@@ -36,18 +44,29 @@ class PieceTemplate:
     def learning(self) -> bool:
         return self.tries < _TRIES
 
-    def learn(self, data: str, index: int, arguments: str) -> None:
+    def learn(self, data: str, index: int, arguments: str, read: Reader) -> None:
         """`data`, parsed, was one piece `arguments` of call `index`: its text around the piece
         becomes the template if the piece is found there once, encoded as orjson would (a
-        server escaping otherwise, `\\u00e9` for `é`, is not matched: parsed whole)."""
+        server escaping otherwise, `\\u00e9` for `é`, is not matched: parsed whole), and if a
+        probe put in its place is what `read` (the assembler's reading of a parsed chunk)
+        finds as the call's piece: the same text elsewhere in the chunk (another field that
+        happens to hold it, the real one escaped otherwise) would make the template read the
+        wrong string."""
         self.tries += 1
         marker = _KEY + orjson.dumps(arguments).decode()
         at = data.find(marker)
         if at < 0 or data.find(marker, at + 1) >= 0:
             return
+        prefix, suffix = data[: at + len(_KEY)], data[at + len(marker) :]
+        try:
+            probe = orjson.loads(prefix + _PROBE_TEXT + suffix)
+        except orjson.JSONDecodeError:
+            return
+        if read(probe) != (index, _PROBE):
+            return
         self.index = index
-        self.prefix = data[: at + len(_KEY)]
-        self.suffix = data[at + len(marker) :]
+        self.prefix = prefix
+        self.suffix = suffix
 
     def piece(self, data: str) -> str | None:
         """The argument piece of `data` when `data` is the template's chunk with another piece

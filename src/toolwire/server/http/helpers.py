@@ -62,9 +62,10 @@ async def until_disconnected(request: Request, work: Coroutine[Any, Any, T]) -> 
     try:
         return await work
     except asyncio.CancelledError:
-        if not gone:
+        # ours (what the client sees is that it left), unless another cancellation (a
+        # shutdown, an outer timeout) came too: that one goes on
+        if not gone or task.uncancel() > 0:
             raise
-        task.uncancel()  # the cancellation was ours; what the client sees is that it left
         raise ClientDisconnected("the client disconnected; the response was cancelled") from None
     finally:
         timer.cancel()

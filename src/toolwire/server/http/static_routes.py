@@ -16,6 +16,7 @@ before.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
@@ -50,8 +51,8 @@ class StaticRoutes:
         }
         earlier: list[Any] = []
         for route in router.routes:
-            if type(route) is Route and not route.param_convertors and route.methods:
-                for method in route.methods:
+            if isinstance(route, Route) and _plain(route):
+                for method in route.methods or ():
                     key = (method, route.path)
                     if key not in self._routes and not any(
                         _takes(other, method, route.path) for other in earlier
@@ -113,6 +114,19 @@ class StaticRoutes:
         response = await handler(request, exc)
         exc.__traceback__ = None  # a reused exception would gather tracebacks
         return response
+
+
+def _plain(route: Any) -> bool:
+    """A route this table serves as Starlette would: a `Route` with a fixed path and methods,
+    its endpoint a coroutine function wrapped by nothing but `request_response` (a route's own
+    `middleware=` or body limit wraps `route.app`, which the table does not call)."""
+    return (
+        type(route) is Route
+        and not route.param_convertors
+        and bool(route.methods)
+        and getattr(route.app, "__qualname__", "") == "request_response.<locals>.app"
+        and inspect.iscoroutinefunction(route.endpoint)
+    )
 
 
 def _takes(route: Any, method: str, path: str) -> bool:

@@ -71,10 +71,14 @@ class EventStreamResponse(Response):
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
             await send({"type": "http.response.body", "body": b"", "more_body": False})
         except asyncio.CancelledError:
-            if not gone:
+            # ours (the client left: the response ends, not the server), unless another
+            # cancellation (a shutdown, an outer timeout) came too: that one goes on
+            if not gone or task.uncancel() > 0:
                 raise
-            task.uncancel()  # ours: the client left, which ends the response, not the server
         finally:
             timer.cancel()
             if watcher is not None and not watcher.done():
                 watcher.cancel()
+            close = getattr(self.body_iterator, "aclose", None)
+            if close is not None:  # its `finally` now, not when it is collected
+                await close()
