@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
 import orjson
@@ -26,51 +26,67 @@ class ClientDisconnected(ToolwireError):
 WATCH_AFTER = 0.25
 
 
+class DisconnectWatch:
+    """Cancels the request's task when its client leaves (`http.disconnect`), watching only
+    once the request has run `WATCH_AFTER` seconds: most requests end sooner, and a task made
+    and cancelled per request was ~2% of a proxied chat request. A client that leaves earlier
+    is noticed then (its disconnect waits to be received). Shared by `until_disconnected` and
+    `EventStreamResponse` (server/http/streaming.py); `stop` it when the request ends."""
+
+    __slots__ = ("_loop", "_receive", "_task", "_timer", "_watcher", "gone")
+
+    def __init__(self, receive: Callable[[], Awaitable[Any]]) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._task = task
+        self._receive = receive
+        self._loop = asyncio.get_running_loop()
+        self._watcher: asyncio.Task[None] | None = None
+        self._timer = self._loop.call_later(WATCH_AFTER, self._start)
+        self.gone = False
+
+    def _start(self) -> None:
+        self._watcher = self._loop.create_task(self._watch())
+
+    async def _watch(self) -> None:
+        try:
+            while (await self._receive())["type"] != "http.disconnect":
+                pass
+        except Exception:  # a receive that cannot tell: never cancel on a guess
+            return
+        self.gone = True
+        self._task.cancel()
+
+    def ours(self) -> bool:
+        """Called on a `CancelledError`: whether it was only the client leaving (then it is
+        taken back); False when another cancellation (a shutdown, an outer timeout) came too:
+        that one goes on."""
+        return self.gone and self._task.uncancel() == 0
+
+    def stop(self) -> None:
+        self._timer.cancel()
+        if self._watcher is not None and not self._watcher.done():
+            self._watcher.cancel()
+
+
 async def until_disconnected(request: Request, work: Coroutine[Any, Any, T]) -> T:
     """Await `work` (a non-streaming run) unless the client disconnects first: then the work
     is cancelled, as a streaming run is when its client leaves, so the driver records the
     run as cancelled and stops calling the upstream and tools. Call after the body is read:
     the next ASGI message can then only be `http.disconnect`.
 
-    The work runs in the request's own task; one watcher task waits for the disconnect and
-    cancels the request's task when it comes (it was one task for the work and one for the
-    watcher, both raced by `asyncio.wait`: ~5% of a proxied request in the profile). The
-    watcher starts only once the work has taken `WATCH_AFTER` seconds: most requests end
-    sooner, and a task made and cancelled per request was ~2% of a proxied chat request. A
-    client that leaves earlier is noticed then (its disconnect waits to be received)."""
-    task = asyncio.current_task()
-    assert task is not None
-    gone = False
-    watcher: asyncio.Task[None] | None = None
-
-    async def watch() -> None:
-        nonlocal gone
-        try:
-            while (await request.receive())["type"] != "http.disconnect":
-                pass
-        except Exception:  # a receive that cannot tell: never cancel on a guess
-            return
-        gone = True
-        task.cancel()
-
-    def start_watching() -> None:
-        nonlocal watcher
-        watcher = loop.create_task(watch())
-
-    loop = asyncio.get_running_loop()
-    timer = loop.call_later(WATCH_AFTER, start_watching)
+    The work runs in the request's own task, and one watcher (`DisconnectWatch`) cancels it
+    (it was one task for the work and one for the watcher, both raced by `asyncio.wait`: ~5%
+    of a proxied request in the profile)."""
+    watch = DisconnectWatch(request.receive)
     try:
         return await work
     except asyncio.CancelledError:
-        # ours (what the client sees is that it left), unless another cancellation (a
-        # shutdown, an outer timeout) came too: that one goes on
-        if not gone or task.uncancel() > 0:
+        if not watch.ours():
             raise
         raise ClientDisconnected("the client disconnected; the response was cancelled") from None
     finally:
-        timer.cancel()
-        if watcher is not None and not watcher.done():
-            watcher.cancel()
+        watch.stop()
 
 
 class ORJSONResponse(JSONResponse):

@@ -19,7 +19,7 @@ from collections.abc import AsyncIterable, Mapping
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from toolwire.server.http.helpers import WATCH_AFTER
+from toolwire.server.http.helpers import DisconnectWatch
 
 
 class EventStreamResponse(Response):
@@ -43,42 +43,17 @@ class EventStreamResponse(Response):
         self.init_headers(headers)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        gone = False
-
-        async def watch() -> None:
-            nonlocal gone
-            try:
-                while (await receive())["type"] != "http.disconnect":
-                    pass
-            except Exception:  # a receive that cannot tell: never cancel on a guess
-                return
-            gone = True
-            task.cancel()
-
-        watcher: asyncio.Task[None] | None = None
-
-        def start_watching() -> None:
-            nonlocal watcher
-            watcher = loop.create_task(watch())
-
-        loop = asyncio.get_running_loop()
-        timer = loop.call_later(WATCH_AFTER, start_watching)
+        watch = DisconnectWatch(receive)
         try:
             await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
             async for chunk in self.body_iterator:
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
             await send({"type": "http.response.body", "body": b"", "more_body": False})
         except asyncio.CancelledError:
-            # ours (the client left: the response ends, not the server), unless another
-            # cancellation (a shutdown, an outer timeout) came too: that one goes on
-            if not gone or task.uncancel() > 0:
+            if not watch.ours():  # the client left: the response ends, not the server
                 raise
         finally:
-            timer.cancel()
-            if watcher is not None and not watcher.done():
-                watcher.cancel()
+            watch.stop()
             close = getattr(self.body_iterator, "aclose", None)
             if close is not None:  # its `finally` now, not when it is collected
                 await close()
