@@ -23,10 +23,12 @@ from toolwire.upstream.retry import RetryPolicy, parse_retry_after
 TOOLS = [ToolSpec("get_weather")]
 
 
-@pytest.fixture(autouse=True, params=["aiohttp", "pyreqwest"])
+@pytest.fixture(autouse=True, params=["plain", "aiohttp", "pyreqwest"])
 def upstream_client(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Every fault here on each real-socket client (`upstream/transport.py`): aiohttp, the
-    default, and pyreqwest, the opt-in Rust one (`TOOLWIRE_UPSTREAM_CLIENT=pyreqwest`)."""
+    """Every fault here on each real-socket client (`upstream/transport.py`): the plain-HTTP
+    one, the default for `http://` upstreams (`upstream/plain_http.py`), aiohttp (the default
+    for `https://`, and everywhere with `TOOLWIRE_UPSTREAM_CLIENT=aiohttp`) and pyreqwest, the
+    opt-in Rust one (`TOOLWIRE_UPSTREAM_CLIENT=pyreqwest`)."""
     monkeypatch.setenv("TOOLWIRE_UPSTREAM_CLIENT", request.param)
     return str(request.param)
 
@@ -279,12 +281,12 @@ async def test_an_upstream_restart_loses_no_event(stream: bool) -> None:
         await upstream.aclose()
 
 
-@pytest.mark.parametrize("client", ["aiohttp", "httpx", "pyreqwest"])
+@pytest.mark.parametrize("client", ["plain", "aiohttp", "httpx", "pyreqwest"])
 async def test_either_http_client_streams_and_answers(
     client: str, scripted: ScriptedUpstream, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """aiohttp by default; TOOLWIRE_UPSTREAM_CLIENT=httpx is the fallback, =pyreqwest the
-    opt-in Rust client (docs/server.md)."""
+    """The plain-HTTP client by default; TOOLWIRE_UPSTREAM_CLIENT=aiohttp the general one,
+    =httpx the fallback, =pyreqwest the opt-in Rust client (docs/server.md)."""
     monkeypatch.setenv("TOOLWIRE_UPSTREAM_CLIENT", client)
     scripted.add(Reply(text="streamed"), Reply(text="whole"))
     upstream = ChatCompletionsUpstream(scripted.base_url)
@@ -294,6 +296,7 @@ async def test_either_http_client_streams_and_answers(
         assert (
             type(upstream._sender).__name__
             == {
+                "plain": "PlainHttpSender",
                 "aiohttp": "AiohttpSender",
                 "httpx": "HttpxSender",
                 "pyreqwest": "PyreqwestSender",

@@ -1,7 +1,9 @@
-"""How the chat-completions adapter sends its HTTP requests: aiohttp over real sockets, httpx
-through an injected transport (tests: `ScriptedUpstream.in_process()`, `httpx.MockTransport`).
+"""How the chat-completions adapter sends its HTTP requests: toolwire's plain-HTTP client for
+`http://` upstreams (`upstream/plain_http.py`), aiohttp for `https://` ones (and for every one
+with `TOOLWIRE_UPSTREAM_CLIENT=aiohttp`), httpx through an injected transport (tests:
+`ScriptedUpstream.in_process()`, `httpx.MockTransport`).
 
-Why aiohttp by default: on the hot path the upstream client is most of what a gateway adds.
+Why aiohttp over httpx: on the hot path the upstream client is most of what a gateway adds.
 aiohttp parses HTTP in C and keeps one pool without per-request bookkeeping over every pooled
 connection; httpx (httpcore + h11 + anyio) costs about twice the CPU per request and ~5 µs per
 streamed chunk more (benchmarks/RESULTS.md, the floors). httpx stays for injected transports,
@@ -391,9 +393,20 @@ def sender(
             read_timeout=read_timeout,
             max_connections=max_connections,
         )
-    return AiohttpSender(
+    aiohttp_sender = AiohttpSender(
         headers,
         connect_timeout=connect_timeout,
         read_timeout=read_timeout,
         max_connections=max_connections,
+    )
+    if os.environ.get("TOOLWIRE_UPSTREAM_CLIENT") == "aiohttp":
+        return aiohttp_sender
+    from toolwire.upstream.plain_http import PlainHttpSender
+
+    return PlainHttpSender(
+        headers,
+        connect_timeout=connect_timeout,
+        read_timeout=read_timeout,
+        max_connections=max_connections,
+        fallback=aiohttp_sender,
     )

@@ -1,0 +1,518 @@
+"""The upstream client for plain-HTTP model servers (`http://`, how vLLM, SGLang, llama.cpp,
+Ollama and LMDeploy are served next to a gateway): HTTP/1.1 on the event loop's own transports,
+answers parsed by httptools (llhttp in C, the parser uvicorn serves toolwire's own requests
+with). `https://` upstreams go to aiohttp (`upstream/transport.py`), TLS and all.
+
+Why by hand: under callgrind, aiohttp's general-purpose client was ~460k instructions of a
+proxied chat request, as much as the whole uvicorn + aiohttp forward that is the benchmark's
+floor, and a third of toolwire's request (benchmarks/MISSED.md). What a gateway asks of its
+upstream client is one shape: send a body in hand on a pooled keep-alive connection, read the
+answer as it arrives. No cookies, redirects, proxies, auth flows or multipart, which is most of
+what a general client does per request. This module does that one shape and nothing else.
+
+What it keeps of aiohttp's behaviour (the adapter's retry and error rules rely on it, and
+`tests/integration/test_upstream_faults.py` runs every fault on each client):
+- faults as httpx's exception classes: a refused or failed connect `ConnectError`, no
+  connection in `connect_timeout` `ConnectTimeout`, no byte of the answer for `read_timeout`
+  while one is awaited `ReadTimeout`, a connection lost or an answer that is not HTTP
+  `ReadError`;
+- one pool of at most `max_connections` connections (a request past it waits for one, within
+  `connect_timeout`); a connection goes back to it only when its answer was read to its end and
+  the server keeps it alive; idle ones are closed after `KEEPALIVE` seconds;
+- back-pressure: the socket stops being read while `HIGH_WATER` bytes of the answer wait for
+  the reader, as aiohttp's stream reader does;
+- `content-encoding` gzip and deflate undone (toolwire asks for none: `accept-encoding:
+  identity`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import zlib
+from collections import deque
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+import httptools
+import httpx
+
+#: Idle pooled connections are closed after this long (aiohttp's `keepalive_timeout` here).
+KEEPALIVE = 60.0
+#: Answer bytes held for the reader before the socket stops being read.
+HIGH_WATER = 256 * 1024
+#: The most an answer's status line and headers may take (aiohttp's bound is 8 KiB a line):
+#: the parser holds a header until it ends, so a server that never ends one is cut off.
+MAX_HEAD_BYTES = 64 * 1024
+
+_Key = tuple[str, int]
+
+
+class PlainHttpSender:
+    """`send` for `http://` URLs on its own pool; any other URL through `fallback` (aiohttp),
+    made on first use."""
+
+    def __init__(
+        self,
+        headers: dict[str, str],
+        *,
+        connect_timeout: float,
+        read_timeout: float,
+        max_connections: int,
+        fallback: Any,
+    ) -> None:
+        self._headers = {name.lower(): value for name, value in headers.items()}
+        self._headers.setdefault("accept-encoding", "identity")
+        self.connect_timeout = connect_timeout
+        self.read_timeout = read_timeout
+        self._most = max_connections
+        self._fallback = fallback
+        self._heads: dict[tuple[str, str, tuple[tuple[str, str], ...]], tuple[_Key, bytes]] = {}
+        self._idle: list[_Connection] = []
+        self._busy: set[_Connection] = set()
+        self._opening = 0
+        self._waiters: deque[asyncio.Future[None]] = deque()
+        self._sweeper: asyncio.Task[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._closed = False
+
+    async def send(
+        self, method: str, url: str, body: bytes | None, headers: Mapping[str, str] | None
+    ) -> Any:
+        if not url.startswith("http://"):
+            return await self._fallback.send(method, url, body, headers)
+        key, head = self._head(method, url, headers)
+        if body is None:
+            message = head + b"\r\n" if method == "GET" else head + b"content-length: 0\r\n\r\n"
+        else:
+            message = b"%scontent-length: %d\r\n\r\n%s" % (head, len(body), body)
+        connection = await self._connection(key)
+        try:
+            return await connection.exchange(message)
+        except BaseException:
+            self.release(connection, False)
+            raise
+
+    async def aclose(self) -> None:
+        self._closed = True
+        for connection in [*self._idle, *self._busy]:
+            connection.close()
+        self._idle.clear()
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            self._sweeper = None
+        await self._fallback.aclose()
+
+    # -- the request's head -----------------------------------------------------------------
+
+    def _head(self, method: str, url: str, headers: Mapping[str, str] | None) -> tuple[_Key, bytes]:
+        """The request line and headers, without `content-length`: made once per method, URL
+        and header set (the adapter sends a few fixed sets; a trace context's varies, so the
+        table is cleared when it grows)."""
+        extra = tuple(headers.items()) if headers else ()
+        found = self._heads.get((method, url, extra))
+        if found is not None:
+            return found
+        parsed = httpx.URL(url)
+        host = parsed.host
+        if not host:
+            raise httpx.UnsupportedProtocol(f"no host in the upstream URL {url!r}")
+        port = parsed.port or 80
+        target = parsed.raw_path.decode("ascii")
+        merged = dict(self._headers)
+        merged.update((name.lower(), value) for name, value in extra)
+        named = f"[{host}]" if ":" in host else host  # an IPv6 address
+        merged["host"] = named if parsed.port is None else f"{named}:{port}"
+        merged.pop("content-length", None)
+        lines = [f"{method} {target} HTTP/1.1\r\n"]
+        for name, value in merged.items():
+            if any(c in name or c in value for c in "\r\n\0"):
+                raise ValueError(f"the upstream header {name!r} holds a line break")
+            lines.append(f"{name}: {value}\r\n")
+        found = ((host, port), "".join(lines).encode("latin-1"))
+        if len(self._heads) >= 64:
+            self._heads.clear()
+        self._heads[(method, url, extra)] = found
+        return found
+
+    # -- the pool ---------------------------------------------------------------------------
+
+    async def _connection(self, key: _Key) -> _Connection:
+        """A pooled connection to `key`, or a new one; past `max_connections`, the first to be
+        released, within `connect_timeout`."""
+        loop = asyncio.get_running_loop()
+        if self._loop is not loop:  # a pool is bound to its loop (tests run several)
+            self._idle.clear()
+            self._busy.clear()
+            self._waiters.clear()
+            self._opening = 0
+            self._sweeper = None
+            self._loop = loop
+        idle = self._idle
+        while idle:
+            connection = idle.pop()
+            if connection.key == key and connection.usable(loop.time()):
+                self._busy.add(connection)
+                return connection
+            connection.close()
+        if len(self._busy) + self._opening >= self._most:
+            waiter = loop.create_future()
+            self._waiters.append(waiter)
+            try:
+                async with asyncio.timeout(self.connect_timeout):
+                    await waiter
+            except BaseException as exc:
+                if waiter.done() and not waiter.cancelled():
+                    self._wake_one()  # the turn it was given goes to the next in line
+                waiter.cancel()
+                with contextlib.suppress(ValueError):
+                    self._waiters.remove(waiter)
+                if isinstance(exc, TimeoutError):
+                    raise httpx.ConnectTimeout(
+                        f"no upstream connection came free in {self.connect_timeout:g} s "
+                        f"({self._most} in use)"
+                    ) from None
+                raise
+            return await self._connection(key)
+        self._opening += 1
+        try:
+            connection = await self._open(loop, key)
+        finally:
+            self._opening -= 1
+        self._busy.add(connection)
+        if self._sweeper is None:
+            self._sweeper = loop.create_task(self._sweep())
+        return connection
+
+    async def _open(self, loop: asyncio.AbstractEventLoop, key: _Key) -> _Connection:
+        host, port = key
+        try:
+            async with asyncio.timeout(self.connect_timeout):
+                _, connection = await loop.create_connection(
+                    lambda: _Connection(self, key), host, port
+                )
+        except TimeoutError:
+            raise httpx.ConnectTimeout(
+                f"no connection to {host}:{port} in {self.connect_timeout:g} s"
+            ) from None
+        except OSError as exc:
+            raise httpx.ConnectError(f"cannot connect to {host}:{port}: {exc}") from exc
+        return connection
+
+    def release(self, connection: _Connection, reusable: bool) -> None:
+        """The answer is done with: the connection back to the pool (or to the first request
+        waiting for one), or closed."""
+        self._busy.discard(connection)
+        if reusable and not self._closed and self._loop is asyncio.get_running_loop():
+            connection.idle_since = connection.loop.time()
+            self._idle.append(connection)
+        else:
+            connection.close()
+        self._wake_one()
+
+    def _wake_one(self) -> None:
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                return
+
+    async def _sweep(self) -> None:
+        """While the pool holds connections: an awaited answer that sent nothing for
+        `read_timeout` fails with `ReadTimeout`, an idle connection past `KEEPALIVE` is closed.
+        One timer for the pool, not one per request."""
+        period = max(0.01, min(1.0, self.read_timeout / 8))
+        loop = asyncio.get_running_loop()
+        while self._busy or self._idle:
+            await asyncio.sleep(period)
+            now = loop.time()
+            for connection in list(self._busy):
+                connection.check_timeout(now, self.read_timeout)
+            if self._idle and now - self._idle[0].idle_since > KEEPALIVE:
+                keep = [c for c in self._idle if now - c.idle_since <= KEEPALIVE]
+                for connection in self._idle:
+                    if now - connection.idle_since > KEEPALIVE:
+                        connection.close()
+                self._idle[:] = keep
+        self._sweeper = None
+
+
+class _Connection(asyncio.Protocol):
+    """One keep-alive connection: one exchange at a time, its answer's bytes held for the
+    reader (`_PlainAnswer`)."""
+
+    def __init__(self, pool: PlainHttpSender, key: _Key) -> None:
+        self.pool = pool
+        self.key = key
+        self.loop = asyncio.get_running_loop()
+        self.transport: asyncio.Transport | None = None
+        self.parser: Any = httptools.HttpResponseParser(self)  # one per connection, reused
+        self.expecting = False  # a request is out and its answer not yet whole
+        self.closed = False
+        self.idle_since = 0.0
+        self._active = 0.0  # loop time of the last byte in, or of the wait's start
+        self._answer: asyncio.Future[_PlainAnswer] | None = None
+        self._reading: asyncio.Future[None] | None = None  # a reader waits for body bytes
+        self._names: list[bytes] = []
+        self._values: list[bytes] = []
+        self.body: list[bytes] = []
+        self.held = 0
+        self.paused = False
+        self.done = False
+        self.headers_done = False
+        self.keep_alive = False
+        self._head_bytes = 0
+        self.error: BaseException | None = None
+
+    # -- asyncio.Protocol -------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def data_received(self, data: bytes) -> None:
+        if not self.expecting:  # bytes with no request out: not a server to keep talking to
+            self.close()
+            return
+        self._active = self.loop.time()
+        if not self.headers_done:
+            self._head_bytes += len(data)
+            if self._head_bytes > MAX_HEAD_BYTES + 65536:  # the head, and a read past it
+                self._fail(
+                    httpx.ReadError(
+                        f"the upstream's answer head is larger than {MAX_HEAD_BYTES} bytes"
+                    )
+                )
+                self.close()
+                return
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserError as exc:
+            if isinstance(exc.__context__, _TooManyHeaders):
+                problem = "has more than 256 headers"
+            else:
+                problem = f"is not valid HTTP/1.1: {exc}"
+            self._fail(httpx.ReadError(f"the upstream's answer {problem}"))
+            self.close()
+
+    def eof_received(self) -> bool:
+        return False  # close our side too
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        if not self.expecting:
+            return
+        if self.headers_done and self._delimited_by_close():
+            self.on_message_complete()
+            return
+        cause = f": {exc}" if exc else ""
+        self._fail(httpx.ReadError(f"the upstream closed the connection mid-answer{cause}"))
+
+    # -- httptools callbacks ----------------------------------------------------------------
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._names.append(name)
+        self._values.append(value)
+        if len(self._names) > 256:
+            raise _TooManyHeaders  # the parser stops: `HttpParserCallbackError`
+
+    def on_headers_complete(self) -> None:
+        self.headers_done = True
+        self.keep_alive = bool(self.parser.should_keep_alive())  # reset once the answer ends
+        answer = _PlainAnswer(self, self.parser.get_status_code(), self._names, self._values)
+        if self._answer is not None and not self._answer.done():
+            self._answer.set_result(answer)
+
+    def on_body(self, body: bytes) -> None:
+        self.body.append(body)
+        self.held += len(body)
+        if self.held > HIGH_WATER and not self.paused and self.transport is not None:
+            self.paused = True
+            self.transport.pause_reading()
+        self._wake()
+
+    def on_message_complete(self) -> None:
+        self.done = True
+        self.expecting = False
+        self._wake()
+
+    # -- the exchange -----------------------------------------------------------------------
+
+    async def exchange(self, message: bytes) -> _PlainAnswer:
+        """Write the request; the answer once its head is in."""
+        self.expecting = True
+        self._head_bytes = 0
+        self._names, self._values, self.body = [], [], []
+        self.held, self.done, self.headers_done, self.error = 0, False, False, None
+        answer: asyncio.Future[_PlainAnswer] = self.loop.create_future()
+        self._answer = answer
+        self._active = self.loop.time()
+        assert self.transport is not None
+        self.transport.write(message)
+        try:
+            return await answer
+        finally:
+            self._answer = None
+
+    def usable(self, now: float) -> bool:
+        transport = self.transport
+        return (
+            not self.closed
+            and transport is not None
+            and not transport.is_closing()
+            and now - self.idle_since <= KEEPALIVE
+        )
+
+    def check_timeout(self, now: float, limit: float) -> None:
+        if (self._answer is not None or self._reading is not None) and now - self._active > limit:
+            self._fail(httpx.ReadTimeout(f"the upstream sent nothing for {limit:g} s"))
+            self.close()
+
+    async def wait_body(self) -> None:
+        """Until more of the body, its end or a fault."""
+        self._active = self.loop.time()
+        self._reading = waiter = self.loop.create_future()
+        try:
+            await waiter
+        finally:
+            self._reading = None
+
+    def taken(self) -> None:
+        """The reader took what was held: read the socket again if it had stopped."""
+        self.held = 0
+        if self.paused and self.transport is not None:
+            self.paused = False
+            self.transport.resume_reading()
+
+    def reusable(self) -> bool:
+        return self.done and self.error is None and not self.closed and self.keep_alive
+
+    def close(self) -> None:
+        self.closed = True
+        if self.transport is not None:
+            self.transport.close()
+
+    def _wake(self) -> None:
+        waiter = self._reading
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    def _fail(self, error: BaseException) -> None:
+        if self.done:  # the answer is whole: what follows it fails no reader
+            return
+        if self.error is None:
+            self.error = error
+        answer = self._answer
+        if answer is not None and not answer.done():
+            answer.set_exception(error)
+        waiter = self._reading
+        if waiter is not None and not waiter.done():
+            waiter.set_exception(error)
+
+    def _delimited_by_close(self) -> bool:
+        """An answer with neither a length nor chunks ends when the server closes."""
+        names = [name.lower() for name in self._names]
+        return b"content-length" not in names and b"transfer-encoding" not in names
+
+
+class _TooManyHeaders(Exception):
+    pass
+
+
+class _Headers(Mapping[str, str]):
+    """An answer's headers, case-insensitive (the adapter reads `headers.get(name)`)."""
+
+    __slots__ = ("_map",)
+
+    def __init__(self, names: list[bytes], values: list[bytes]) -> None:
+        found: dict[str, str] = {}
+        for name, value in zip(names, values, strict=True):
+            key = name.decode("latin-1").lower()
+            text = value.decode("latin-1")
+            found[key] = f"{found[key]}, {text}" if key in found else text
+        self._map = found
+
+    def __getitem__(self, name: str) -> str:
+        return self._map[name.lower()]
+
+    def get(self, name: str, default: Any = None) -> Any:
+        return self._map.get(name.lower(), default)
+
+    def __iter__(self) -> Any:
+        return iter(self._map)
+
+    def __len__(self) -> int:
+        return len(self._map)
+
+
+class _PlainAnswer:
+    """The `Answer` surface (`upstream/transport.py`) over one connection's answer."""
+
+    __slots__ = ("_connection", "_decoder", "_refused", "_released", "headers", "status_code")
+
+    def __init__(
+        self, connection: _Connection, status: int, names: list[bytes], values: list[bytes]
+    ) -> None:
+        self._connection = connection
+        self.status_code = status
+        self.headers = _Headers(names, values)
+        self._released = False
+        encoding = self.headers.get("content-encoding", "identity").strip().lower()
+        self._decoder: Any = None
+        self._refused: str | None = None
+        if encoding in ("gzip", "x-gzip", "deflate"):
+            self._decoder = zlib.decompressobj(zlib.MAX_WBITS | 32)  # gzip or zlib header
+        elif encoding not in ("identity", ""):
+            self._refused = (
+                f"the upstream's content-encoding {encoding!r} is not one toolwire reads "
+                "(gzip, deflate)"
+            )
+
+    @property
+    def charset_encoding(self) -> str | None:
+        _, _, charset = self.headers.get("content-type", "").partition("charset=")
+        return charset.split(";")[0].strip().strip('"') or None
+
+    async def aiter_raw(self) -> AsyncIterator[bytes]:
+        """The body as it arrives, all that is held in one piece each time."""
+        connection = self._connection
+        if self._refused is not None:
+            raise httpx.ReadError(self._refused)
+        while True:
+            if connection.error is not None:
+                raise connection.error
+            if connection.body:
+                pieces = connection.body
+                connection.body = []
+                connection.taken()
+                data = pieces[0] if len(pieces) == 1 else b"".join(pieces)
+                if self._decoder is not None:
+                    data = self._decode(data)
+                    if not data:
+                        continue
+                yield data
+            elif connection.done:
+                if self._decoder is not None:
+                    rest = self._decoder.flush()
+                    self._decoder = None
+                    if rest:
+                        yield rest
+                return
+            else:
+                await connection.wait_body()
+
+    aiter_bytes = aiter_raw
+
+    def _decode(self, data: bytes) -> bytes:
+        try:
+            return bytes(self._decoder.decompress(data))
+        except zlib.error as exc:
+            error = httpx.ReadError(f"the upstream's compressed answer is corrupt: {exc}")
+            self._connection._fail(error)
+            raise error from exc
+
+    async def aclose(self) -> None:
+        """Back to the pool when the answer was read to its end, else the connection closes."""
+        if not self._released:
+            self._released = True
+            connection = self._connection
+            connection.pool.release(connection, connection.reusable())

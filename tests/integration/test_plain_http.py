@@ -1,0 +1,304 @@
+"""The plain-HTTP upstream client (`upstream/plain_http.py`) against real servers on loopback:
+its pool, its bounds and its reading of answers a model server or a proxy in front of one may
+send. The faults the adapter turns into typed errors and retries run on every client in
+`test_upstream_faults.py`."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gzip
+import socket
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import httpx
+import pytest
+
+from toolwire.upstream.plain_http import HIGH_WATER, PlainHttpSender
+
+Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
+
+
+class Server:
+    """A loopback server answering each request with `answer(n)` (its bytes), counting its
+    connections."""
+
+    def __init__(self, answer: Callable[[int], bytes | None], *, close_after: bool = False):
+        self.answer = answer
+        self.close_after = close_after
+        self.connections = 0
+        self.requests: list[bytes] = []
+        self.closed_by_client = asyncio.Event()
+        self.server: asyncio.Server | None = None
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = 0
+                for line in head.split(b"\r\n"):
+                    if line.lower().startswith(b"content-length:"):
+                        length = int(line.split(b":")[1])
+                body = await reader.readexactly(length)
+                self.requests.append(head + body)
+                answer = self.answer(len(self.requests))
+                if answer is None:  # never answer
+                    await reader.read()
+                    self.closed_by_client.set()
+                    return
+                writer.write(answer)
+                await writer.drain()
+                if self.close_after:
+                    writer.close()
+                    return
+        except (asyncio.IncompleteReadError, ConnectionError):
+            self.closed_by_client.set()
+        finally:
+            writer.close()
+
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[str]:
+        self.server = await asyncio.start_server(self.handle, "127.0.0.1", 0)
+        port = self.server.sockets[0].getsockname()[1]
+        try:
+            yield f"http://127.0.0.1:{port}/v1/chat/completions"
+        finally:
+            self.server.close()
+
+
+def ok(body: bytes = b'{"ok":true}', *extra: bytes) -> bytes:
+    head = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
+    return head + b"".join(extra) + b"content-length: %d\r\n\r\n" % len(body) + body
+
+
+class NoFallback:
+    async def send(self, *args: Any) -> Any:
+        raise AssertionError("an http:// URL went to the general client")
+
+    async def aclose(self) -> None:
+        pass
+
+
+def sender(**options: Any) -> PlainHttpSender:
+    settings = {"connect_timeout": 2.0, "read_timeout": 5.0, "max_connections": 8}
+    settings.update(options)
+    return PlainHttpSender({"authorization": "Bearer k"}, fallback=NoFallback(), **settings)
+
+
+async def fetch(client: PlainHttpSender, url: str, body: bytes = b"{}") -> tuple[int, bytes]:
+    answer = await client.send("POST", url, body, {"content-type": "application/json"})
+    try:
+        return answer.status_code, b"".join([piece async for piece in answer.aiter_raw()])
+    finally:
+        await answer.aclose()
+
+
+async def test_sequential_requests_share_one_connection_and_send_what_was_asked() -> None:
+    server = Server(lambda n: ok(b'{"n":%d}' % n))
+    client = sender()
+    async with server.running() as url:
+        answers = [await fetch(client, url, b'{"q":%d}' % i) for i in range(5)]
+    await client.aclose()
+    assert answers == [(200, b'{"n":%d}' % (i + 1)) for i in range(5)]
+    assert server.connections == 1
+    first = server.requests[0]
+    assert first.startswith(b"POST /v1/chat/completions HTTP/1.1\r\n")
+    assert b"\r\nauthorization: Bearer k\r\n" in first
+    assert b"\r\ncontent-type: application/json\r\n" in first
+    assert b"\r\ncontent-length: 7\r\n" in first and first.endswith(b'{"q":0}')
+    assert b"\r\nhost: 127.0.0.1:" in first
+
+
+async def test_an_answer_that_closes_the_connection_is_not_reused() -> None:
+    server = Server(lambda n: ok(b"{}", b"connection: close\r\n"), close_after=True)
+    client = sender()
+    async with server.running() as url:
+        assert [await fetch(client, url) for _ in range(3)] == [(200, b"{}")] * 3
+    await client.aclose()
+    assert server.connections == 3
+
+
+async def test_a_connection_the_server_dropped_while_idle_is_not_used_again() -> None:
+    server = Server(lambda n: ok(), close_after=True)  # says keep-alive, closes anyway
+    client = sender()
+    async with server.running() as url:
+        for _ in range(2):
+            assert await fetch(client, url) == (200, b'{"ok":true}')
+            await asyncio.sleep(0.05)  # the close reaches the client
+    await client.aclose()
+    assert server.connections == 2
+
+
+async def test_a_gzip_answer_is_read_as_text_and_an_unknown_encoding_is_an_error() -> None:
+    packed = gzip.compress(b'{"text":"hello"}')
+    server = Server(
+        lambda n: (
+            ok(packed, b"content-encoding: gzip\r\n")
+            if n == 1
+            else ok(b"xx", b"content-encoding: zstd\r\n")
+        )
+    )
+    client = sender()
+    async with server.running() as url:
+        assert await fetch(client, url) == (200, b'{"text":"hello"}')
+        with pytest.raises(httpx.ReadError, match="content-encoding 'zstd'"):
+            await fetch(client, url)
+    await client.aclose()
+    assert b"\r\naccept-encoding: identity\r\n" in server.requests[0]
+
+
+async def test_an_answer_without_a_length_ends_when_the_server_closes() -> None:
+    server = Server(lambda n: b"HTTP/1.1 200 OK\r\n\r\nall of it", close_after=True)
+    client = sender()
+    async with server.running() as url:
+        assert await fetch(client, url) == (200, b"all of it")
+    await client.aclose()
+
+
+async def test_an_answer_cut_short_is_an_error() -> None:
+    server = Server(
+        lambda n: b"HTTP/1.1 200 OK\r\ncontent-length: 100\r\n\r\nhalf", close_after=True
+    )
+    client = sender()
+    async with server.running() as url:
+        with pytest.raises(httpx.ReadError, match="closed the connection mid-answer"):
+            await fetch(client, url)
+    await client.aclose()
+
+
+async def test_a_head_that_never_ends_is_cut_off() -> None:
+    endless = b"HTTP/1.1 200 OK\r\nx-long: " + b"a" * (400 * 1024)
+    server = Server(lambda n: endless)
+    client = sender()
+    async with server.running() as url:
+        with pytest.raises(httpx.ReadError, match="head is larger than"):
+            await fetch(client, url)
+    await client.aclose()
+
+
+async def test_too_many_headers_is_an_error() -> None:
+    server = Server(lambda n: ok(b"{}", *[b"x-h%d: v\r\n" % i for i in range(300)]))
+    client = sender()
+    async with server.running() as url:
+        with pytest.raises(httpx.ReadError, match="more than 256 headers"):
+            await fetch(client, url)
+    await client.aclose()
+
+
+async def test_no_answer_within_the_read_timeout_is_a_read_timeout() -> None:
+    server = Server(lambda n: None)
+    client = sender(read_timeout=0.3)
+    async with server.running() as url:
+        started = time.monotonic()
+        with pytest.raises(httpx.ReadTimeout):
+            await fetch(client, url)
+        assert time.monotonic() - started < 3
+        await asyncio.wait_for(server.closed_by_client.wait(), 2)
+    await client.aclose()
+
+
+async def test_past_max_connections_a_request_waits_for_a_free_one() -> None:
+    release = asyncio.Event()
+    server = Server(lambda n: ok(b'{"n":%d}' % n))
+    client = sender(max_connections=1, connect_timeout=0.3)
+    async with server.running() as url:
+        held = await client.send("POST", url, b"{}", None)  # its body not read: still busy
+        waiting = asyncio.ensure_future(fetch(client, url))
+        await asyncio.sleep(0.05)
+        assert not waiting.done()
+        with pytest.raises(httpx.ConnectTimeout, match="no upstream connection came free"):
+            await waiting
+        later = asyncio.ensure_future(fetch(client, url))
+        await asyncio.sleep(0.05)
+        assert [piece async for piece in held.aiter_raw()] == [b'{"n":1}']
+        await held.aclose()
+        release.set()
+        assert await later == (200, b'{"n":2}')
+    await client.aclose()
+    assert server.connections == 1
+
+
+async def test_a_request_cancelled_while_waiting_closes_its_connection() -> None:
+    server = Server(lambda n: None if n == 1 else ok())
+    client = sender()
+    async with server.running() as url:
+        task = asyncio.ensure_future(fetch(client, url))
+        await asyncio.sleep(0.1)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        await asyncio.wait_for(server.closed_by_client.wait(), 2)
+        assert await fetch(client, url) == (200, b'{"ok":true}')
+    await client.aclose()
+    assert server.connections == 2
+
+
+async def test_an_unread_answer_holds_a_bounded_amount() -> None:
+    big = b"x" * (8 * 1024 * 1024)
+    server = Server(lambda n: ok(big))
+    client = sender()
+    async with server.running() as url:
+        answer = await client.send("POST", url, b"{}", None)
+        await asyncio.sleep(0.3)  # the server writes as fast as it can; nobody reads
+        connection = answer._connection
+        assert connection.paused
+        assert connection.held <= HIGH_WATER + 1024 * 1024  # the mark, and reads in flight
+        size = sum([len(piece) async for piece in answer.aiter_raw()])
+        await answer.aclose()
+    await client.aclose()
+    assert size == len(big)
+
+
+async def test_a_header_with_a_line_break_is_refused() -> None:
+    client = sender()
+    with pytest.raises(ValueError, match="line break"):
+        await client.send("POST", "http://127.0.0.1:9/x", b"{}", {"x-bad": "a\r\nhost: evil"})
+
+
+@pytest.mark.skipif(not socket.has_ipv6, reason="no IPv6 here")
+async def test_an_ipv6_upstream_is_named_in_brackets() -> None:
+    seen: list[bytes] = []
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        seen.append(await reader.readuntil(b"\r\n\r\n"))
+        await reader.readexactly(2)
+        writer.write(ok())
+        await writer.drain()
+        writer.close()
+
+    try:
+        server = await asyncio.start_server(handle, "::1", 0)
+    except OSError:
+        pytest.skip("no IPv6 loopback here")
+    port = server.sockets[0].getsockname()[1]
+    client = sender()
+    try:
+        assert await fetch(client, f"http://[::1]:{port}/v1/x") == (200, b'{"ok":true}')
+    finally:
+        server.close()
+        await client.aclose()
+    assert b"\r\nhost: [::1]:%d\r\n" % port in seen[0]
+
+
+async def test_an_https_url_goes_to_the_general_client() -> None:
+    sent: list[str] = []
+
+    class Fallback:
+        async def send(self, method: str, url: str, body: Any, headers: Any) -> str:
+            sent.append(url)
+            return "answered by aiohttp"
+
+        async def aclose(self) -> None:
+            sent.append("closed")
+
+    client = PlainHttpSender(
+        {}, connect_timeout=1, read_timeout=1, max_connections=1, fallback=Fallback()
+    )
+    assert await client.send("POST", "https://api.example/v1/x", b"{}", None) == (
+        "answered by aiohttp"
+    )
+    await client.aclose()
+    assert sent == ["https://api.example/v1/x", "closed"]
