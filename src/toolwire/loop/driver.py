@@ -43,6 +43,7 @@ from toolwire.loop.compaction import (
     is_context_overflow,
 )
 from toolwire.loop.cooperative import Slice
+from toolwire.loop.deadline import Deadline
 from toolwire.loop.events import (
     ApprovalRequest,
     ApprovalRequested,
@@ -248,9 +249,9 @@ class _Run:
     async def drive(self) -> LoopState:
         deadline = self.settings.deadline
         try:
-            timer = asyncio.timeout(deadline)
+            timer = Deadline(deadline)
             try:
-                async with timer:
+                with timer:
                     action = await self.advance()
             except TimeoutError:
                 if not timer.expired():

@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 
 from toolwire.errors import StopReason
+from toolwire.loop.deadline import Deadline
 from toolwire.loop.driver import (
     CANCELLED,
     LoopDriver,
@@ -82,9 +83,9 @@ async def run_single_turn(driver: LoopDriver, request: LoopRequest, sink: Sink) 
     read = TurnRead()
     text, reasoning, calls, usage = read.text, read.reasoning, read.calls, read.usage
     deadline = request.settings.deadline
-    timer = asyncio.timeout(deadline)
+    timer = Deadline(deadline)
     try:
-        async with timer:
+        with timer:
             async for batch in turn_batches(driver.upstream, turn):
                 for event in batch:
                     if isinstance(event, UpstreamNote):

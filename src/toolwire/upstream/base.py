@@ -96,9 +96,10 @@ def turn_batches(upstream: Upstream, turn: TurnRequest) -> AsyncIterator[list[Mo
     batches = getattr(upstream, "stream_turn_batches", None)
     if batches is not None:
         return batches(turn)  # type: ignore[no-any-return]
-    return _one_by_one(upstream.stream_turn(turn))
+    return one_by_one(upstream.stream_turn(turn))
 
 
-async def _one_by_one(events: AsyncIterator[ModelEvent]) -> AsyncIterator[list[ModelEvent]]:
+async def one_by_one(events: AsyncIterator[ModelEvent]) -> AsyncIterator[list[ModelEvent]]:
+    """`events` as batches of one (an adapter without batches of its own)."""
     async for event in events:
         yield [event]

@@ -196,11 +196,13 @@ class ChatCompletionsUpstream:
         knows: `upstream/strict.py`); the loop then streams such calls live."""
         return self._strict.enforced
 
-    async def _learn_strict(self, request: TurnRequest) -> None:
-        """Ask the upstream its version once a request has a `strict` tool (not before: most
-        never do), and again after `fallback_seconds`."""
-        if not self._strict.needs_probe() or not any(t.strict for t in request.tools or ()):
-            return
+    def _strict_probe_due(self, request: TurnRequest) -> bool:
+        """Whether `_learn_strict` asks now: a request has a `strict` tool (not before: most
+        never do), first and again after `fallback_seconds`."""
+        return self._strict.needs_probe() and any(t.strict for t in request.tools or ())
+
+    async def _learn_strict(self) -> None:
+        """Ask the upstream its version (`_strict_probe_due` says when)."""
         try:
             status, content = await self._send("GET", self._version_url, None, most=64 * 1024)
         except UpstreamError:
@@ -277,10 +279,16 @@ class ChatCompletionsUpstream:
             for event in batch:
                 yield event
 
-    async def stream_turn_batches(self, request: TurnRequest) -> AsyncIterator[list[ModelEvent]]:
+    def stream_turn_batches(self, request: TurnRequest) -> AsyncIterator[list[ModelEvent]]:
         """`stream_turn`, in lists: the events of one network read together. The driver reads
         a turn this way when an adapter offers it (`upstream/base.py`): each event crossing
-        three async generators cost more than decoding it (~3 µs an argument delta)."""
+        three async generators cost more than decoding it (~3 µs an argument delta). A turn
+        asked without streaming is one generator deep (`_whole_turn`)."""
+        if request.stream or (request.tools and request.parallel_tool_calls is False):
+            return self._batches(request)
+        return self._whole_turn(request, _declared(request))
+
+    async def _batches(self, request: TurnRequest) -> AsyncIterator[list[ModelEvent]]:
         try:
             if request.tools and request.parallel_tool_calls is False:
                 # The server may ignore the flag (many do): one call per turn is kept, the
@@ -295,9 +303,9 @@ class ChatCompletionsUpstream:
             raise self._scrubber.error(exc) from exc.__cause__
 
     async def _turn(self, request: TurnRequest) -> AsyncIterator[list[ModelEvent]]:
-        declared = [tool.name for tool in request.tools] if request.tools else None
-        if self._strict.needs_probe() and any(t.strict for t in request.tools or ()):
-            await self._learn_strict(request)
+        declared = _declared(request)
+        if self._strict_probe_due(request):
+            await self._learn_strict()
         stream = request.stream and not (request.tools and self.refuses_streamed_tools)
         attempt = 0
         while stream:
@@ -338,13 +346,23 @@ class ChatCompletionsUpstream:
                     notes.append(Repair("streaming_refused"))
                 yield [*notes, UpstreamRetry("empty_stream", attempt + 1, 0.0)]
                 break
-        notes = []
+        async for batch in self._whole_turn(request, declared, probed=True):
+            yield batch
+
+    async def _whole_turn(
+        self, request: TurnRequest, declared: list[str] | None, *, probed: bool = False
+    ) -> AsyncIterator[list[ModelEvent]]:
+        """The turn asked without streaming: its events in one list, after the retries'
+        notes. Its errors are scrubbed here: it is `stream_turn_batches`' own generator."""
+        notes: list[ModelEvent] = []
         try:
+            if not probed and self._strict_probe_due(request):
+                await self._learn_strict()
             events = await self._whole(request, declared, notes)
-        except UpstreamError:
+        except UpstreamError as exc:
             if notes:  # the retries made before giving up are part of the story
                 yield notes
-            raise
+            raise self._scrubber.error(exc) from exc.__cause__
         yield events
 
     async def _whole(
@@ -668,7 +686,11 @@ def _refuses_streamed_tools(error: UpstreamError) -> bool:
 
 async def _read_bounded(response: Answer, most: int, *, truncate: bool = False) -> bytes | None:
     """The (decoded) body, or None once it passes `most` bytes; with `truncate`, its first
-    `most` bytes. Never holds more than `most` plus one network chunk."""
+    `most` bytes. Never holds more than `most` plus one network chunk. A body whose size the
+    headers state (`_stated_size`) is read in one call when it fits, and not at all when not."""
+    size = _stated_size(response.headers)
+    if size is not None and (size <= most or not truncate):
+        return await response.aread() if size <= most else None
     parts: list[bytes] = []
     size = 0
     async for part in response.aiter_bytes():
@@ -680,6 +702,15 @@ async def _read_bounded(response: Answer, most: int, *, truncate: bool = False) 
             break
         parts.append(part)
     return b"".join(parts)
+
+
+def _stated_size(headers: Mapping[str, str]) -> int | None:
+    """The body's exact size, where `content-length` gives it: an unencoded body (a decoded
+    one may be larger than what was sent). The HTTP parser never reads past it."""
+    length = headers.get("content-length")
+    if length is None or headers.get("content-encoding") or not length.isdigit():
+        return None
+    return int(length) if length.isascii() else None
 
 
 def _too_large_answer(most: int, *, whole: bool = False) -> UpstreamTooLargeError:
@@ -879,6 +910,11 @@ def strip_traceback(text: str) -> str:
     if match is None:
         return text
     return text[: match.start()].rstrip() or "the upstream failed (details withheld)"
+
+
+def _declared(request: TurnRequest) -> list[str] | None:
+    """The names of the tools a turn offers (what the assembler matches a call's name to)."""
+    return [tool.name for tool in request.tools] if request.tools else None
 
 
 def _first_call(event: ModelEvent, first: list[int]) -> bool:

@@ -47,6 +47,8 @@ class Answer(Protocol):
 
     def aiter_bytes(self) -> AsyncIterator[bytes]: ...
 
+    async def aread(self) -> bytes: ...
+
     async def aclose(self) -> None: ...
 
 
@@ -175,6 +177,14 @@ class _AiohttpAnswer:
             raise _as_httpx(exc) from exc
 
     aiter_bytes = aiter_raw
+
+    async def aread(self) -> bytes:
+        """The whole body (content-encoding undone), in one call: no generator, one buffer
+        drained once."""
+        try:
+            return await self._response.content.read()
+        except BaseException as exc:
+            raise _as_httpx(exc) from exc
 
     async def aclose(self) -> None:
         # `release` keeps the connection when the body was read to its end, else closes it.
@@ -318,6 +328,9 @@ class _PyreqwestAnswer:
             raise _reqwest_as_httpx(exc) from exc
 
     aiter_bytes = aiter_raw
+
+    async def aread(self) -> bytes:
+        return b"".join([data async for data in self.aiter_raw()])
 
     async def aclose(self) -> None:
         # a body not read to its end drops the connection instead of pooling it

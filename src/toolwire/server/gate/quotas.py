@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import orjson
@@ -31,7 +31,7 @@ from toolwire.store.database import Store
 from toolwire.store.owner import current_owner
 from toolwire.store.quota_terms import Reservation
 from toolwire.store.quotas import QuotaStore
-from toolwire.upstream.base import TurnRequest, Upstream
+from toolwire.upstream.base import TurnRequest, Upstream, one_by_one
 from toolwire.upstream.events import ModelEvent
 
 log = logging.getLogger("toolwire.server")
@@ -112,15 +112,23 @@ class QuotaUpstream:
         finally:
             self._settle(reservation, meter, request)
 
-    async def stream_turn_batches(self, request: TurnRequest) -> AsyncIterator[list[ModelEvent]]:
+    def stream_turn_batches(self, request: TurnRequest) -> AsyncIterator[list[ModelEvent]]:
         """`stream_turn` in the inner adapter's batches (`upstream/base.py`'s `turn_batches`),
         reserved and settled the same way: `__getattr__` must not hand the inner adapter's
-        batches out past the quota."""
+        batches out past the quota. A call without a key has nothing to count: the inner
+        adapter's own batches, no generator around them."""
         batches = getattr(self.inner, "stream_turn_batches", None)
         if batches is None:
-            async for event in self.stream_turn(request):
-                yield [event]
-            return
+            return one_by_one(self.stream_turn(request))
+        if current_owner.get() is None:
+            return batches(request)  # type: ignore[no-any-return]
+        return self._metered_batches(request, batches)
+
+    async def _metered_batches(
+        self,
+        request: TurnRequest,
+        batches: Callable[[TurnRequest], AsyncIterator[list[ModelEvent]]],
+    ) -> AsyncIterator[list[ModelEvent]]:
         reservation = await self._reserve(request)
         if reservation is None:
             async for batch in batches(request):
