@@ -474,6 +474,22 @@ class _PlainAnswer:
 
     async def aiter_raw(self) -> AsyncIterator[bytes]:
         """The body as it arrives, all that is held in one piece each time."""
+        while (data := await self._next()) is not None:
+            if data:
+                yield data
+
+    aiter_bytes = aiter_raw
+
+    async def aread(self) -> bytes:
+        """The whole body, in one call (no generator)."""
+        parts: list[bytes] = []
+        while (data := await self._next()) is not None:
+            parts.append(data)
+        return parts[0] if len(parts) == 1 else b"".join(parts)
+
+    async def _next(self) -> bytes | None:
+        """What the connection holds (decoded; possibly empty), once some is there; None at
+        the end of the body."""
         connection = self._connection
         if self._refused is not None:
             raise httpx.ReadError(self._refused)
@@ -485,22 +501,14 @@ class _PlainAnswer:
                 connection.body = []
                 connection.taken()
                 data = pieces[0] if len(pieces) == 1 else b"".join(pieces)
-                if self._decoder is not None:
-                    data = self._decode(data)
-                    if not data:
-                        continue
-                yield data
-            elif connection.done:
-                if self._decoder is not None:
-                    rest = self._decoder.flush()
-                    self._decoder = None
-                    if rest:
-                        yield rest
-                return
-            else:
-                await connection.wait_body()
-
-    aiter_bytes = aiter_raw
+                return data if self._decoder is None else self._decode(data)
+            if connection.done:
+                if self._decoder is None:
+                    return None
+                rest: bytes = self._decoder.flush()
+                self._decoder = None
+                return rest or None
+            await connection.wait_body()
 
     def _decode(self, data: bytes) -> bytes:
         try:
