@@ -237,7 +237,7 @@ class Preparer:
                 response_format=_response_format(request),
                 extra_body=request.sampling_extras() or None,
             ),
-            settings=replace(self.loop_settings, max_tool_calls=request.max_tool_calls),
+            settings=self._settings(request.max_tool_calls),
             routing=RoutingHints(served_by, session) if self.routes else NO_HINTS,
         )
         return Prepared(
@@ -304,6 +304,14 @@ class Preparer:
                 )
             )
         return toolsets
+
+    def _settings(self, max_tool_calls: int | None) -> LoopSettings:
+        """The server's loop settings with the request's `max_tool_calls`: the shared ones
+        when it changes nothing (nothing writes a run's settings; a copy per request cost
+        more than the rest of its loop request)."""
+        if max_tool_calls == self.loop_settings.max_tool_calls:
+            return self.loop_settings
+        return replace(self.loop_settings, max_tool_calls=max_tool_calls)
 
     def _request_tools(self, tools: list[dict[str, Any]]) -> RequestTools:
         taken = {tool.name for tool in self.server_tools}
