@@ -346,6 +346,16 @@ def _echo(request: CreateResponse, tools: list[dict[str, Any]]) -> dict[str, Any
             "stop",
             "logit_bias",
             "min_tokens",
+            # set below (dumping the request's tools only to replace them cost the most)
+            "tools",
+            "text",
+            "conversation",
+            "temperature",
+            "top_p",
+            "presence_penalty",
+            "frequency_penalty",
+            "top_logprobs",
+            "truncation",
         },
         by_alias=True,
     )
