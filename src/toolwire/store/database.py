@@ -229,7 +229,9 @@ class Store:
 
         def delete(connection: sa.Connection) -> bool:
             found = connection.execute(
-                sa.select(responses.c.id).where(_response(response_id, who))
+                sa.select(responses.c.body, responses.c.input_items, responses.c.owner).where(
+                    _response(response_id, who)
+                )
             ).first()
             if found is None:
                 return False
@@ -238,7 +240,9 @@ class Store:
                 .where(responses.c.previous_response_id == response_id)
                 .limit(1)
             ).first()
-            unindex_response(connection, response_id)
+            unindex_response(
+                connection, response_id, found.body, found.input_items or [], found.owner
+            )
             connection.execute(
                 sealed_tools.delete().where(sealed_tools.c.response_id == response_id)
             )

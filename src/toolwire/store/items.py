@@ -90,9 +90,26 @@ def index_items(
         _SQLITE_UPSERT.run_many(connection, rows)
 
 
-def unindex_response(connection: sa.Connection, response_id: str) -> None:
-    """A deleted response's items are no longer found."""
-    connection.execute(item_index.delete().where(item_index.c.response_id == response_id))
+def unindex_response(
+    connection: sa.Connection,
+    response_id: str,
+    body: ResponseObject,
+    input_items: list[Item],
+    owner: Owner,
+) -> None:
+    """A deleted response's items are no longer found: the entries of its items' ids that
+    still point at it (by the index's key; `response_id` itself is not indexed, which spares
+    every response's write an index page)."""
+    ids = _item_ids([*(body.get("output") or []), *(input_items or [])])
+    if not ids:
+        return
+    connection.execute(
+        item_index.delete().where(
+            item_index.c.owner == owner_key(owner),
+            item_index.c.item_id.in_(sorted(ids)),
+            item_index.c.response_id == response_id,
+        )
+    )
 
 
 def find_items_in(ids: set[str], owner: Owner, connection: sa.Connection) -> dict[str, Item]:

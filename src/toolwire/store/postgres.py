@@ -21,9 +21,16 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from toolwire.store.notify import Listener
+from toolwire.store.tables import CONTINUATIONS, responses
 
 log = logging.getLogger("toolwire.store")
 T = TypeVar("T")
+
+# Schema 8's partial index, as PostgreSQL spells it (`tables.py` names SQLite's only, so that
+# a SQLite server never imports this dialect): in the metadata a new database is made from.
+next(
+    index for index in responses.indexes if index.name == "ix_responses_previous_response_id"
+).dialect_options["postgresql"]["where"] = CONTINUATIONS
 
 
 class PostgresDatabase:

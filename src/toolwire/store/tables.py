@@ -11,6 +11,9 @@ ITEM_INDEX_ID_LENGTH = 200
 #: A model server's name as stored (longer ones are cut: they are only routing hints).
 UPSTREAM_NAME_LENGTH = 200
 
+#: The rows `ix_responses_previous_response_id` holds (schema 8).
+CONTINUATIONS = sa.text("previous_response_id IS NOT NULL")
+
 responses = sa.Table(
     "responses",
     metadata,
@@ -27,8 +30,10 @@ responses = sa.Table(
     # ending at a schema-1 row (whose copy is kept) or at the first `conversation_items`
     # items of its conversation.
     sa.Column("history", sa.JSON, nullable=True),
-    # the id of the API key that created it; null when the server ran without keys
-    sa.Column("owner", sa.String(40), nullable=True, index=True),
+    # the id of the API key that created it; null when the server ran without keys (found
+    # by `ix_responses_owner_stored_bytes`, whose first column it is: schema 8 dropped its
+    # own index)
+    sa.Column("owner", sa.String(40), nullable=True),
     # how many of its conversation's items came before it (responses in a conversation)
     sa.Column("conversation_items", sa.Integer, nullable=True),
     # schema 6: the bytes of its JSON (body, input items, history), for the owner's storage
@@ -37,7 +42,15 @@ responses = sa.Table(
     # schema 7: the model server that served it, when toolwire routes over several
     # (upstream/fleet/): a continuation goes back there
     sa.Column("upstream", sa.String(UPSTREAM_NAME_LENGTH), nullable=True),
-    sa.Index("ix_responses_previous_response_id", "previous_response_id"),
+    # schema 8: partial, only continuations are in it (a lookup by a response's id is an
+    # equality, which both databases read from a partial index; a first response costs no
+    # index write). PostgreSQL's spelling is added by `store/postgres.py`: naming it here
+    # would import that dialect into every SQLite server.
+    sa.Index(
+        "ix_responses_previous_response_id",
+        "previous_response_id",
+        sqlite_where=CONTINUATIONS,
+    ),
     sa.Index("ix_responses_owner_stored_bytes", "owner", "stored_bytes"),
 )
 
@@ -81,8 +94,9 @@ item_index = sa.Table(
     metadata,
     sa.Column("owner", sa.String(40), primary_key=True),  # owner_key: "" without keys
     sa.Column("item_id", sa.String(ITEM_INDEX_ID_LENGTH), primary_key=True),
-    # the newest of the owner's responses holding the item (in its input or output)
-    sa.Column("response_id", sa.String(80), nullable=False, index=True),
+    # the newest of the owner's responses holding the item (in its input or output); not
+    # indexed since schema 8: a deleted response's entries are found by its own items' ids
+    sa.Column("response_id", sa.String(80), nullable=False),
 )
 """Schema 5: where each of an owner's response items lives, so that `item_reference`
 resolution (`store/items.py`) is one indexed query instead of a search through the owner's

@@ -7,6 +7,7 @@ responses table and its writes stay as they are.
 
 from __future__ import annotations
 
+import orjson
 import sqlalchemy as sa
 
 from toolwire.store.prepared import Prepared
@@ -33,12 +34,13 @@ class TimelineStore:
         connection: sa.Connection,
         response_id: str,
         created_at: int,
-        entries: list[TimelineEntry],
+        entries: list[TimelineEntry] | orjson.Fragment,
         *,
         fresh: bool = False,
     ) -> None:
-        """In the caller's transaction (the response's final write): the run's timeline;
-        `fresh`: no timeline was stored for this response yet (one insert)."""
+        """In the caller's transaction (the response's final write): the run's timeline
+        (`entries`, or their JSON already serialized: written as it is); `fresh`: no timeline
+        was stored for this response yet (one insert)."""
         values = {"response_id": response_id, "created_at": created_at, "entries": entries}
         if fresh:
             _INSERT.run(connection, values)

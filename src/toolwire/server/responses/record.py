@@ -115,11 +115,10 @@ class ResponseRecorder:
         self, prepared: Prepared, timeline: Timeline, fresh: bool, connection: Connection
     ) -> None:
         """In the response's final transaction (one commit). A lost timeline must lose no
-        answer: the entries are checked to serialize first (the one way they could fail), and
-        one that does not is left out."""
-        entries = timeline.entries
+        answer: the entries are serialized first (the one way they could fail), and one that
+        does not serialize is left out; those bytes are what is written."""
         try:
-            orjson.dumps(entries)
+            entries = orjson.Fragment(orjson.dumps(timeline.entries))
         except TypeError:
             log.warning("the timeline of %s was not stored", prepared.response_id, exc_info=True)
             return

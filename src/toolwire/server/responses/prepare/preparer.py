@@ -237,7 +237,7 @@ class Preparer:
                 response_format=_response_format(request),
                 extra_body=request.sampling_extras() or None,
             ),
-            settings=replace(self.loop_settings, max_tool_calls=request.max_tool_calls),
+            settings=self._settings(request.max_tool_calls),
             routing=RoutingHints(served_by, session) if self.routes else NO_HINTS,
         )
         return Prepared(
@@ -305,6 +305,14 @@ class Preparer:
             )
         return toolsets
 
+    def _settings(self, max_tool_calls: int | None) -> LoopSettings:
+        """The server's loop settings with the request's `max_tool_calls`: the shared ones
+        when it changes nothing (nothing writes a run's settings; a copy per request cost
+        more than the rest of its loop request)."""
+        if max_tool_calls == self.loop_settings.max_tool_calls:
+            return self.loop_settings
+        return replace(self.loop_settings, max_tool_calls=max_tool_calls)
+
     def _request_tools(self, tools: list[dict[str, Any]]) -> RequestTools:
         taken = {tool.name for tool in self.server_tools}
         return request_tools(tools, self.mcp_configs, self.web_search, taken)
@@ -338,6 +346,16 @@ def _echo(request: CreateResponse, tools: list[dict[str, Any]]) -> dict[str, Any
             "stop",
             "logit_bias",
             "min_tokens",
+            # set below (dumping the request's tools only to replace them cost the most)
+            "tools",
+            "text",
+            "conversation",
+            "temperature",
+            "top_p",
+            "presence_penalty",
+            "frequency_penalty",
+            "top_logprobs",
+            "truncation",
         },
         by_alias=True,
     )
