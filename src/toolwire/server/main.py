@@ -17,6 +17,7 @@ from toolwire.loop.approvals import ApprovalSigner
 from toolwire.loop.compaction import CompactionCodec
 from toolwire.loop.driver import LoopDriver, Observe
 from toolwire.loop.state import LoopSettings
+from toolwire.observe import metrics
 from toolwire.observe.fleet import watch_fleet
 from toolwire.observe.setup import Observability
 from toolwire.runtime import Closer, Runtime
@@ -347,6 +348,8 @@ def settle_heap() -> None:
     gc.collect()
     gc.freeze()
     gc.set_threshold(YOUNG_COLLECTION_THRESHOLD, *gc.get_threshold()[1:])
+    # the event loop's thread is the only one that counts (observe/metrics.py)
+    metrics.update_in_place()
 
 
 async def serve(config: ServerConfig, *, reuse_port: bool = False) -> None:
