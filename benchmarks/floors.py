@@ -9,6 +9,9 @@ A bare app (no logic) on an HTTP server, in one of these client modes:
   bytes. The server plus the httpx client: no SSE decoding, no JSON parsing, no loop.
 - `aiohttp`: the same with a pooled `aiohttp.ClientSession` (C HTTP parser, no anyio layer): how
   toolwire's upstream client is built (`upstream/transport.py`).
+- `plain`: the same with toolwire's own client for `http://` upstreams
+  (`upstream/plain_http.py`, httptools on the loop's transports): the floor of a gateway built
+  as toolwire now is (the targets stay ratios to the `aiohttp` floor, as issue #38 defines them).
 - `httpx-aiohttp`: httpx's API over aiohttp (`httpx_aiohttp.AiohttpTransport`).
 - `pyreqwest`, `pyqwest`: Rust HTTP clients (reqwest + hyper on their own Tokio runtime threads,
   results handed to the event loop).
@@ -59,7 +62,7 @@ from mock_upstream import (  # noqa: E402
 
 STREAM_RE = re.compile(rb'"stream"\s*:\s*true')
 MODEL_RE = re.compile(rb'"model"\s*:\s*"([^"]*)"')
-MODES = ("bare", "httpx", "aiohttp", "httpx-aiohttp", "pyreqwest", "pyqwest")
+MODES = ("bare", "httpx", "aiohttp", "plain", "httpx-aiohttp", "pyreqwest", "pyqwest")
 SERVERS = ("uvicorn", "uvicorn-asyncio", "granian-asgi", "granian-rsgi")
 HEALTH = b'{"status":"ok"}'
 
@@ -133,6 +136,13 @@ class Forwarder:
             import aiohttp
 
             self.client = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=256))
+        elif mode == "plain":
+            sys.path.insert(0, str(HERE.parent / "src"))  # this checkout's toolwire
+            from toolwire.upstream.plain_http import PlainHttpSender
+
+            self.client = PlainHttpSender(
+                {}, connect_timeout=60, read_timeout=60, max_connections=256, fallback=None
+            )
         elif mode == "pyreqwest":
             from pyreqwest.client import ClientBuilder
 
@@ -170,6 +180,13 @@ class Forwarder:
             async with client.post(self.url, data=body, headers=headers) as response:
                 async for data in response.content.iter_any():
                     yield data
+        elif mode == "plain":
+            answer = await client.send("POST", self.url, body, headers)
+            try:
+                async for data in answer.aiter_raw():
+                    yield data
+            finally:
+                await answer.aclose()
         elif mode == "pyreqwest":
             request = client.post(self.url).headers(headers).body_bytes(body).build_streamed()
             async with request as response:
@@ -180,6 +197,11 @@ class Forwarder:
             async with client.stream("POST", self.url, headers, body) as response:
                 async for data in response.content:
                     yield bytes(data)
+
+
+class _NoFallback:
+    async def aclose(self) -> None:
+        pass
 
 
 def events(reads: AsyncIterator[bytes]) -> AsyncIterator[bytes]:

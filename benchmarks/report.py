@@ -38,6 +38,7 @@ NAMES = {
     "floor-bare": "floor: uvicorn (uvloop), no upstream",
     "floor-httpx": "floor: uvicorn (uvloop) + httpx forward",
     "floor-aiohttp": "floor: uvicorn (uvloop) + aiohttp forward",
+    "floor-plain": "floor: uvicorn (uvloop) + toolwire's plain-HTTP client forward",
     "floor-httpx-aiohttp": "floor: uvicorn (uvloop) + httpx API over aiohttp",
 }
 ORDER = list(NAMES)
@@ -57,6 +58,7 @@ COLORS = {
     "floor-bare": "#bcbd22",
     "floor-httpx": "#9467bd",
     "floor-aiohttp": "#17becf",
+    "floor-plain": "#8c564b",
     "floor-httpx-aiohttp": "#e377c2",
 }
 

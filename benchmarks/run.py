@@ -1121,7 +1121,7 @@ def main() -> None:
             + ["toolwire-key", "toolwire-limited"]
         )
         if not args.no_floors:
-            planned += ["floor-bare", "floor-httpx"] + (
+            planned += ["floor-bare", "floor-httpx", "floor-plain"] + (
                 [] if extra_why else ["floor-aiohttp", "floor-httpx-aiohttp"]
             )
         # one mock listener per path (and one to ask for /stats): the mock counts, per port, the
@@ -1369,7 +1369,7 @@ def main() -> None:
             )
 
         if not args.no_floors:
-            for mode in ("bare", "httpx", "aiohttp", "httpx-aiohttp"):
+            for mode in ("bare", "httpx", "aiohttp", "plain", "httpx-aiohttp"):
                 if "aiohttp" in mode and extra_why:
                     continue
                 port = free_port()
