@@ -302,3 +302,14 @@ async def test_an_https_url_goes_to_the_general_client() -> None:
     )
     await client.aclose()
     assert sent == ["https://api.example/v1/x", "closed"]
+
+
+async def test_an_answer_dropped_unclosed_gives_its_connection_back() -> None:
+    """A caller that drops an answer without `aclose` must not hold a pool slot for good."""
+    server = Server(lambda n: ok(b'{"n":%d}' % n))
+    client = sender(max_connections=1, connect_timeout=0.5)
+    async with server.running() as url:
+        answer = await client.send("POST", url, b"{}", None)
+        del answer  # never read, never closed
+        assert await fetch(client, url) == (200, b'{"n":2}')
+    await client.aclose()

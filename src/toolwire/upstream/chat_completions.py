@@ -406,8 +406,10 @@ class ChatCompletionsUpstream:
             raise
         if "text/html" in response.headers.get("content-type", ""):
             # A proxy's or portal's page, not an event stream: an error, not a capability.
-            page = await _read_bounded(response, _ERROR_BODY_BYTES, truncate=True)
-            await response.aclose()
+            try:
+                page = await _read_bounded(response, _ERROR_BODY_BYTES, truncate=True)
+            finally:
+                await response.aclose()
             raise UpstreamStreamError(
                 f"the upstream answered HTTP {response.status_code} with an HTML page instead "
                 "of an event stream",

@@ -203,7 +203,7 @@ class PlainHttpSender:
         """The answer is done with: the connection back to the pool (or to the first request
         waiting for one), or closed."""
         self._busy.discard(connection)
-        if reusable and not self._closed and self._loop is asyncio.get_running_loop():
+        if reusable and not self._closed and self._loop is connection.loop:
             connection.idle_since = connection.loop.time()
             self._idle.append(connection)
         else:
@@ -524,3 +524,11 @@ class _PlainAnswer:
             self._released = True
             connection = self._connection
             connection.pool.release(connection, connection.reusable())
+
+    def __del__(self) -> None:
+        # dropped without `aclose` (a caller's bug): its connection must not hold a pool slot
+        # for good, as the pool would stall once `max_connections` were held so
+        if not self._released:
+            self._released = True
+            with contextlib.suppress(Exception):
+                self._connection.pool.release(self._connection, False)
