@@ -313,3 +313,123 @@ async def test_an_answer_dropped_unclosed_gives_its_connection_back() -> None:
         del answer  # never read, never closed
         assert await fetch(client, url) == (200, b'{"n":2}')
     await client.aclose()
+
+
+async def test_an_interim_answer_is_skipped_and_no_request_gets_another_ones_answer() -> None:
+    """A 100 Continue or 103 Early Hints before the answer (RFC 9110: a client must accept
+    them unasked) is not the answer: read as one, the real answer would reach the next
+    request on the pooled connection."""
+    server = Server(
+        lambda n: (
+            b"HTTP/1.1 103 Early Hints\r\nlink: </x>\r\n\r\n"
+            + ok(b"answer %d" % n, b"x-n: %d\r\n" % n)
+        )
+    )
+    client = sender()
+    async with server.running() as url:
+        assert [await fetch(client, url) for _ in range(3)] == [
+            (200, b"answer 1"),
+            (200, b"answer 2"),
+            (200, b"answer 3"),
+        ]
+    await client.aclose()
+
+
+async def test_bytes_after_the_answer_are_not_read_as_part_of_it_nor_reused() -> None:
+    server = Server(lambda n: ok(b"hello") + b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\nEVIL!")
+    client = sender()
+    async with server.running() as url:
+        assert await fetch(client, url) == (200, b"hello")
+        assert await fetch(client, url) == (200, b"hello")
+    await client.aclose()
+    assert server.connections == 2  # the first one was not trusted again
+
+
+async def test_a_compressed_answer_is_inflated_in_bounded_pieces() -> None:
+    """A few compressed bytes may stand for gigabytes: never held whole."""
+    big = b"a" * (32 * 1024 * 1024)
+    server = Server(lambda n: ok(gzip.compress(big), b"content-encoding: gzip\r\n"))
+    client = sender()
+    async with server.running() as url:
+        answer = await client.send("POST", url, b"{}", None)
+        sizes = [len(piece) async for piece in answer.aiter_raw()]
+        await answer.aclose()
+    await client.aclose()
+    assert sum(sizes) == len(big)
+    assert max(sizes) <= 64 * 1024
+
+
+async def test_gzip_members_and_raw_deflate_are_read_as_aiohttp_reads_them() -> None:
+    import zlib
+
+    members = gzip.compress(b"first|") + gzip.compress(b"second")
+    raw = zlib.compressobj(wbits=-zlib.MAX_WBITS)
+    deflated = raw.compress(b"raw deflate") + raw.flush()
+    server = Server(
+        lambda n: (
+            ok(members, b"content-encoding: gzip\r\n")
+            if n == 1
+            else ok(deflated, b"content-encoding: deflate\r\n")
+        )
+    )
+    client = sender()
+    async with server.running() as url:
+        assert await fetch(client, url) == (200, b"first|second")
+        assert await fetch(client, url) == (200, b"raw deflate")
+    await client.aclose()
+
+
+async def test_a_failed_connect_frees_its_place_for_the_next_request_at_once() -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]  # nothing listens here once closed
+    client = sender(max_connections=1, connect_timeout=3)
+    url = f"http://127.0.0.1:{port}/v1/x"
+    started = time.monotonic()
+    results = await asyncio.gather(fetch(client, url), fetch(client, url), return_exceptions=True)
+    await client.aclose()
+    assert all(isinstance(r, httpx.ConnectError) for r in results), results
+    assert time.monotonic() - started < 1  # the second did not wait out connect_timeout
+
+
+async def test_an_endless_trailer_is_cut_off() -> None:
+    endless = (
+        b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\nx-t: "
+        + b"a" * (400 * 1024)
+    )
+    server = Server(lambda n: endless)
+    client = sender()
+    async with server.running() as url:
+        with pytest.raises(httpx.ReadError, match="head is larger than"):
+            await fetch(client, url)
+    await client.aclose()
+
+
+async def test_an_answer_refused_unread_leaves_its_connection_readable() -> None:
+    """Past the high-water mark the socket stops being read; a connection pooled so would
+    never read its next answer."""
+    server = Server(lambda n: ok(b"x" * (HIGH_WATER + 44 * 1024)) if n == 1 else ok(b"small"))
+    client = sender(read_timeout=1)
+    async with server.running() as url:
+        answer = await client.send("POST", url, b"{}", None)
+        await asyncio.sleep(0.2)  # all of it arrives; nobody reads it
+        await answer.aclose()
+        assert await fetch(client, url) == (200, b"small")
+    await client.aclose()
+
+
+async def test_framing_headers_from_the_configuration_are_not_sent() -> None:
+    server = Server(lambda n: ok())
+    client = PlainHttpSender(
+        {"transfer-encoding": "chunked", "connection": "close", "x-team": "a"},
+        connect_timeout=1,
+        read_timeout=1,
+        max_connections=1,
+        fallback=NoFallback(),
+    )
+    async with server.running() as url:
+        assert await fetch(client, url, b"{}") == (200, b'{"ok":true}')
+    await client.aclose()
+    head = server.requests[0].lower()
+    assert b"transfer-encoding" not in head and b"connection:" not in head
+    assert b"x-team: a" in head and b"content-length: 2" in head

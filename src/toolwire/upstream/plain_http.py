@@ -21,8 +21,16 @@ What it keeps of aiohttp's behaviour (the adapter's retry and error rules rely o
   the server keeps it alive; idle ones are closed after `KEEPALIVE` seconds;
 - back-pressure: the socket stops being read while `HIGH_WATER` bytes of the answer wait for
   the reader, as aiohttp's stream reader does;
-- `content-encoding` gzip and deflate undone (toolwire asks for none: `accept-encoding:
+- `content-encoding` gzip (its members one after another) and deflate (zlib-wrapped or raw)
+  undone, `INFLATE_STEP` bytes at a time (toolwire asks for none: `accept-encoding:
   identity`).
+
+And what a server that is broken or hostile must not get from it (each tested in
+`tests/integration/test_plain_http.py`): an interim answer (100, 103) is skipped, never taken
+for the answer, so no request reads another's; bytes after an answer close the connection;
+an answer's head, chunk framing and trailers are bounded (`MAX_HEAD_BYTES`, 256 headers); a
+connection goes back to the pool only read to its end, with its request all sent and its
+socket reading; framing and connection headers (`_FRAMING`) are this client's to write.
 """
 
 from __future__ import annotations
@@ -46,6 +54,25 @@ HIGH_WATER = 256 * 1024
 MAX_HEAD_BYTES = 64 * 1024
 
 _Key = tuple[str, int]
+#: Headers about the connection and the body's framing: this client writes its own (`host`,
+#: `content-length`), and a configured one of these would make the server read the request
+#: otherwise than it is sent.
+_FRAMING = (
+    "content-length",
+    "transfer-encoding",
+    "connection",
+    "keep-alive",
+    "expect",
+    "upgrade",
+    "te",
+    "trailer",
+    "host",
+)
+#: The most gzip or deflate output produced in one step: a small compressed answer may stand
+#: for gigabytes, so it is inflated in pieces, each one read (and bounded) by the adapter.
+INFLATE_STEP = 64 * 1024
+#: gzip members read one after another in one answer, at most.
+MAX_GZIP_MEMBERS = 64
 
 
 class PlainHttpSender:
@@ -121,15 +148,20 @@ class PlainHttpSender:
         target = parsed.raw_path.decode("ascii")
         merged = dict(self._headers)
         merged.update((name.lower(), value) for name, value in extra)
+        for name in _FRAMING:  # this client frames the request itself: one body, one length
+            merged.pop(name, None)
         named = f"[{host}]" if ":" in host else host  # an IPv6 address
         merged["host"] = named if parsed.port is None else f"{named}:{port}"
-        merged.pop("content-length", None)
         lines = [f"{method} {target} HTTP/1.1\r\n"]
         for name, value in merged.items():
             if any(c in name or c in value for c in "\r\n\0"):
                 raise ValueError(f"the upstream header {name!r} holds a line break")
             lines.append(f"{name}: {value}\r\n")
-        found = ((host, port), "".join(lines).encode("latin-1"))
+        try:
+            head = "".join(lines).encode("latin-1")
+        except UnicodeEncodeError as exc:
+            raise ValueError(f"an upstream header is not Latin-1 text: {exc}") from None
+        found = ((host, port), head)
         if len(self._heads) >= 64:
             self._heads.clear()
         self._heads[(method, url, extra)] = found
@@ -177,6 +209,9 @@ class PlainHttpSender:
         self._opening += 1
         try:
             connection = await self._open(loop, key)
+        except BaseException:
+            self._wake_one()  # the place it held in the pool is free again
+            raise
         finally:
             self._opening -= 1
         self._busy.add(connection)
@@ -234,7 +269,8 @@ class PlainHttpSender:
                     if now - connection.idle_since > KEEPALIVE:
                         connection.close()
                 self._idle[:] = keep
-        self._sweeper = None
+        if self._sweeper is asyncio.current_task():
+            self._sweeper = None
 
 
 class _Connection(asyncio.Protocol):
@@ -261,7 +297,9 @@ class _Connection(asyncio.Protocol):
         self.done = False
         self.headers_done = False
         self.keep_alive = False
-        self._head_bytes = 0
+        self.interim = False  # a 1xx answer is being read: the real one follows it
+        self._framing = 0  # bytes of heads, chunk framing and trailers since the last body
+        self._body_seen = 0
         self.error: BaseException | None = None
 
     # -- asyncio.Protocol -------------------------------------------------------------------
@@ -274,24 +312,27 @@ class _Connection(asyncio.Protocol):
             self.close()
             return
         self._active = self.loop.time()
-        if not self.headers_done:
-            self._head_bytes += len(data)
-            if self._head_bytes > MAX_HEAD_BYTES + 65536:  # the head, and a read past it
-                self._fail(
-                    httpx.ReadError(
-                        f"the upstream's answer head is larger than {MAX_HEAD_BYTES} bytes"
-                    )
-                )
-                self.close()
-                return
+        seen = self._body_seen
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserError as exc:
-            if isinstance(exc.__context__, _TooManyHeaders):
+            cause = exc.__context__
+            if isinstance(cause, _TooManyHeaders):
                 problem = "has more than 256 headers"
+            elif isinstance(cause, _Unasked):
+                problem = "was followed by bytes nobody asked for"
             else:
                 problem = f"is not valid HTTP/1.1: {exc}"
             self._fail(httpx.ReadError(f"the upstream's answer {problem}"))
+            self.close()
+            return
+        # What is not body (a head, chunk framing, trailers) is held by the parser until its
+        # line ends: bounded, whether it comes before the body or after it (a trailer).
+        self._framing += len(data) - (self._body_seen - seen)
+        if self._framing > MAX_HEAD_BYTES + 65536 and self.expecting:
+            self._fail(
+                httpx.ReadError(f"the upstream's answer head is larger than {MAX_HEAD_BYTES} bytes")
+            )
             self.close()
 
     def eof_received(self) -> bool:
@@ -309,6 +350,11 @@ class _Connection(asyncio.Protocol):
 
     # -- httptools callbacks ----------------------------------------------------------------
 
+    def on_message_begin(self) -> None:
+        if not self.expecting:  # a message after the answer (pipelined by a broken server)
+            raise _Unasked  # the parser stops: the connection is closed, never reused
+        self._names, self._values = [], []
+
     def on_header(self, name: bytes, value: bytes) -> None:
         self._names.append(name)
         self._values.append(value)
@@ -316,21 +362,30 @@ class _Connection(asyncio.Protocol):
             raise _TooManyHeaders  # the parser stops: `HttpParserCallbackError`
 
     def on_headers_complete(self) -> None:
+        status = self.parser.get_status_code()
+        if 100 <= status < 200:  # interim (100 Continue, 103 Early Hints): the answer follows
+            self.interim = True
+            return
         self.headers_done = True
         self.keep_alive = bool(self.parser.should_keep_alive())  # reset once the answer ends
-        answer = _PlainAnswer(self, self.parser.get_status_code(), self._names, self._values)
+        answer = _PlainAnswer(self, status, self._names, self._values)
         if self._answer is not None and not self._answer.done():
             self._answer.set_result(answer)
 
     def on_body(self, body: bytes) -> None:
         self.body.append(body)
         self.held += len(body)
+        self._body_seen += len(body)
+        self._framing = 0
         if self.held > HIGH_WATER and not self.paused and self.transport is not None:
             self.paused = True
             self.transport.pause_reading()
         self._wake()
 
     def on_message_complete(self) -> None:
+        if self.interim:
+            self.interim = False
+            return
         self.done = True
         self.expecting = False
         self._wake()
@@ -340,9 +395,10 @@ class _Connection(asyncio.Protocol):
     async def exchange(self, message: bytes) -> _PlainAnswer:
         """Write the request; the answer once its head is in."""
         self.expecting = True
-        self._head_bytes = 0
+        self._framing = 0
         self._names, self._values, self.body = [], [], []
-        self.held, self.done, self.headers_done, self.error = 0, False, False, None
+        self.done, self.headers_done, self.error = False, False, None
+        self.taken()  # a previous answer refused unread may have paused the socket
         answer: asyncio.Future[_PlainAnswer] = self.loop.create_future()
         self._answer = answer
         self._active = self.loop.time()
@@ -384,7 +440,16 @@ class _Connection(asyncio.Protocol):
             self.transport.resume_reading()
 
     def reusable(self) -> bool:
-        return self.done and self.error is None and not self.closed and self.keep_alive
+        """Read to its end, kept alive, and the request all sent (an answer that came before
+        the request was written, a 413 say, leaves the rest of it on the wire)."""
+        return (
+            self.done
+            and self.error is None
+            and not self.closed
+            and self.keep_alive
+            and self.transport is not None
+            and self.transport.get_write_buffer_size() == 0
+        )
 
     def close(self) -> None:
         self.closed = True
@@ -418,6 +483,10 @@ class _TooManyHeaders(Exception):
     pass
 
 
+class _Unasked(Exception):
+    pass
+
+
 class _Headers(Mapping[str, str]):
     """An answer's headers, case-insensitive (the adapter reads `headers.get(name)`)."""
 
@@ -447,7 +516,7 @@ class _Headers(Mapping[str, str]):
 class _PlainAnswer:
     """The `Answer` surface (`upstream/transport.py`) over one connection's answer."""
 
-    __slots__ = ("_connection", "_decoder", "_refused", "_released", "headers", "status_code")
+    __slots__ = ("_connection", "_inflater", "_refused", "_released", "headers", "status_code")
 
     def __init__(
         self, connection: _Connection, status: int, names: list[bytes], values: list[bytes]
@@ -457,10 +526,10 @@ class _PlainAnswer:
         self.headers = _Headers(names, values)
         self._released = False
         encoding = self.headers.get("content-encoding", "identity").strip().lower()
-        self._decoder: Any = None
+        self._inflater: _Inflater | None = None
         self._refused: str | None = None
         if encoding in ("gzip", "x-gzip", "deflate"):
-            self._decoder = zlib.decompressobj(zlib.MAX_WBITS | 32)  # gzip or zlib header
+            self._inflater = _Inflater(gzip=encoding != "deflate")
         elif encoding not in ("identity", ""):
             self._refused = (
                 f"the upstream's content-encoding {encoding!r} is not one toolwire reads "
@@ -493,26 +562,30 @@ class _PlainAnswer:
         connection = self._connection
         if self._refused is not None:
             raise httpx.ReadError(self._refused)
+        inflater = self._inflater
         while True:
             if connection.error is not None:
                 raise connection.error
+            if inflater is not None and (out := self._inflated(inflater.step)):
+                return out
             if connection.body:
                 pieces = connection.body
                 connection.body = []
                 connection.taken()
                 data = pieces[0] if len(pieces) == 1 else b"".join(pieces)
-                return data if self._decoder is None else self._decode(data)
+                if inflater is None:
+                    return data
+                inflater.feed(data)
+                continue
             if connection.done:
-                if self._decoder is None:
-                    return None
-                rest: bytes = self._decoder.flush()
-                self._decoder = None
-                return rest or None
+                if inflater is not None:
+                    self._inflated(inflater.finish)
+                return None
             await connection.wait_body()
 
-    def _decode(self, data: bytes) -> bytes:
+    def _inflated(self, step: Any) -> bytes:
         try:
-            return bytes(self._decoder.decompress(data))
+            return bytes(step())
         except zlib.error as exc:
             error = httpx.ReadError(f"the upstream's compressed answer is corrupt: {exc}")
             self._connection._fail(error)
@@ -527,8 +600,77 @@ class _PlainAnswer:
 
     def __del__(self) -> None:
         # dropped without `aclose` (a caller's bug): its connection must not hold a pool slot
-        # for good, as the pool would stall once `max_connections` were held so
+        # for good, as the pool would stall once `max_connections` were held so; on the
+        # connection's loop (the collector may run this on any thread)
         if not self._released:
             self._released = True
+            connection = self._connection
             with contextlib.suppress(Exception):
-                self._connection.pool.release(self._connection, False)
+                if _running_loop() is connection.loop:
+                    connection.pool.release(connection, False)
+                elif not connection.loop.is_closed():
+                    connection.loop.call_soon_threadsafe(connection.pool.release, connection, False)
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
+class _Inflater:
+    """A gzip body (its members one after another) or a deflate one (zlib-wrapped or raw, as
+    servers send both), inflated at most `INFLATE_STEP` bytes at a time: what a few compressed
+    bytes stand for is never held at once, and the adapter's size bound reads it piece by
+    piece."""
+
+    __slots__ = ("_gzip", "_members", "_more", "_tail", "_z")
+
+    def __init__(self, *, gzip: bool) -> None:
+        self._gzip = gzip
+        self._z: Any = None
+        self._tail = b""  # compressed bytes not inflated yet
+        self._more = False  # the last step stopped at its bound
+        self._members = 0
+
+    def feed(self, data: bytes) -> None:
+        self._tail = self._tail + data if self._tail else data
+
+    def step(self) -> bytes:
+        """Up to `INFLATE_STEP` bytes inflated from what was fed; empty when it needs more."""
+        while self._tail or self._more:
+            if self._z is None:
+                if not self._tail:
+                    self._more = False
+                    return b""
+                self._z = zlib.decompressobj(self._wbits())
+            out: bytes = self._z.decompress(self._tail, INFLATE_STEP)
+            self._tail = self._z.unconsumed_tail
+            self._more = len(out) == INFLATE_STEP
+            if self._z.eof:
+                self._more = False  # an ended stream holds no more output
+                rest = self._z.unused_data
+                if self._gzip and rest:  # the next member
+                    self._tail = rest + self._tail
+                    self._z = None
+                else:
+                    self._tail = b""  # past a deflate stream's end: nothing of the answer
+            if out:
+                return out
+        return b""
+
+    def finish(self) -> bytes:
+        """At the body's end: nothing may be left (a stream cut short is an error)."""
+        if self._tail or self._more or (self._z is not None and not self._z.eof):
+            raise zlib.error("the compressed answer ended early")
+        return b""
+
+    def _wbits(self) -> int:
+        if self._gzip:
+            self._members += 1
+            if self._members > MAX_GZIP_MEMBERS:
+                raise zlib.error(f"more than {MAX_GZIP_MEMBERS} gzip members")
+            return zlib.MAX_WBITS | 16
+        # a zlib header's first byte says method 8 (deflate) in its low bits; else raw
+        return zlib.MAX_WBITS if self._tail[0] & 0x0F == 8 else -zlib.MAX_WBITS
