@@ -408,6 +408,8 @@ class ChatCompletionsUpstream:
             # A proxy's or portal's page, not an event stream: an error, not a capability.
             try:
                 page = await _read_bounded(response, _ERROR_BODY_BYTES, truncate=True)
+            except httpx.HTTPError:  # the page is only quoted: its error is the stream's
+                page = b""
             finally:
                 await response.aclose()
             raise UpstreamStreamError(
