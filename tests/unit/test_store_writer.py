@@ -211,6 +211,74 @@ async def test_a_write_alone_that_fails_leaves_nothing_and_the_next_one_lands(
         await store.close()
 
 
+_PREPARED_INSERT = prepared.Prepared(conversations.insert())
+
+
+def _insert_prepared(conversation_id: str) -> Any:
+    """A job of prepared statements only (on the driver, as a response's write is)."""
+
+    def job(connection: sa.Connection) -> str:
+        _PREPARED_INSERT.run(
+            connection,
+            {
+                "id": conversation_id,
+                "created_at": 1,
+                "metadata": {},
+                "owner": None,
+                "upstream": None,
+            },
+        )
+        return conversation_id
+
+    return job
+
+
+async def test_an_inline_write_on_the_driver_skips_sqlalchemys_transaction(
+    tmp_path: Path,
+) -> None:
+    """A job of prepared statements is begun and committed on the driver (SQLAlchemy's
+    transaction cost more than SQLite's BEGIN and COMMIT), and lands as any other."""
+    store = await _open(tmp_path)
+    try:
+        begun: list[int] = []
+        event.listen(_file(store).engine, "begin", lambda _connection: begun.append(1))
+        for n in range(3):
+            assert await store.transact(_insert_prepared(f"conv_{n}")) == f"conv_{n}"
+        assert begun == []
+        assert await _stored_ids(store) == {"conv_0", "conv_1", "conv_2"}
+        assert await store.transact(_insert("conv_sa")) == "conv_sa"  # SQLAlchemy joins it
+        assert await _stored_ids(store) == {"conv_0", "conv_1", "conv_2", "conv_sa"}
+    finally:
+        await store.close()
+
+
+@pytest.mark.parametrize("through_sqlalchemy", [False, True])
+async def test_an_inline_write_that_fails_on_the_driver_leaves_nothing(
+    tmp_path: Path, through_sqlalchemy: bool
+) -> None:
+    """A failing job is rolled back whether its statements went to the driver or (some of
+    them) through SQLAlchemy, and the connection is ready for the next write."""
+    store = await _open(tmp_path)
+    try:
+        await store.transact(_insert_prepared("conv_taken"))
+
+        def half_then_fail(connection: sa.Connection) -> None:
+            _insert_prepared("conv_half")(connection)
+            if through_sqlalchemy:
+                _insert("conv_sa")(connection)
+            _insert_prepared("conv_taken")(connection)
+
+        with pytest.raises(sqlite3.IntegrityError):
+            await store.transact(half_then_fail)
+        driver = _file(store).writer._inline.connection.driver_connection  # type: ignore[union-attr]
+        assert not driver.in_transaction
+        assert await store.transact(_insert_prepared("conv_next")) == "conv_next"
+        assert await store.transact(_insert("conv_last")) == "conv_last"
+        assert await _stored_ids(store) == {"conv_taken", "conv_next", "conv_last"}
+    finally:
+        await store.close()
+
+
 async def test_a_write_lands_when_its_caller_is_cancelled(tmp_path: Path) -> None:
     store = await _open(tmp_path)
     other = _OtherProcess(tmp_path / "toolwire.db")

@@ -3,7 +3,8 @@
 One synchronous `Engine` (the stdlib driver, pysqlite) per database. Its connections serve the
 writer's two (inline on the event loop, and the writer thread: `store/writer.py`) and the
 reader threads' (`store/readers.py`); what a connection may do is its role, an execution option
-set when it is opened, and the `begin` hook below sets it up before each transaction:
+set when it is opened, and the `begin` hook below sets it up before each transaction (the
+writer's inline transactions call `begin` itself, on the driver: `store/writer.py`):
 
 - `read` (the default, so a connection opened any other way reads only): `PRAGMA query_only`
   makes SQLite refuse any write ("attempt to write a readonly database"), and its transaction
@@ -89,18 +90,26 @@ def sqlite_engine(url: str, *, memory: bool, connections: int) -> sa.Engine:
 
     @event.listens_for(engine, "begin")
     def _begin(connection: sa.Connection) -> None:
-        # straight to the driver: SQLAlchemy's execution would cost more than the BEGIN
         role: Role = connection.get_execution_options().get(ROLE, "read")
         pooled = connection.connection
         driver = pooled.driver_connection
-        assert driver is not None
-        if pooled.info.get(ROLE) != role:
-            for pragma in _SETUP[role]:
-                driver.execute(pragma)
-            pooled.info[ROLE] = role
-        driver.execute(_BEGIN[role])
+        if role == "inline" and driver is not None and driver.in_transaction:
+            return  # the writer began it on the driver (`begin`): SQLAlchemy joins it
+        begin(pooled, role)
 
     return engine
+
+
+def begin(pooled: Any, role: Role) -> None:
+    """Start `role`'s transaction on a pooled connection's driver (straight to it: SQLAlchemy's
+    execution would cost more than the BEGIN), setting the role up if it is new there."""
+    driver = pooled.driver_connection
+    assert driver is not None
+    if pooled.info.get(ROLE) != role:
+        for pragma in _SETUP[role]:
+            driver.execute(pragma)
+        pooled.info[ROLE] = role
+    driver.execute(_BEGIN[role])
 
 
 def connect(engine: sa.Engine, role: Role) -> sa.Connection:

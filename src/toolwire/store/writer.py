@@ -36,7 +36,7 @@ from typing import Any, TypeVar
 
 import sqlalchemy as sa
 
-from toolwire.store.sqlite import connect
+from toolwire.store.sqlite import begin, connect
 
 log = logging.getLogger("toolwire.store")
 
@@ -139,9 +139,20 @@ class SqliteWriter:
         connection = self._inline
         if connection is None:  # not opened (or closed): the thread takes it
             return _Busy()
+        # Begun and committed on the driver: SQLAlchemy's transaction (its events, its
+        # bookkeeping) cost more than SQLite's BEGIN and COMMIT. A job's statement through
+        # SQLAlchemy joins this transaction (`store/sqlite.py`), which SQLAlchemy then ends.
+        pooled = connection.connection
+        driver = pooled.driver_connection
+        assert driver is not None
         try:
-            with connection.begin():
+            begin(pooled, "inline")
+            try:
                 result = job(connection)
+                _end(connection, driver, commit=True)
+            except BaseException:
+                _end(connection, driver, commit=False)
+                raise
         except (sa.exc.OperationalError, sqlite3.OperationalError) as exc:
             if not _locked(exc):
                 raise
@@ -215,6 +226,21 @@ class SqliteWriter:
         if self._connection is not None:
             self._connection.close()
             self._connection = None
+
+
+def _end(connection: sa.Connection, driver: sqlite3.Connection, *, commit: bool) -> None:
+    """End an inline transaction: through SQLAlchemy if a statement of the job went through it
+    (it then holds the transaction as its own), else on the driver. A rollback when nothing
+    is open does nothing (a failed BEGIN, a failed COMMIT that SQLite already undid)."""
+    if connection.in_transaction():
+        if commit:
+            connection.commit()
+        else:
+            connection.rollback()
+    elif commit:
+        driver.commit()
+    else:
+        driver.rollback()
 
 
 def _settle(outcome: _Outcome) -> None:

@@ -6,9 +6,11 @@ them. The server fills them; nothing here does I/O.
 
 from __future__ import annotations
 
+import os
 import random
 import secrets
 import time
+from collections import deque
 from collections.abc import Mapping
 
 from toolwire.wire.items import ContentPart, ErrorObject, Item, ResponseObject, UsageObject
@@ -16,8 +18,30 @@ from toolwire.wire.items import ContentPart, ErrorObject, Item, ResponseObject, 
 
 def new_id(prefix: str) -> str:
     """OpenAI-looking ids: `resp_…`, `msg_…`, `fc_…`, `call_…`, `rs_…`, `conv_…`.
-    Unguessable (`secrets`): a response or conversation id is what a client reads it by."""
-    return f"{prefix}_{secrets.token_hex(24)}"
+    Unguessable (the OS's CSPRNG, as `secrets` reads it): a response or conversation id is
+    what a client reads it by."""
+    while True:
+        try:
+            return f"{prefix}_{_tokens.popleft()}"
+        except IndexError:  # empty (or emptied by another thread meanwhile): read a block
+            _refill()
+
+
+#: 24 random bytes as hex per id, read from `os.urandom` a block at a time: one system call
+#: for 64 ids instead of one each (a response takes three or more). `popleft` is atomic, so
+#: threads never share a token; a forked child (`--workers`) drops its parent's.
+_TOKEN_BYTES = 24
+_TOKENS_PER_READ = 64
+_tokens: deque[str] = deque()
+
+
+def _refill() -> None:
+    block = os.urandom(_TOKEN_BYTES * _TOKENS_PER_READ).hex()
+    step = 2 * _TOKEN_BYTES
+    _tokens.extend(block[at : at + step] for at in range(0, len(block), step))
+
+
+os.register_at_fork(after_in_child=_tokens.clear)
 
 
 _plain = random.Random(secrets.randbits(128))
