@@ -20,7 +20,7 @@ from toolwire.loop.approvals import ApprovalDecisions, ApprovalSigner
 from toolwire.loop.compaction import CompactionCodec, ContextPolicy
 from toolwire.loop.items import items_to_transcript
 from toolwire.loop.state import LoopRequest, LoopSettings, RunServices
-from toolwire.pdf_readers import read_ahead
+from toolwire.pdf_readers import may_hold_pdf, read_ahead
 from toolwire.server.responses.prepare.approval_tools import restore as restore_tools
 from toolwire.server.responses.prepare.item_ids import check_storable, check_unique
 from toolwire.server.responses.prepare.item_references import (
@@ -208,9 +208,12 @@ class Preparer:
             include=frozenset(request.include or ()),
             reasoning_summary=bool((request.reasoning or {}).get("summary")),
         )
-        # their PDFs, read off the event loop: the stored ones, and the input's
-        await read_ahead(history, kept)
-        await read_ahead(input_items, raw=raw)
+        # their PDFs, read off the event loop: the stored ones, and the input's (a body
+        # without a PDF's opening costs no walk and no coroutine: `may_hold_pdf`)
+        if history or kept:
+            await read_ahead(history, kept)
+        if raw is None or may_hold_pdf(raw):
+            await read_ahead(input_items, raw=raw)
         transcript = items_to_transcript(
             expand_compactions(history, input_items + kept, self.compaction, owner),
             frozenset(approvals.decisions),
