@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
@@ -97,6 +97,8 @@ def model_accepts(body: dict[str, Any]) -> bool:
 
 @settings(max_examples=3000, deadline=None)
 @given(BODY)
+@example({"messages": [{"role": "user"}], "stream_options": {"include_usage": 1}})
+@example({"messages": [{"role": "user"}], "n": True, "max_tokens": 1.0})
 def test_the_quick_check_accepts_only_what_the_model_accepts(body: dict[str, Any]) -> None:
     if schemas._plainly_valid(body):
         assert model_accepts(body), body

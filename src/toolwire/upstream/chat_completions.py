@@ -650,20 +650,51 @@ class ChatCompletionsUpstream:
 async def _until(
     chunks: AsyncIterator[bytes], deadline: list[float], idle: float
 ) -> AsyncIterator[bytes]:
-    """The chunks, each awaited until `deadline[0]` (loop time, moved on by every event)."""
+    """The chunks, each awaited until `deadline[0]` (loop time, moved on by every event).
+
+    One loop timer for the whole stream, moved on only when it fires before the deadline (an
+    `asyncio.timeout_at` around each read was ~3% of a streamed turn): it cancels the task
+    only while a read is awaited, and that cancellation alone becomes the idle timeout
+    (`asyncio.timeout`'s rule: another cancellation that came too goes on)."""
     iterator = aiter(chunks)
-    while True:
-        try:
-            async with asyncio.timeout_at(deadline[0]):
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+    assert task is not None
+    cancelling = task.cancelling()
+    waiting = expired = False
+    handle: asyncio.TimerHandle | None = None
+
+    def check() -> None:
+        nonlocal handle, expired
+        now = loop.time()
+        if waiting and now >= deadline[0]:
+            handle = None
+            expired = True
+            task.cancel()
+        elif not task.done():  # not waiting: a read that starts late is checked soon after
+            handle = loop.call_at(max(deadline[0], now + min(idle, 0.05)), check)
+
+    handle = loop.call_at(deadline[0], check)
+    try:
+        while True:
+            waiting = True
+            try:
                 raw = await anext(iterator)
-        except StopAsyncIteration:
-            return
-        except TimeoutError:
-            raise UpstreamTimeoutError(
-                f"the upstream sent no stream event for {idle:g} s (idle_timeout)",
-                code="upstream_idle_timeout",
-            ) from None
-        yield raw
+            except StopAsyncIteration:
+                return
+            except asyncio.CancelledError:
+                if expired and task.uncancel() <= cancelling:
+                    raise UpstreamTimeoutError(
+                        f"the upstream sent no stream event for {idle:g} s (idle_timeout)",
+                        code="upstream_idle_timeout",
+                    ) from None
+                raise
+            finally:
+                waiting = False
+            yield raw
+    finally:
+        if handle is not None:
+            handle.cancel()
 
 
 async def _drain(chunks: AsyncIterator[bytes]) -> None:

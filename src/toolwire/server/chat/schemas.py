@@ -91,6 +91,9 @@ def _optional(kind: type) -> Callable[[Any], bool]:
     return lambda value: value is None or type(value) is kind
 
 
+_optional_bool = _optional(bool)
+
+
 def _optional_list_of_dicts(value: Any) -> bool:
     return value is None or (type(value) is list and all(type(entry) is dict for entry in value))
 
@@ -113,7 +116,7 @@ def _stream_options(value: Any) -> bool:
     return value is None or (
         type(value) is dict
         and value.keys() <= {"include_usage"}
-        and value.get("include_usage") in (None, True, False)
+        and _optional_bool(value.get("include_usage"))  # by type: 1 == True
     )
 
 
@@ -146,8 +149,8 @@ _PLAIN_CHECKS: dict[str, Callable[[Any], bool]] = {
     "functions": _optional_list_of_dicts,
     "tool_choice": _optional_str_or_dict,
     "function_call": _optional_str_or_dict,
-    "parallel_tool_calls": _optional(bool),
-    "stream": _optional(bool),
+    "parallel_tool_calls": _optional_bool,
+    "stream": _optional_bool,
     "stream_options": _stream_options,
     "temperature": _number_within(0, 2),
     "top_p": _number_within(0, 1),

@@ -1,0 +1,57 @@
+"""A stream's idle timeout (`upstream/chat_completions.py` `_until`): one timer for the stream,
+which ends a read awaited past the deadline and nothing else."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import pytest
+
+from toolwire.errors import UpstreamTimeoutError
+from toolwire.upstream.chat_completions import _until
+
+
+async def reads(*gaps: float) -> AsyncIterator[bytes]:
+    for index, gap in enumerate(gaps):
+        await asyncio.sleep(gap)
+        yield b"%d" % index
+
+
+async def collect(chunks: AsyncIterator[bytes], idle: float, slow: float = 0) -> list[bytes]:
+    clock = asyncio.get_running_loop().time
+    deadline = [clock() + idle]
+    seen = []
+    async for raw in _until(chunks, deadline, idle):
+        seen.append(raw)
+        deadline[0] = clock() + idle  # as the adapter moves it on each event
+        await asyncio.sleep(slow)  # the consumer's own work
+    return seen
+
+
+async def test_a_read_awaited_past_the_deadline_is_the_idle_timeout() -> None:
+    with pytest.raises(UpstreamTimeoutError) as caught:
+        await collect(reads(0, 0.01, 0.5), idle=0.1)
+    assert caught.value.code == "upstream_idle_timeout"
+
+
+async def test_reads_within_the_deadline_all_arrive() -> None:
+    assert await collect(reads(0.03, 0.03, 0.03, 0.03), idle=0.1) == [b"0", b"1", b"2", b"3"]
+
+
+async def test_a_slow_consumer_is_not_timed_out_while_it_works() -> None:
+    """Only an awaited read counts: the consumer's own time between reads is its own."""
+    assert await collect(reads(0, 0, 0), idle=0.05, slow=0.12) == [b"0", b"1", b"2"]
+
+
+async def test_another_cancellation_goes_on_as_a_cancellation() -> None:
+    task = asyncio.ensure_future(collect(reads(0, 5), idle=10))
+    await asyncio.sleep(0.05)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+
+
+async def test_the_timer_is_gone_once_the_stream_ends() -> None:
+    assert await collect(reads(0), idle=0.05) == [b"0"]
+    await asyncio.sleep(0.15)  # a timer left behind would cancel this task now
