@@ -328,15 +328,51 @@ def targets(
         )
     if top and "toolwire-workers" in c[top] and who == "toolwire":
         one, two = c[top]["toolwire"]["rps"], c[top]["toolwire-workers"]["rps"]
+        pinned = bool((results.get("settings", {}).get("pinning") or {}).get("workers"))
+        if pinned:
+            how = f"{two:.0f} vs {one:.0f} req/s; the 2 workers on 2 cores of their own"
+        else:
+            how = f"{two:.0f} vs {one:.0f} req/s; the 2 workers share the machine's cores with the load generator and the mock"
+            bound = shared_workers_bound(results, top)
+            if bound is not None:
+                ratio_max, load_us, worker_us, cores = bound
+                how += (
+                    f": the load took {load_us:.0f} µs of CPU a request beside one worker's {worker_us:.0f} (this run's (c)),"
+                    f" so {cores} shared cores serve at most {cores} / ({worker_us:.0f} + {load_us:.0f}) µs a second,"
+                    f" **{ratio_max:.2f}×** what one worker served, however well two workers scale"
+                )
         rows.append(
             (
                 f"--workers 2 ≥ {TARGET_WORKERS_X:g}× one worker at concurrency {top}",
                 f"{two / max(one, 1e-9):.2f}×",
-                f"{two:.0f} vs {one:.0f} req/s; the 2 workers share this 2-core machine with the load generator and the mock",
+                how,
                 two / max(one, 1e-9) >= TARGET_WORKERS_X,
             )
         )
     return rows
+
+
+def shared_workers_bound(
+    results: dict[str, Any], top: str
+) -> tuple[float, float, float, int] | None:
+    """The most `--workers 2` can serve, as a multiple of one worker, when its workers share
+    every core with the load generator and the mock: (bound, load µs, worker µs, cores).
+
+    From one worker's own run at the same concurrency: it took t µs of CPU a request, and the
+    load (wrk, the mock, the kernel's interrupts and softirqs for loopback) o µs a request
+    besides. With both on `cores` shared cores, no two workers, however well they scale,
+    serve more than cores / (t + o) a second (nor more than 2 / t): a floor measured in the
+    run, divided by what one worker served in it."""
+    run = results.get("c", {}).get(top, {}).get("toolwire", {})
+    load = run.get("load_cpu_seconds")
+    worker = run.get("cpu_seconds")
+    requests = run.get("requests")
+    cores = results.get("machine", {}).get("usable_cpus")
+    if not (load and worker and requests and cores and run.get("rps")):
+        return None
+    t = worker / requests
+    o = load / requests
+    return min(cores / (t + o), 2 / t) / run["rps"], o * 1e6, t * 1e6, cores
 
 
 def name_variants(results: dict[str, Any]) -> dict[str, list[str]]:
@@ -437,6 +473,11 @@ def render(results: dict[str, Any], plot_paths: list[Path]) -> str:
         w(
             f"- CPU pinning: every gateway (and floor) on CPU {pin['gateways']}, the load generator on {pin['client']}, the mock on {pin['mock']} "
             "(a gateway's figures are per core, and it never competes with the client; idle gateways sleep)"
+            + (
+                f"; `--workers 2` on CPUs {pin['workers']}"
+                if pin.get("workers")
+                else "; `--workers 2` unpinned, on every core"
+            )
         )
     else:
         w("- no CPU pinning")
@@ -478,9 +519,15 @@ def render(results: dict[str, Any], plot_paths: list[Path]) -> str:
     else:
         w(f"- Portkey: not measured — {results.get('portkey_note', '')}")
     if "toolwire-workers" in c.get(str(max(int(k) for k in c)) if c else "", {}):
+        pinned = (s.get("pinning") or {}).get("workers")
         w(
-            "- **toolwire --workers 2**: the same server as two processes on one port (throughput only); not pinned, so its "
-            "two workers share both cores with the load generator and the mock"
+            "- **toolwire --workers 2**: the same server as two processes on one port (throughput only); "
+            + (
+                f"pinned to CPUs {pinned}, apart from the load generator and the mock"
+                if pinned
+                else "on fewer than 4 cores it is not pinned: its two workers share every core with the load "
+                "generator and the mock, and the targets table gives the bound that puts on the ratio"
+            )
         )
     bench = v.get("bench_env", {})
     w(
