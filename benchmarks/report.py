@@ -327,29 +327,34 @@ def targets(
             )
         )
     if top and "toolwire-workers" in c[top] and who == "toolwire":
-        one, two = c[top]["toolwire"]["rps"], c[top]["toolwire-workers"]["rps"]
-        pinned = bool((results.get("settings", {}).get("pinning") or {}).get("workers"))
-        if pinned:
-            how = f"{two:.0f} vs {one:.0f} req/s; the 2 workers on 2 cores of their own"
-        else:
-            how = f"{two:.0f} vs {one:.0f} req/s; the 2 workers share the machine's cores with the load generator and the mock"
-            bound = shared_workers_bound(results, top)
-            if bound is not None:
-                ratio_max, load_us, worker_us, cores = bound
-                how += (
-                    f": the load took {load_us:.0f} µs of CPU a request beside one worker's {worker_us:.0f} (this run's (c)),"
-                    f" so {cores} shared cores serve at most {cores} / ({worker_us:.0f} + {load_us:.0f}) µs a second,"
-                    f" **{ratio_max:.2f}×** what one worker served, however well two workers scale"
-                )
-        rows.append(
-            (
-                f"--workers 2 ≥ {TARGET_WORKERS_X:g}× one worker at concurrency {top}",
-                f"{two / max(one, 1e-9):.2f}×",
-                how,
-                two / max(one, 1e-9) >= TARGET_WORKERS_X,
-            )
-        )
+        rows.append(workers_row(results, top))
     return rows
+
+
+def workers_row(results: dict[str, Any], top: str) -> tuple[str, str, str, bool | None]:
+    """The `--workers 2` target's row: its ratio to one worker, and where the two workers
+    share the cores with the load, the bound that sharing puts on it."""
+    c = results["c"]
+    one, two = c[top]["toolwire"]["rps"], c[top]["toolwire-workers"]["rps"]
+    pinned = bool((results.get("settings", {}).get("pinning") or {}).get("workers"))
+    if pinned:
+        how = f"{two:.0f} vs {one:.0f} req/s; the 2 workers on 2 cores of their own"
+    else:
+        how = f"{two:.0f} vs {one:.0f} req/s; the 2 workers share the machine's cores with the load generator and the mock"
+        bound = shared_workers_bound(results, top)
+        if bound is not None:
+            ratio_max, load_us, worker_us, cores = bound
+            how += (
+                f": the load took {load_us:.0f} µs of CPU a request beside one worker's {worker_us:.0f} (this run's (c)),"
+                f" so {cores} shared cores serve at most {cores} / ({worker_us:.0f} + {load_us:.0f}) µs a second,"
+                f" **{ratio_max:.2f}×** what one worker served, however well two workers scale"
+            )
+    return (
+        f"--workers 2 ≥ {TARGET_WORKERS_X:g}× one worker at concurrency {top}",
+        f"{two / max(one, 1e-9):.2f}×",
+        how,
+        two / max(one, 1e-9) >= TARGET_WORKERS_X,
+    )
 
 
 def shared_workers_bound(
