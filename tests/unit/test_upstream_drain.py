@@ -9,7 +9,7 @@ import asyncio
 import aiohttp
 import pytest
 
-from toolwire.upstream.transport import _CAN_DRAIN, drain_buffered
+from toolwire.upstream.aiohttp_sender import _CAN_DRAIN, drain_buffered
 
 pytestmark = pytest.mark.skipif(not _CAN_DRAIN, reason="aiohttp's layout is not the one known")
 

@@ -20,11 +20,10 @@ from __future__ import annotations
 import asyncio
 import os
 import ssl
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from datetime import timedelta
 from typing import Any, Protocol, cast
 
-import aiohttp
 import certifi
 import httpx
 
@@ -79,157 +78,24 @@ class HttpxSender:
         await self.client.aclose()
 
 
-class AiohttpSender:
-    """One pooled aiohttp session (created on first use, in the running loop: aiohttp binds a
-    session to its loop)."""
+class LazySender:
+    """A sender made on its first request: aiohttp (~9 MB of a server's RSS, 85 modules) is
+    loaded only by a server that sends to an `https://` upstream or asks for it by name."""
 
-    def __init__(
-        self,
-        headers: dict[str, str],
-        *,
-        connect_timeout: float,
-        read_timeout: float,
-        max_connections: int,
-    ) -> None:
-        self._headers = headers
-        self._timeout = aiohttp.ClientTimeout(
-            total=None, connect=connect_timeout, sock_read=read_timeout
-        )
-        self._max_connections = max_connections
-        self._session: aiohttp.ClientSession | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._tls: ssl.SSLContext | None = None
-
-    def _session_now(self) -> aiohttp.ClientSession:
-        loop = asyncio.get_running_loop()
-        if self._session is None or self._loop is not loop or self._session.closed:
-            if self._tls is None:
-                self._tls = ssl.create_default_context(cafile=certifi.where())
-            connector = aiohttp.TCPConnector(
-                limit=self._max_connections,
-                limit_per_host=0,
-                keepalive_timeout=60.0,
-                ssl=self._tls,
-                ttl_dns_cache=60,
-            )
-            self._session = aiohttp.ClientSession(
-                headers=self._headers,
-                timeout=self._timeout,
-                connector=connector,
-                auto_decompress=True,
-                raise_for_status=False,
-            )
-            self._loop = loop
-        return self._session
+    def __init__(self, make: Callable[[], Sender]) -> None:
+        self._make = make
+        self._sender: Sender | None = None
 
     async def send(
         self, method: str, url: str, body: bytes | None, headers: Mapping[str, str] | None
     ) -> Answer:
-        session = self._session_now()
-        try:
-            response = await session.request(method, url, data=body, headers=headers)
-        except BaseException as exc:
-            raise _as_httpx(exc) from exc
-        return _AiohttpAnswer(response)
+        if self._sender is None:
+            self._sender = self._make()
+        return await self._sender.send(method, url, body, headers)
 
     async def aclose(self) -> None:
-        if self._session is not None and not self._session.closed:
-            await self._session.close()
-        self._session = None
-
-
-class _AiohttpAnswer:
-    __slots__ = ("_response",)
-
-    def __init__(self, response: aiohttp.ClientResponse) -> None:
-        self._response = response
-
-    @property
-    def status_code(self) -> int:
-        return self._response.status
-
-    @property
-    def headers(self) -> Mapping[str, str]:
-        return self._response.headers
-
-    @property
-    def charset_encoding(self) -> str | None:
-        return self._response.charset
-
-    async def aiter_raw(self) -> AsyncIterator[bytes]:
-        """The body as it arrives (chunked framing removed, content-encoding undone): each
-        time, all that aiohttp holds, as `readany` returns it (`drain_buffered` says how)."""
-        content = self._response.content
-        fast = _CAN_DRAIN and type(content) is aiohttp.StreamReader
-        try:
-            while True:
-                if fast:
-                    # `read(1)` waits as `readany` does; the rest comes in one piece
-                    data = await content.read(1)
-                    if data and content._buffer:
-                        data = drain_buffered(content, data)
-                else:
-                    data = await content.readany()
-                if not data:
-                    return
-                yield data
-        except BaseException as exc:
-            raise _as_httpx(exc) from exc
-
-    aiter_bytes = aiter_raw
-
-    async def aread(self) -> bytes:
-        """The whole body (content-encoding undone), in one call: no generator, one buffer
-        drained once."""
-        try:
-            return await self._response.content.read()
-        except BaseException as exc:
-            raise _as_httpx(exc) from exc
-
-    async def aclose(self) -> None:
-        # `release` keeps the connection when the body was read to its end, else closes it.
-        self._response.release()
-
-
-#: aiohttp's StreamReader fields `drain_buffered` reads and writes: its private layout, as
-#: aiohttp 3.14 has it (constraints.txt); any other version reads with `readany`
-_DRAIN_FIELDS = {
-    *("_buffer", "_buffer_offset", "_size", "_cursor", "_http_chunk_splits"),
-    *("_low_water", "_low_water_chunks", "_protocol"),
-}
-_CAN_DRAIN = aiohttp.__version__.startswith("3.14.") and _DRAIN_FIELDS.issubset(
-    getattr(aiohttp.StreamReader, "__slots__", ())
-)
-
-
-def drain_buffered(content: aiohttp.StreamReader, head: bytes) -> bytes:
-    """`head` and then all the body `content` holds, in one piece, its buffer emptied: what
-    `readany` gives, without its cost per buffered piece. A chunked body is buffered as one
-    piece per HTTP chunk (a model server sends one per SSE event), and `readany` takes them one
-    by one, re-running the flow control for each (`resume_reading`, an empty parse): ~0.7 µs an
-    event, a fifth of a streamed chunk's whole cost. The flow control runs here once, at the
-    end, as after `readany`'s last piece: reading resumes if it had paused and the buffer is
-    now under its low-water mark. aiohttp's private fields (`_CAN_DRAIN`); a test compares
-    the two readers' results and states piece by piece (tests/unit/test_upstream_drain.py)."""
-    buffer = content._buffer
-    pieces = [head, *buffer]
-    buffer.clear()
-    offset = content._buffer_offset
-    if offset:
-        pieces[1] = pieces[1][offset:]
-        content._buffer_offset = 0
-    data = b"".join(pieces)
-    taken = len(data) - len(head)
-    content._size -= taken
-    content._cursor += taken
-    splits = content._http_chunk_splits
-    while splits and splits[0] < content._cursor:  # chunk ends now behind the reader
-        splits.popleft()
-    if content._size < content._low_water and (
-        splits is None or len(splits) < content._low_water_chunks
-    ):
-        content._protocol.resume_reading()
-    return data
+        if self._sender is not None:
+            await self._sender.aclose()
 
 
 class PyreqwestSender:
@@ -364,21 +230,6 @@ def _in_connect(exc: BaseException) -> bool:
     return any("(Connect)" in str(cause.get("message")) for cause in details.get("causes", []))
 
 
-def _as_httpx(exc: BaseException) -> BaseException:
-    """An aiohttp fault as httpx's exception for the same fault (see the module's docstring);
-    anything else (cancellation, our own errors) unchanged."""
-    if isinstance(exc, aiohttp.ConnectionTimeoutError):
-        return httpx.ConnectTimeout(str(exc) or "connect timeout")
-    if isinstance(exc, aiohttp.ServerTimeoutError):  # sock_read: no byte for read_timeout
-        return httpx.ReadTimeout(str(exc) or "read timeout")
-    if isinstance(exc, aiohttp.ClientConnectorError):
-        return httpx.ConnectError(str(exc))
-    if isinstance(exc, aiohttp.ClientError | ConnectionError):
-        name = type(exc).__name__
-        return httpx.ReadError(f"{name}: {exc}" if str(exc) else name)
-    return exc
-
-
 def sender(
     headers: dict[str, str],
     *,
@@ -406,14 +257,19 @@ def sender(
             read_timeout=read_timeout,
             max_connections=max_connections,
         )
-    aiohttp_sender = AiohttpSender(
-        headers,
-        connect_timeout=connect_timeout,
-        read_timeout=read_timeout,
-        max_connections=max_connections,
-    )
+
+    def aiohttp_sender() -> Sender:
+        from toolwire.upstream.aiohttp_sender import AiohttpSender
+
+        return AiohttpSender(
+            headers,
+            connect_timeout=connect_timeout,
+            read_timeout=read_timeout,
+            max_connections=max_connections,
+        )
+
     if os.environ.get("TOOLWIRE_UPSTREAM_CLIENT") == "aiohttp":
-        return aiohttp_sender
+        return aiohttp_sender()
     from toolwire.upstream.plain_http import PlainHttpSender
 
     return PlainHttpSender(
@@ -421,5 +277,5 @@ def sender(
         connect_timeout=connect_timeout,
         read_timeout=read_timeout,
         max_connections=max_connections,
-        fallback=aiohttp_sender,
+        fallback=LazySender(aiohttp_sender),
     )
