@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import contextlib
 import itertools
 import logging
-import queue
 import re
 import secrets
 import sys
 import threading
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any, Literal
 
@@ -67,7 +68,13 @@ class _LineWriter:
 
     def __init__(self, limit: int = 10_000) -> None:
         self._most = max(1, limit // 100)  # lines in one hand-over
-        self._lines: queue.Queue[str] = queue.Queue(max(1, limit // self._most))
+        self._room = max(1, limit // self._most)  # hand-overs waiting for the thread, at most
+        # The hand-overs wait in a deque; a lock held while there is nothing to write wakes the
+        # thread (`queue.Queue`'s conditions, in Python, were ~40% of a line's cost).
+        self._waiting: deque[str] = deque()
+        self._wake = threading.Lock()
+        self._wake.acquire()
+        self._woken = False  # the thread is woken (or writing): no need to release again
         self._thread: threading.Thread | None = None
         self._batch: list[str] = []
         self._loop: asyncio.AbstractEventLoop | None = None  # where the hand-over is due
@@ -96,11 +103,15 @@ class _LineWriter:
             self._put("".join(batch), len(batch))
 
     def _put(self, text: str, lines: int) -> None:
-        try:
-            self._lines.put_nowait(text)
-        except queue.Full:
+        if len(self._waiting) >= self._room:
             self.dropped += lines
             return
+        self._waiting.append(text)  # before `_woken` is read: the thread clears it, then pops
+        if not self._woken:
+            self._woken = True
+            # (two threads' lines may race to wake it: the second finds it awake)
+            with contextlib.suppress(RuntimeError):
+                self._wake.release()
         if self._thread is None:
             self._thread = threading.Thread(target=self._drain, name="toolwire-log", daemon=True)
             self._thread.start()
@@ -112,16 +123,19 @@ class _LineWriter:
         exit."""
         self._hand_over()
         deadline = time.monotonic() + 0.5
-        while not self._lines.empty() and time.monotonic() < deadline:
+        while self._waiting and time.monotonic() < deadline:
             time.sleep(0.01)
 
     def _drain(self) -> None:
+        waiting = self._waiting
         while True:
-            text = self._lines.get()
+            self._wake.acquire()
+            self._woken = False  # before popping: a line put from here on wakes it again
             try:
-                sys.stderr.write(text)
-                if self._lines.empty():
-                    sys.stderr.flush()
+                while waiting:
+                    sys.stderr.write(waiting[0])
+                    waiting.popleft()
+                sys.stderr.flush()
             except (OSError, ValueError):  # stderr closed: nothing left to log to
                 return
 
