@@ -179,7 +179,7 @@ class RequestObserver:
         if log_format != "off":
             quiet_uvicorn_websocket_lines()
         self.tracing = tracing
-        self._children: dict[tuple[str, str, int], tuple[Any, Any, Any]] = {}
+        self._kept: dict[tuple[str | None, str, int], tuple[str, Any, Any, Any]] = {}
 
     def request_id(self, scope: Scope) -> bytes:
         """A sane incoming `x-request-id`, or a new one; also `scope["state"]["request_id"]`."""
@@ -209,17 +209,23 @@ class RequestObserver:
 
             tracing.detach(token)
 
-    def _metrics(self, route: str, method: str, status: int) -> tuple[Any, Any, Any]:
-        key = (route, method, status)
-        found = self._children.get(key)
+    def _children(self, scope: Scope, status: int) -> tuple[str, Any, Any, Any]:
+        """The request's route label and its metric children (requests, duration, time to first
+        byte), remembered by what picks them: a route template, a method (one of the few the
+        HTTP parser accepts) and a status."""
+        key = (getattr(scope.get("route"), "path", None), scope["method"], status)
+        found = self._kept.get(key)
         if found is None:
+            route = _route(scope, status)
+            method = metrics.METHOD_LABEL(scope["method"])
             found = (
+                route,
                 metrics.HTTP_REQUESTS.labels(route, method, str(status)),
                 metrics.HTTP_DURATION.labels(route),
                 metrics.HTTP_TTFB.labels(route),
             )
-            if len(self._children) < 4096:
-                self._children[key] = found
+            if len(self._kept) < 4096:
+                self._kept[key] = found
         return found
 
     def record(
@@ -233,13 +239,14 @@ class RequestObserver:
     ) -> None:
         """The request's metrics and log line, once it is over."""
         end = time.perf_counter()
-        route = _route(scope, status)
-        method = metrics.METHOD_LABEL(scope["method"])
-        requests, duration, ttfb = self._metrics(route, method, status)
-        metrics.add(requests)
-        metrics.observe(duration, end - start)
-        if first_byte is not None:
-            metrics.observe(ttfb, first_byte - start)
+        route, requests, duration, ttfb = self._children(scope, status)
+        metrics.request_done(
+            requests,
+            duration,
+            ttfb,
+            end - start,
+            None if first_byte is None else first_byte - start,
+        )
         if not finished and (disconnected or first_byte is not None):
             disconnected = True
             metrics.STREAM_DISCONNECTS.labels(route).inc()
