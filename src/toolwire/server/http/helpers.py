@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
 from typing import Any, TypeVar
 
 import orjson
+from starlette.background import BackgroundTask
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse
 
@@ -90,8 +91,34 @@ async def until_disconnected(request: Request, work: Coroutine[Any, Any, T]) -> 
 
 
 class ORJSONResponse(JSONResponse):
+    def __init__(
+        self,
+        content: Any,
+        status_code: int = 200,
+        headers: Mapping[str, str] | None = None,
+        media_type: str | None = None,
+        background: BackgroundTask | None = None,
+    ) -> None:
+        if (
+            status_code != 200
+            or headers is not None
+            or media_type is not None
+            or background is not None
+        ):
+            super().__init__(content, status_code, headers, media_type, background)
+            return
+        # An answer with nothing but its body: the headers `init_headers` would give, in its
+        # order, without its checks (~1% of a proxied chat request).
+        self.status_code = 200
+        self.background = None
+        self.body = body = self.render(content)
+        self.raw_headers = [(b"content-length", b"%d" % len(body)), _JSON_TYPE]
+
     def render(self, content: Any) -> bytes:
         return orjson.dumps(content)
+
+
+_JSON_TYPE = (b"content-type", b"application/json")
 
 
 async def read_body(request: Request) -> bytes:

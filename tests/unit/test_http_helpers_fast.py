@@ -1,15 +1,17 @@
 """`read_body`: the request body read without Starlette's async generator, leaving the request
-as `Request.body()` would."""
+as `Request.body()` would; `ORJSONResponse`: a plain answer's headers made without Starlette's
+checks, the same."""
 
 from __future__ import annotations
 
 import asyncio
 from typing import Any
 
+import orjson
 import pytest
 from starlette.requests import ClientDisconnect, Request
 
-from toolwire.server.http.helpers import read_body
+from toolwire.server.http.helpers import ORJSONResponse, read_body
 
 
 def _request(*messages: dict[str, Any]) -> tuple[Request, list[dict[str, Any]]]:
@@ -60,3 +62,13 @@ def test_a_consumed_stream_is_refused_as_starlette_refuses_it() -> None:
 
     with pytest.raises(RuntimeError, match="Stream consumed"):
         asyncio.run(stream_then_read())
+
+
+def test_a_plain_json_answer_has_the_headers_starlette_would_give_it() -> None:
+    content = {"id": "chatcmpl-1", "choices": [{"message": {"content": "héllo"}}]}
+    fast = ORJSONResponse(content)
+    slow = ORJSONResponse(content, headers={})  # Starlette's own `init_headers`
+    assert fast.body == slow.body == orjson.dumps(content)
+    assert fast.raw_headers == slow.raw_headers
+    assert (fast.status_code, fast.background, fast.media_type) == (200, None, "application/json")
+    assert ORJSONResponse(content, status_code=201).status_code == 201
