@@ -150,9 +150,10 @@ class Gate:
                 disconnected = True
             return message
 
-        trace = observer.attach(scope)
+        trace = observer.attach(scope) if observer.tracing else None
         try:
             await self._http(scope, observed_receive, observed_send)
         finally:
-            observer.detach(trace)
+            if trace is not None:
+                observer.detach(trace)
             observer.record(scope, status, start, first_byte, finished, disconnected)

@@ -37,11 +37,11 @@ class DisconnectWatch:
     __slots__ = ("_loop", "_receive", "_task", "_timer", "_watcher", "gone")
 
     def __init__(self, receive: Callable[[], Awaitable[Any]]) -> None:
-        task = asyncio.current_task()
+        self._loop = loop = asyncio.get_running_loop()
+        task = asyncio.current_task(loop)
         assert task is not None
         self._task = task
         self._receive = receive
-        self._loop = asyncio.get_running_loop()
         self._watcher: asyncio.Task[None] | None = None
         self._timer = self._loop.call_later(WATCH_AFTER, self._start)
         self.gone = False
