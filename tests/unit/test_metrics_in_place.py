@@ -25,6 +25,13 @@ def counted(in_place: bool) -> bytes:
             metrics.add(counter.labels("a"), value)
             metrics.add(counter.labels("b"))
             metrics.observe(histogram.labels("a"), value)
+            # a request's three updates at once; one without a first byte
+            metrics.request_done(
+                counter.labels("r"), histogram.labels("r"), histogram.labels("t"), value, value
+            )
+            metrics.request_done(
+                counter.labels("r"), histogram.labels("r"), histogram.labels("t"), value, None
+            )
     finally:
         metrics.update_in_place(False)
     lines = generate_latest(registry).splitlines()
@@ -36,6 +43,8 @@ def test_in_place_updates_expose_what_prometheus_client_counts() -> None:
     assert exposed == counted(False)
     assert b'call_seconds_bucket{le="0.005",upstream="a"} 2.0' in exposed
     assert b'calls_total{upstream="b"} 12.0' in exposed
+    assert b'calls_total{upstream="r"} 24.0' in exposed
+    assert b'call_seconds_count{upstream="t"} 12.0' in exposed
 
 
 def test_not_in_place_with_shared_files(monkeypatch: pytest.MonkeyPatch) -> None:

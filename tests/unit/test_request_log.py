@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import os
+import random
 import sys
 import threading
 import time
 
 import pytest
 
-from toolwire.observe.requests import _LineWriter
+from toolwire.observe.requests import _LineWriter, _millis
 
 
 def test_a_full_stderr_pipe_drops_lines_instead_of_blocking(
@@ -30,8 +31,7 @@ def test_a_full_stderr_pipe_drops_lines_instead_of_blocking(
     threading.Thread(target=log_a_lot, daemon=True).start()
     assert finished.wait(30), "logging blocked on a full stderr"
     assert writer.dropped > 0
-    with writer._lines.mutex:  # nothing left for its thread to write once the pipe breaks
-        writer._lines.queue.clear()
+    writer._waiting.clear()  # nothing left for its thread to write once the pipe breaks
     os.close(read_end)
 
 
@@ -102,3 +102,12 @@ def test_a_line_held_by_a_loop_that_stopped_is_written_with_the_next_ones(
     while "".join(stderr.text) != wanted and time.monotonic() < deadline:
         time.sleep(0.01)
     assert "".join(stderr.text) == wanted
+
+
+def test_milliseconds_are_written_as_round_to_three_decimals_writes_them() -> None:
+    rng = random.Random(7)
+    values = [0.0, 0.0004, 0.0005, 0.0015, 1.5, 2.675, 10.0, 999.9995, 12345.6785, 1e9]
+    values += [rng.random() * 10 ** rng.randint(-4, 6) for _ in range(20_000)]
+    values += [n / 1000 for n in range(5_000)] + [n / 2000 for n in range(5_000)]
+    for value in values:
+        assert _millis(value) == str(round(value, 3)), value

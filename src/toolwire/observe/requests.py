@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import contextlib
 import itertools
 import logging
-import queue
 import re
 import secrets
 import sys
 import threading
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any, Literal
 
@@ -67,7 +68,13 @@ class _LineWriter:
 
     def __init__(self, limit: int = 10_000) -> None:
         self._most = max(1, limit // 100)  # lines in one hand-over
-        self._lines: queue.Queue[str] = queue.Queue(max(1, limit // self._most))
+        self._room = max(1, limit // self._most)  # hand-overs waiting for the thread, at most
+        # The hand-overs wait in a deque; a lock held while there is nothing to write wakes the
+        # thread (`queue.Queue`'s conditions, in Python, were ~40% of a line's cost).
+        self._waiting: deque[str] = deque()
+        self._wake = threading.Lock()
+        self._wake.acquire()
+        self._woken = False  # the thread is woken (or writing): no need to release again
         self._thread: threading.Thread | None = None
         self._batch: list[str] = []
         self._loop: asyncio.AbstractEventLoop | None = None  # where the hand-over is due
@@ -96,11 +103,15 @@ class _LineWriter:
             self._put("".join(batch), len(batch))
 
     def _put(self, text: str, lines: int) -> None:
-        try:
-            self._lines.put_nowait(text)
-        except queue.Full:
+        if len(self._waiting) >= self._room:
             self.dropped += lines
             return
+        self._waiting.append(text)  # before `_woken` is read: the thread clears it, then pops
+        if not self._woken:
+            self._woken = True
+            # (two threads' lines may race to wake it: the second finds it awake)
+            with contextlib.suppress(RuntimeError):
+                self._wake.release()
         if self._thread is None:
             self._thread = threading.Thread(target=self._drain, name="toolwire-log", daemon=True)
             self._thread.start()
@@ -112,16 +123,19 @@ class _LineWriter:
         exit."""
         self._hand_over()
         deadline = time.monotonic() + 0.5
-        while not self._lines.empty() and time.monotonic() < deadline:
+        while self._waiting and time.monotonic() < deadline:
             time.sleep(0.01)
 
     def _drain(self) -> None:
+        waiting = self._waiting
         while True:
-            text = self._lines.get()
+            self._wake.acquire()
+            self._woken = False  # before popping: a line put from here on wakes it again
             try:
-                sys.stderr.write(text)
-                if self._lines.empty():
-                    sys.stderr.flush()
+                while waiting:
+                    sys.stderr.write(waiting[0])
+                    waiting.popleft()
+                sys.stderr.flush()
             except (OSError, ValueError):  # stderr closed: nothing left to log to
                 return
 
@@ -165,7 +179,7 @@ class RequestObserver:
         if log_format != "off":
             quiet_uvicorn_websocket_lines()
         self.tracing = tracing
-        self._children: dict[tuple[str, str, int], tuple[Any, Any, Any]] = {}
+        self._kept: dict[tuple[str | None, str, int], tuple[str, Any, Any, Any]] = {}
 
     def request_id(self, scope: Scope) -> bytes:
         """A sane incoming `x-request-id`, or a new one; also `scope["state"]["request_id"]`."""
@@ -195,17 +209,23 @@ class RequestObserver:
 
             tracing.detach(token)
 
-    def _metrics(self, route: str, method: str, status: int) -> tuple[Any, Any, Any]:
-        key = (route, method, status)
-        found = self._children.get(key)
+    def _children(self, scope: Scope, status: int) -> tuple[str, Any, Any, Any]:
+        """The request's route label and its metric children (requests, duration, time to first
+        byte), remembered by what picks them: a route template, a method (one of the few the
+        HTTP parser accepts) and a status."""
+        key = (getattr(scope.get("route"), "path", None), scope["method"], status)
+        found = self._kept.get(key)
         if found is None:
+            route = _route(scope, status)
+            method = metrics.METHOD_LABEL(scope["method"])
             found = (
+                route,
                 metrics.HTTP_REQUESTS.labels(route, method, str(status)),
                 metrics.HTTP_DURATION.labels(route),
                 metrics.HTTP_TTFB.labels(route),
             )
-            if len(self._children) < 4096:
-                self._children[key] = found
+            if len(self._kept) < 4096:
+                self._kept[key] = found
         return found
 
     def record(
@@ -219,13 +239,14 @@ class RequestObserver:
     ) -> None:
         """The request's metrics and log line, once it is over."""
         end = time.perf_counter()
-        route = _route(scope, status)
-        method = metrics.METHOD_LABEL(scope["method"])
-        requests, duration, ttfb = self._metrics(route, method, status)
-        metrics.add(requests)
-        metrics.observe(duration, end - start)
-        if first_byte is not None:
-            metrics.observe(ttfb, first_byte - start)
+        route, requests, duration, ttfb = self._children(scope, status)
+        metrics.request_done(
+            requests,
+            duration,
+            ttfb,
+            end - start,
+            None if first_byte is None else first_byte - start,
+        )
         if not finished and (disconnected or first_byte is not None):
             disconnected = True
             metrics.STREAM_DISCONNECTS.labels(route).inc()
@@ -279,9 +300,9 @@ class RequestObserver:
     ) -> None:
         client = scope.get("client")
         owner = scope.get("state", {}).get("owner")
-        duration = round((end - start) * 1000, 3)
-        ttfb = None if first_byte is None else round((first_byte - start) * 1000, 3)
         if self.log_format == "json":
+            duration = round((end - start) * 1000, 3)
+            ttfb = None if first_byte is None else round((first_byte - start) * 1000, 3)
             fields: dict[str, Any] = {
                 "time": _timestamp(),
                 "request_id": rid,
@@ -303,13 +324,16 @@ class RequestObserver:
         # as `key=value` gives, ~3× cheaper: once per request): the request id, the status and
         # the durations are plain by construction; what a client chose is quoted when not.
         text = _text_value
+        key = (scope["method"], scope["path"], route)
+        head = _HEADS.get(key)
+        if head is None:
+            head = _head(key)
         line = (
-            f"time={_timestamp()} request_id={rid} method={text(scope['method'])} "
-            f"path={text(scope['path'])} route={_route_text(route)} status={status} "
-            f"duration_ms={duration}"
+            f"time={_timestamp()} request_id={rid} {head} status={status} "
+            f"duration_ms={_millis((end - start) * 1000)}"
         )
-        if ttfb is not None:
-            line += f" ttfb_ms={ttfb}"
+        if first_byte is not None:
+            line += f" ttfb_ms={_millis((first_byte - start) * 1000)}"
         if client:
             line += f" client={text(client[0])}"
         if owner is not None:
@@ -320,6 +344,27 @@ class RequestObserver:
 
 
 _PLAIN = re.compile(r"[\w./:@%+,\-\[\]()]*")
+
+
+def _millis(value: float) -> str:
+    """`str(round(value, 3))` for a non-negative `value` under 1e16, at half its cost: both
+    round the exact binary value to 3 decimals correctly, the zeros after the last digit
+    dropped (`1.5`, `0.0`)."""
+    text = f"{value:.3f}".rstrip("0")
+    return text + "0" if text[-1] == "." else text
+
+
+_HEADS: dict[tuple[str, str, str], str] = {}
+
+
+def _head(key: tuple[str, str, str]) -> str:
+    """The text line's `method=... path=... route=...`, remembered for the first 4096 short
+    paths (most requests name a few fixed paths)."""
+    method, path, route = key
+    head = f"method={_text_value(method)} path={_text_value(path)} route={_route_text(route)}"
+    if len(_HEADS) < 4096 and len(path) <= 256:
+        _HEADS[key] = head
+    return head
 
 
 _ROUTE_TEXT: dict[str, str] = {}

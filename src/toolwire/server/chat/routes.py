@@ -15,7 +15,12 @@ from toolwire.server.chat.operations import register
 from toolwire.server.chat.proxy import ChatProxy
 from toolwire.server.gate.auth import owner_of
 from toolwire.server.gate.quotas import admit
-from toolwire.server.http.helpers import ORJSONResponse, started, until_disconnected
+from toolwire.server.http.helpers import (
+    ORJSONResponse,
+    read_body,
+    started,
+    until_disconnected,
+)
 from toolwire.server.http.openapi import API
 from toolwire.server.http.streaming import EventStreamResponse
 from toolwire.upstream.fleet.affinity import session_of
@@ -35,7 +40,7 @@ class ChatWing:
 
         async def chat_completions(request: Request) -> Response:
             body = await read_json(request)
-            raw = await request.body()
+            raw = await read_body(request)  # (read by `read_json`: kept)
             if may_hold_pdf(raw):
                 await read_ahead(body, raw=raw)  # its PDFs, off the event loop
             call = proxy.prepare(body, session=session_of(request.headers))

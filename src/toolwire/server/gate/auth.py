@@ -78,7 +78,8 @@ def is_operator(request: HTTPConnection) -> bool:
 def owner_of(request: HTTPConnection) -> str | None:
     """The API key id this middleware found for the request or WebSocket (None: no keys in
     use)."""
-    owner: str | None = getattr(request.state, "owner", None)
+    state = request.scope.get("state")  # what `request.state` wraps, without making it
+    owner: str | None = None if state is None else state.get("owner")
     return owner
 
 

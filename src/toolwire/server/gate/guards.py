@@ -164,6 +164,8 @@ def _is_ip_host(host: bytes) -> bool:
 
 
 def _is_json(content_type: bytes | None) -> bool:
+    if content_type == b"application/json":  # what nearly every client sends
+        return True
     if content_type is None:
         return False
     media = content_type.split(b";", 1)[0].strip().lower()

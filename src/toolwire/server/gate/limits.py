@@ -37,6 +37,7 @@ from starlette.requests import Request
 from toolwire.errors import InvalidRequestError, ToolwireError
 from toolwire.server.gate.auth import ASGIApp, Message, Receive, Scope, Send
 from toolwire.server.http.errors import send_error
+from toolwire.server.http.helpers import read_body
 
 MiB = 1024 * 1024
 #: The most output tokens a request may ask for, on every door: 2**20, beyond any model's
@@ -208,7 +209,7 @@ def check_counts(body: Any, limits: Limits) -> None:
 async def read_limited_json(request: Request, limits: Limits) -> Any:
     """The request body as JSON, within the depth and count limits (the size limit is the
     middleware's)."""
-    return parse_limited_json(await request.body(), limits)
+    return parse_limited_json(await read_body(request), limits)
 
 
 def parse_limited_json(raw: bytes | str, limits: Limits) -> Any:

@@ -15,6 +15,7 @@ its own.
 from __future__ import annotations
 
 import time
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from toolwire.server.gate.auth import ASGIApp, AuthMiddleware, Message, Receive, Scope, Send
@@ -22,6 +23,9 @@ from toolwire.server.gate.guards import GuardMiddleware
 from toolwire.server.gate.limits import BodyLimitMiddleware
 from toolwire.server.gate.shares import Shares
 from toolwire.store.owner import current_owner
+
+#: Answers an exception no layer inside handled, for a response not yet started.
+Answer = Callable[[Scope, Receive, Send, Exception], Awaitable[None]]
 
 if TYPE_CHECKING:
     from toolwire.observe.requests import RequestObserver
@@ -107,13 +111,26 @@ class Gate:
             if slot and self.shares is not None:
                 self.shares.give(scope, slot)
 
+    async def outermost(self, scope: Scope, receive: Receive, send: Send, errors: Answer) -> None:
+        """An HTTP request, observed, with the gate as the app's outermost layer
+        (`server/app.py`): what Starlette's server-error layer did around it is `errors`, which
+        answers an unexpected exception with a 500 when no response has started (the
+        exception then goes on to the server, as there)."""
+        assert self.observer is not None
+        await self._observed(scope, receive, send, self.observer, errors)
+
     async def _observed(
-        self, scope: Scope, receive: Receive, send: Send, observer: RequestObserver
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        observer: RequestObserver,
+        errors: Answer | None = None,
     ) -> None:
         start = time.perf_counter()
         request_id = observer.request_id(scope)
         limit = self.limit.max_bytes
-        status = 500
+        status: int | None = None  # until the response starts
         first_byte: float | None = None
         finished = False
         disconnected = False
@@ -150,9 +167,15 @@ class Gate:
                 disconnected = True
             return message
 
-        trace = observer.attach(scope)
+        trace = observer.attach(scope) if observer.tracing else None
         try:
             await self._http(scope, observed_receive, observed_send)
+        except Exception as exc:
+            if errors is not None and status is None:
+                await errors(scope, receive, send, exc)  # unobserved, as it was (outside)
+            raise
         finally:
-            observer.detach(trace)
-            observer.record(scope, status, start, first_byte, finished, disconnected)
+            if trace is not None:
+                observer.detach(trace)
+            recorded = 500 if status is None else status
+            observer.record(scope, recorded, start, first_byte, finished, disconnected)
