@@ -205,7 +205,11 @@ class ServerConfig(BaseModel):
         "passed on): auto learns it (vLLM >= 0.27, OpenAI)",
     )
     max_iterations: int = 20
-    log_level: str = "info"
+    log_level: str = Field(
+        default="info",
+        description="uvicorn's log level; above info (warning, error, critical) the request "
+        "log keeps only the lines of 5xx answers",
+    )
     access_log: bool = Field(
         default=False, description="one log line per request (costs ~15% of a proxied request)"
     )

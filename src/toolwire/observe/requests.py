@@ -169,13 +169,21 @@ def quiet_uvicorn_websocket_lines() -> None:
     logging.getLogger("uvicorn.error").addFilter(_UVICORN_FILTER)  # once: added by identity
 
 
+#: `log_level`s above info (uvicorn's names): request lines only for answers of 5xx
+QUIET_LEVELS = frozenset({"warning", "error", "critical"})
+
+
 class RequestObserver:
     """What is observed of each HTTP request: its id (kept or made), the request metrics, the
     log line and the incoming trace context, observed by the gate's one middleware
     (`server/gate/middleware.py`), outermost."""
 
-    def __init__(self, *, log_format: LogFormat = "text", tracing: bool = False) -> None:
+    def __init__(
+        self, *, log_format: LogFormat = "text", tracing: bool = False, log_level: str = "info"
+    ) -> None:
         self.log_format = log_format
+        #: a line is an info record, a 5xx answer's a warning: above info, only those are kept
+        self.least_status = 500 if log_level.lower() in QUIET_LEVELS else 0
         if log_format != "off":
             quiet_uvicorn_websocket_lines()
         self.tracing = tracing
@@ -250,7 +258,7 @@ class RequestObserver:
         if not finished and (disconnected or first_byte is not None):
             disconnected = True
             metrics.STREAM_DISCONNECTS.labels(route).inc()
-        if self.log_format != "off":
+        if self.log_format != "off" and status >= self.least_status:
             rid = scope["state"]["request_id"]
             self._log(scope, rid, route, status, start, end, first_byte, disconnected)
 
@@ -280,7 +288,7 @@ class RequestObserver:
         try:
             await app(scope, receive, observed_send)
         finally:
-            if self.log_format != "off":
+            if self.log_format != "off" and status >= self.least_status:
                 log_scope = {**scope, "method": "WEBSOCKET"}
                 end = time.perf_counter()
                 self._log(

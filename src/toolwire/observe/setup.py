@@ -66,16 +66,23 @@ class Observability:
         upstream_name: str = "default",
         sources: dict[str, str] | None = None,
         log_format: LogFormat = "text",
+        log_level: str = "info",
         tracing: Tracing | None = None,
     ) -> None:
         self.upstream_name = upstream_name
         self.sources = sources or {}
         self.log_format = log_format
+        self.log_level = log_level
         self.tracing = tracing
 
     @classmethod
     def from_env(
-        cls, *, upstream_name: str, tools: Iterable[Tool], log_format: LogFormat
+        cls,
+        *,
+        upstream_name: str,
+        tools: Iterable[Tool],
+        log_format: LogFormat,
+        log_level: str = "info",
     ) -> Observability:
         tracing = None
         if tracing_requested():
@@ -86,6 +93,7 @@ class Observability:
             upstream_name=upstream_name,
             sources=tool_sources(tools),
             log_format=log_format,
+            log_level=log_level,
             tracing=tracing,
         )
 
@@ -122,4 +130,8 @@ class Observability:
             await self.tracing.shutdown()
 
     def middleware_options(self) -> dict[str, Any]:
-        return {"log_format": self.log_format, "tracing": self.tracing is not None}
+        return {
+            "log_format": self.log_format,
+            "log_level": self.log_level,
+            "tracing": self.tracing is not None,
+        }

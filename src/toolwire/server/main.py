@@ -223,7 +223,10 @@ async def build_app(config: ServerConfig) -> Starlette:
     )
     web = web_tools(config, pool)  # web_search / web_fetch (Messages), googleSearch (Gemini)
     observability = Observability.from_env(  # observe/: metrics, traces, request logs, /ui
-        upstream_name=upstream.name, tools=tools, log_format=config.log_format
+        upstream_name=upstream.name,
+        tools=tools,
+        log_format=config.log_format,
+        log_level=config.log_level,
     )
     runtime = await compose(
         upstream=upstream,
