@@ -275,7 +275,39 @@ class DeltaFrames:
         return self._head + field.encode() + b'":' + orjson.dumps(text) + self._tail
 
 
+#: Tool lists read before, by their JSON: agents send the same tools with every request, and
+#: reading them again (a `ToolSpec` each, their checks) was ~3% of a proxied request. Bounded
+#: in entries and in the JSON they stand for; cleared when either bound is reached.
+_KNOWN_TOOLS: dict[bytes, tuple[ToolSpec, ...]] = {}
+KNOWN_TOOLS_ENTRIES = 32
+KNOWN_TOOLS_BYTES = 256 * 1024
+_known_bytes = 0
+
+
 def _tools(tools: Any, functions: Any) -> list[ToolSpec]:
+    """The request's tools as specs: from `_KNOWN_TOOLS` when the same list was read before
+    (the specs are frozen and their schemas never changed, so sharing them is safe)."""
+    global _known_bytes
+    if functions is not None or type(tools) is not list or not tools:
+        return _read_tools(tools, functions)
+    try:
+        key = orjson.dumps(tools)
+    except TypeError:  # not JSON (a caller's own objects): read as they are
+        return _read_tools(tools, functions)
+    known = _KNOWN_TOOLS.get(key)
+    if known is not None:
+        return list(known)
+    specs = _read_tools(tools, None)
+    if len(key) <= KNOWN_TOOLS_BYTES:
+        if len(_KNOWN_TOOLS) >= KNOWN_TOOLS_ENTRIES or _known_bytes + len(key) > KNOWN_TOOLS_BYTES:
+            _KNOWN_TOOLS.clear()
+            _known_bytes = 0
+        _KNOWN_TOOLS[key] = tuple(specs)
+        _known_bytes += len(key)
+    return specs
+
+
+def _read_tools(tools: Any, functions: Any) -> list[ToolSpec]:
     specs: list[ToolSpec] = []
     entries: list[tuple[str, Any]] = []
     if tools is not None:
