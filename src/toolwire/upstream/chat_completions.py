@@ -35,6 +35,7 @@ from toolwire.errors import (
     UpstreamTooLargeError,
 )
 from toolwire.trace_context import trace_headers
+from toolwire.transcript import ToolSpec
 from toolwire.upstream.assembler import StreamAssembler, matched_stop, usage_from
 from toolwire.upstream.base import TurnRequest
 from toolwire.upstream.events import (
@@ -258,7 +259,7 @@ class ChatCompletionsUpstream:
         if stream:
             body["stream_options"] = {"include_usage": True}
         if request.tools:
-            body["tools"] = chat_tools(request.tools, strict=self.enforces_strict)
+            body["tools"] = _tools_json(request.tools, self.enforces_strict)  # type: ignore[typeddict-item]
             if request.tool_choice is not None:
                 body["tool_choice"] = chat_tool_choice(request.tool_choice)
             if request.parallel_tool_calls is not None:
@@ -645,6 +646,26 @@ class ChatCompletionsUpstream:
                 notes.append(UpstreamRetry(cause, attempt + 1, delay))
             await asyncio.sleep(delay)
             attempt += 1
+
+
+#: The tools of the latest turns as JSON, by the identity of their specs (held here, so an id
+#: is never reused while listed): the chat door shares the specs of a tool list it read before
+#: (`server/chat/proxy.py`), and lowering and encoding them again was ~1% of its request.
+_TOOLS_JSON: dict[tuple[object, ...], tuple[tuple[ToolSpec, ...], orjson.Fragment]] = {}
+TOOLS_JSON_SIZE = 16
+
+
+def _tools_json(tools: list[ToolSpec], strict: bool) -> orjson.Fragment:
+    """`chat_tools(tools, strict=strict)` as the JSON it encodes to, byte for byte."""
+    key = (strict, *map(id, tools))
+    known = _TOOLS_JSON.get(key)
+    if known is not None:
+        return known[1]
+    fragment = orjson.Fragment(orjson.dumps(chat_tools(tools, strict=strict)))
+    if len(_TOOLS_JSON) >= TOOLS_JSON_SIZE:
+        _TOOLS_JSON.clear()
+    _TOOLS_JSON[key] = (tuple(tools), fragment)
+    return fragment
 
 
 async def _until(
