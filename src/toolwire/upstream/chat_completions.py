@@ -16,7 +16,7 @@ import contextlib
 import os
 import re
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Mapping
 from typing import Any, Literal, TypedDict
 from urllib.parse import urlsplit, urlunsplit
 
@@ -551,10 +551,7 @@ class ChatCompletionsUpstream:
         if traced:
             headers = {**headers, **traced}
 
-        def send() -> Awaitable[Answer]:
-            return self._sender.send("POST", self._completions_url, body, headers)
-
-        return await self._with_retries(send, notes, self._completions_url)
+        return await self._with_retries("POST", self._completions_url, body, headers, notes)
 
     async def _send(
         self,
@@ -572,10 +569,7 @@ class ChatCompletionsUpstream:
         if traced:
             headers = {**(headers or {}), **traced}
 
-        def send() -> Awaitable[Answer]:
-            return self._sender.send(method, url, content, headers)
-
-        response = await self._with_retries(send, notes, url)
+        response = await self._with_retries(method, url, content, headers, notes)
         limit = self.config.max_response_bytes if most is None else most
         try:
             data = await _read_bounded(response, limit)
@@ -591,9 +585,11 @@ class ChatCompletionsUpstream:
 
     async def _with_retries(
         self,
-        send: Callable[[], Awaitable[Answer]],
+        method: str,
+        url: str,
+        content: bytes | None,
+        headers: Mapping[str, str] | None,
         notes: list[ModelEvent] | None = None,
-        url: str = "",
     ) -> Answer:
         """Send until a success, retrying 429 / 5xx / connection errors within the policy. A
         final error names the URL tried and how many attempts were made: the retries are part
@@ -601,7 +597,7 @@ class ChatCompletionsUpstream:
         attempt = 0
         while True:
             try:
-                response = await send()
+                response = await self._sender.send(method, url, content, headers)
             except httpx.ConnectTimeout as exc:
                 cause = "connect_timeout"
                 delay = self.retry.delay(attempt)
