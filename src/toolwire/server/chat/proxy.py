@@ -128,7 +128,7 @@ class ChatProxy:
                 )
         settings = self._settings[bool(body.get("stream"))]
         tool_choice = body.get("tool_choice")
-        if tool_choice is None and isinstance(body.get("function_call"), str | dict):
+        if tool_choice is None and isinstance(body.get("function_call"), (str, dict)):
             legacy = body["function_call"]
             tool_choice = (
                 legacy if isinstance(legacy, str) else {"type": "function", "function": legacy}
@@ -140,19 +140,18 @@ class ChatProxy:
             client_tools=tools,
             tool_choice=tool_choice,
             parallel_tool_calls=body.get("parallel_tool_calls"),
-            sampling=Sampling(
-                temperature=body.get("temperature"),
-                top_p=body.get("top_p"),
-                max_output_tokens=max_tokens,
-                response_format=body.get("response_format"),
-                extra_body={k: v for k, v in body.items() if k not in _HANDLED} or None,
-            ),
+            sampling=_sampling(body, max_tokens),
             settings=settings,
             routing=RoutingHints(session=session) if session else NO_HINTS,
         )
         options = body.get("stream_options") or {}
         return ProxyCall(
-            request, model, bool(body.get("stream")), bool(options.get("include_usage"))
+            request,
+            model,
+            bool(body.get("stream")),
+            bool(options.get("include_usage")),
+            plain_id("chatcmpl-", 48),
+            now(),
         )
 
     # -- non-streaming --------------------------------------------------------------------
@@ -261,6 +260,28 @@ class ChatProxy:
             if frames:
                 yield frames[0] if len(frames) == 1 else b"".join(frames)
         yield DONE_FRAME
+
+
+#: Sampling as the upstream's defaults (frozen: one for every request that sets none).
+_DEFAULT_SAMPLING = Sampling()
+
+
+def _sampling(body: dict[str, Any], max_tokens: Any) -> Sampling:
+    """The body's sampling fields, and every field the door does not handle, passed on."""
+    extra = (
+        None if body.keys() <= _HANDLED else {k: v for k, v in body.items() if k not in _HANDLED}
+    )
+    temperature, top_p = body.get("temperature"), body.get("top_p")
+    response_format = body.get("response_format")
+    if temperature is top_p is max_tokens is response_format is extra is None:
+        return _DEFAULT_SAMPLING
+    return Sampling(
+        temperature=temperature,
+        top_p=top_p,
+        max_output_tokens=max_tokens,
+        response_format=response_format,
+        extra_body=extra or None,
+    )
 
 
 class DeltaFrames:
