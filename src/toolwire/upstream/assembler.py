@@ -658,7 +658,11 @@ class StreamAssembler:
 
     def argument_chars(self) -> int:
         """How much argument text `finish` will parse (and maybe repair)."""
-        return sum(len(part) for call in self._calls for part in call.parts)
+        chars = 0
+        for call in self._calls:
+            for part in call.parts:
+                chars += len(part)
+        return chars
 
     def finish(self) -> list[ModelEvent]:
         """Close the turn: every call parsed and validated, then `TurnEnd`."""

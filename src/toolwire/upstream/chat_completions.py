@@ -390,7 +390,10 @@ class ChatCompletionsUpstream:
         )
         if body.get("usage"):
             events.append(usage_from(body["usage"]))
-        events.extend(await finished(assembler))
+        if assembler.argument_chars() > OFF_LOOP_FINISH_CHARS:  # as `finished`, inline
+            events.extend(await asyncio.to_thread(assembler.finish))
+        else:
+            events.extend(assembler.finish())
         self._learn_reasoning_field(assembler)
         return events
 

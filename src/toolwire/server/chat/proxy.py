@@ -167,8 +167,15 @@ class ChatProxy:
         finished = events[-1]
         assert isinstance(finished, LoopFinished)
         _raise_if_unanswered(finished)
-        text = "".join(e.text for e in events if isinstance(e, OutputTextDelta))
-        reasoning = "".join(e.text for e in events if isinstance(e, ReasoningTextDelta))
+        texts: list[str] = []
+        reasonings: list[str] = []
+        for event in events:
+            if isinstance(event, OutputTextDelta):
+                texts.append(event.text)
+            elif isinstance(event, ReasoningTextDelta):
+                reasonings.append(event.text)
+        text = "".join(texts)
+        reasoning = "".join(reasonings)
         message: ChatMessage = {"role": "assistant", "content": text or None, "refusal": None}
         if reasoning:
             message["reasoning_content"] = reasoning
