@@ -430,3 +430,26 @@ async def test_framing_headers_from_the_configuration_are_not_sent() -> None:
     head = server.requests[0].lower()
     assert b"transfer-encoding" not in head and b"connection:" not in head
     assert b"x-team: a" in head and b"content-length: 2" in head
+
+
+async def test_a_pooled_connection_and_a_whole_body_are_taken_without_a_wait(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The common request: an idle pooled connection taken as it is (no coroutine of the
+    pool's), and a body all in read as it is (no `_next`): the same bytes either way."""
+    server = Server(lambda n: ok(b'{"n":%d}' % n))
+    client = sender()
+    async with server.running() as url:
+        assert await fetch(client, url, b"{}") == (200, b'{"n":1}')
+
+        async def no_wait(*_: Any) -> Any:
+            raise AssertionError("waited")
+
+        monkeypatch.setattr(PlainHttpSender, "_connection", no_wait)
+        answer = await client.send("POST", url, b"{}", None)
+        await until(lambda: answer._connection.done)  # type: ignore[attr-defined]
+        monkeypatch.setattr(type(answer), "_next", no_wait)
+        assert (answer.status_code, await answer.aread()) == (200, b'{"n":2}')
+        await answer.aclose()
+    await client.aclose()
+    assert server.connections == 1

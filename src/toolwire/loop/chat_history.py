@@ -63,9 +63,11 @@ def chat_to_transcript(messages: list[dict[str, Any]]) -> Transcript:
         role = message.get("role")
         content = message.get("content")
         if role in ("system", "developer"):
-            transcript.append(SystemMessage(_text(content)))
+            transcript.append(SystemMessage(content if type(content) is str else _text(content)))
         elif role == "user":
-            transcript.append(UserMessage(_user_content(content)))
+            transcript.append(
+                UserMessage(content if type(content) is str else _user_content(content))
+            )
         elif role == "assistant":
             calls = [_call(call) for call in message.get("tool_calls") or []]
             legacy = message.get("function_call")

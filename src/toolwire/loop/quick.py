@@ -114,16 +114,7 @@ async def run_single_turn(driver: LoopDriver, request: LoopRequest, sink: Sink) 
     full_text = "".join(text)
     full_reasoning = "".join(reasoning)
     names = {spec.name for spec in tools}
-    declared = request.caller_tools
-    fitting = Fitting(request, {}, driver.upstream)
-    if any(
-        call.name not in names
-        # a grammar's check is CPU-bound in the model's text: the driver judges it in slices
-        or (declared is not None and getattr(declared.get(call.name), "syntax", None) is not None)
-        or caller_problem(request, call)
-        or not fitting.untouched(call)  # to be repaired or re-asked (`loop/fitting.py`)
-        for call in calls
-    ):
+    if calls and not _stand(request, calls, names, driver.upstream):
         # to be re-asked
         return await driver.take_over(request, observed, events, upstream=state.upstream)
     if await leaked_call(request, read, full_text, full_reasoning, names) is not None:
@@ -148,6 +139,25 @@ async def run_single_turn(driver: LoopDriver, request: LoopRequest, sink: Sink) 
     state.final_text = full_text
     outcome = answered(finish_reason)
     return _finish(state, observed, outcome.reason, outcome.message, [])
+
+
+def _stand(request: LoopRequest, calls: list[ToolCall], names: set[str], upstream: object) -> bool:
+    """Whether the turn's calls go to the caller as they are; False: the driver re-asks."""
+    declared = request.caller_tools
+    fitting = Fitting(request, {}, upstream)
+    for call in calls:
+        if (
+            call.name not in names
+            # a grammar's check is CPU-bound in the model's text: the driver judges it in slices
+            or (
+                declared is not None
+                and getattr(declared.get(call.name), "syntax", None) is not None
+            )
+            or caller_problem(request, call)
+            or not fitting.untouched(call)  # to be repaired or re-asked (`loop/fitting.py`)
+        ):
+            return False
+    return True
 
 
 def _finish(

@@ -122,9 +122,27 @@ _cache: OrderedDict[bytes, CheckedSchema | None] = OrderedDict()
 _lock = threading.Lock()
 
 
+#: The same schema object seen again (the chat door shares the specs of a tool list it read
+#: before, a library tool keeps its own): its compiled form without hashing it again. Holds
+#: each schema it names, so an id is never reused while listed; cleared when full.
+_by_identity: dict[int, tuple[Mapping[str, object], CheckedSchema | None]] = {}
+IDENTITY_SIZE = 64
+
+
 def checked_schema(schema: Mapping[str, object]) -> CheckedSchema | None:
     """`schema` compiled (from the cache when it was seen before); None when it cannot be
-    used (module docstring)."""
+    used (module docstring). A schema is declared once and never changed in place."""
+    known = _by_identity.get(id(schema))
+    if known is not None and known[0] is schema:
+        return known[1]
+    compiled = _checked(schema)
+    if len(_by_identity) >= IDENTITY_SIZE:
+        _by_identity.clear()
+    _by_identity[id(schema)] = (schema, compiled)
+    return compiled
+
+
+def _checked(schema: Mapping[str, object]) -> CheckedSchema | None:
     try:
         canonical = orjson.dumps(schema, option=orjson.OPT_SORT_KEYS)
     except TypeError:  # not JSON (a library tool's schema built by hand)
@@ -194,3 +212,4 @@ def cache_clear() -> None:
     """Forget every compiled schema (tests, benchmarks measuring a cold compile)."""
     with _lock:
         _cache.clear()
+        _by_identity.clear()

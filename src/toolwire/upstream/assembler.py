@@ -120,11 +120,29 @@ def _argument_deltas(key: int, text: str, events: list[ModelEvent]) -> None:
         events.append(ToolCallArgumentsDelta(key, text[start : start + ARGUMENT_DELTA_CHARS]))
 
 
+#: Matchers of the declared tool lists seen lately: a turn's assembler takes its list's
+#: matcher (immutable) instead of making one (~1% of a proxied request). Cleared when full.
+_MATCHERS: dict[tuple[str, ...], ToolNameMatcher] = {}
+MATCHERS_SIZE = 64
+
+
+def _matcher(declared_tools: Iterable[str] | None) -> ToolNameMatcher:
+    if declared_tools is None:
+        return ToolNameMatcher(None)
+    key = tuple(declared_tools)
+    matcher = _MATCHERS.get(key)
+    if matcher is None:
+        if len(_MATCHERS) >= MATCHERS_SIZE:
+            _MATCHERS.clear()
+        matcher = _MATCHERS[key] = ToolNameMatcher(key)
+    return matcher
+
+
 class StreamAssembler:
     """Turns chat-completions chunks (in any variant) into clean `ModelEvent`s for one turn."""
 
     def __init__(self, declared_tools: Iterable[str] | None = None) -> None:
-        self._matcher = ToolNameMatcher(declared_tools)
+        self._matcher = _matcher(declared_tools)
         self._calls: list[_PendingCall] = []
         self._by_index: dict[int, _PendingCall] = {}
         self._by_id: dict[str, _PendingCall] = {}
@@ -191,7 +209,8 @@ class StreamAssembler:
         `stop_sequence` as `matched_stop` reads it from the choice."""
         self.saw_chunk = True
         events: list[ModelEvent] = []
-        self._message(message, events)
+        if not self._plain_message(message, events):
+            self._message(message, events)
         if finish_reason:
             self.finish_reason = finish_reason
             self.stop_sequence = stop_sequence
@@ -249,6 +268,62 @@ class StreamAssembler:
         if isinstance(legacy, dict):
             self._repair("legacy_function_call", events)
             self._legacy_delta(legacy)
+
+    def _plain_message(self, message: dict[str, Any], events: list[ModelEvent]) -> bool:
+        """The common whole message, taken as `_message` takes it, with none of its lookups:
+        text or none, no reasoning, and calls each with its own id and index, a declared name
+        as written and arguments as text. Anything else: False, nothing changed."""
+        if self._calls or self.saw_text or self.saw_reasoning:
+            return False
+        content = message.get("content")
+        calls = message.get("tool_calls")
+        if (
+            (content is not None and type(content) is not str)
+            or (calls is not None and type(calls) is not list)
+            or message.get("reasoning_content")
+            or message.get("reasoning")
+            or isinstance(message.get("function_call"), dict)
+        ):
+            return False
+        plain: list[tuple[str, str, str, Any]] = []
+        if calls:
+            names = self._matcher.as_declared
+            ids: set[str] = set()
+            indices: set[int] = set()
+            for entry in calls:
+                function = entry.get("function") if type(entry) is dict else None
+                if type(function) is not dict:
+                    return False
+                call_id, name = entry.get("id"), function.get("name")
+                arguments = function.get("arguments")
+                index = entry.get("index")
+                if (
+                    type(call_id) is not str
+                    or not call_id
+                    or call_id in ids
+                    or type(name) is not str
+                    or name not in names
+                    or type(arguments) is not str
+                    or not arguments.strip()
+                    or not (index is None or (type(index) is int and index not in indices))
+                ):
+                    return False
+                ids.add(call_id)
+                if index is not None:
+                    indices.add(index)
+                plain.append((call_id, name, arguments, index))
+        if content:
+            events.append(TextDelta(content))
+        for call_id, name, arguments, index in plain:
+            call = self._new(call_id)
+            if index is not None:
+                self._by_index[index] = call
+            call.name = name
+            call.parts.append(arguments)
+            call.started = True
+            events.append(ToolCallStarted(call.key, call_id, name))
+            _argument_deltas(call.key, arguments, events)
+        return True
 
     # -- tool-call deltas -----------------------------------------------------------------
 
@@ -583,7 +658,11 @@ class StreamAssembler:
 
     def argument_chars(self) -> int:
         """How much argument text `finish` will parse (and maybe repair)."""
-        return sum(len(part) for call in self._calls for part in call.parts)
+        chars = 0
+        for call in self._calls:
+            for part in call.parts:
+                chars += len(part)
+        return chars
 
     def finish(self) -> list[ModelEvent]:
         """Close the turn: every call parsed and validated, then `TurnEnd`."""
@@ -636,7 +715,9 @@ class StreamAssembler:
                 if raw_reason == "length":
                     error = "the call was cut off (finish_reason: length): " + error
         name = call.name
-        if not name:
+        if name in self._matcher.as_declared:
+            pass  # `match` gives it back as it is
+        elif not name:
             error = "the call has no tool name" + (f"; {error}" if error else "")
         else:
             matched = self._matcher.match(name)
@@ -696,11 +777,12 @@ def _dump(value: Any) -> str:
 
 def usage_from(usage: dict[str, Any]) -> Usage:
     """Chat-completions (`prompt_tokens`) or Responses (`input_tokens`) usage, normalized."""
-    details = usage.get("completion_tokens_details") or usage.get("output_tokens_details") or {}
-    prompt_details = usage.get("prompt_tokens_details") or usage.get("input_tokens_details") or {}
+    get = usage.get
+    details = get("completion_tokens_details") or get("output_tokens_details")
+    prompt_details = get("prompt_tokens_details") or get("input_tokens_details")
     return Usage(
-        input_tokens=int(usage.get("prompt_tokens") or usage.get("input_tokens") or 0),
-        output_tokens=int(usage.get("completion_tokens") or usage.get("output_tokens") or 0),
-        reasoning_tokens=int((details or {}).get("reasoning_tokens") or 0),
-        cached_tokens=int((prompt_details or {}).get("cached_tokens") or 0),
+        int(get("prompt_tokens") or get("input_tokens") or 0),
+        int(get("completion_tokens") or get("output_tokens") or 0),
+        int(details.get("reasoning_tokens") or 0) if details else 0,
+        int(prompt_details.get("cached_tokens") or 0) if prompt_details else 0,
     )

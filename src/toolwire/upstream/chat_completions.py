@@ -16,7 +16,7 @@ import contextlib
 import os
 import re
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Mapping
 from typing import Any, Literal, TypedDict
 from urllib.parse import urlsplit, urlunsplit
 
@@ -35,6 +35,7 @@ from toolwire.errors import (
     UpstreamTooLargeError,
 )
 from toolwire.trace_context import trace_headers
+from toolwire.transcript import ToolSpec
 from toolwire.upstream.assembler import StreamAssembler, matched_stop, usage_from
 from toolwire.upstream.base import TurnRequest
 from toolwire.upstream.events import (
@@ -258,7 +259,7 @@ class ChatCompletionsUpstream:
         if stream:
             body["stream_options"] = {"include_usage": True}
         if request.tools:
-            body["tools"] = chat_tools(request.tools, strict=self.enforces_strict)
+            body["tools"] = _tools_json(request.tools, self.enforces_strict)  # type: ignore[typeddict-item]
             if request.tool_choice is not None:
                 body["tool_choice"] = chat_tool_choice(request.tool_choice)
             if request.parallel_tool_calls is not None:
@@ -389,7 +390,10 @@ class ChatCompletionsUpstream:
         )
         if body.get("usage"):
             events.append(usage_from(body["usage"]))
-        events.extend(await finished(assembler))
+        if assembler.argument_chars() > OFF_LOOP_FINISH_CHARS:  # as `finished`, inline
+            events.extend(await asyncio.to_thread(assembler.finish))
+        else:
+            events.extend(assembler.finish())
         self._learn_reasoning_field(assembler)
         return events
 
@@ -550,10 +554,7 @@ class ChatCompletionsUpstream:
         if traced:
             headers = {**headers, **traced}
 
-        def send() -> Awaitable[Answer]:
-            return self._sender.send("POST", self._completions_url, body, headers)
-
-        return await self._with_retries(send, notes, self._completions_url)
+        return await self._with_retries("POST", self._completions_url, body, headers, notes)
 
     async def _send(
         self,
@@ -571,10 +572,7 @@ class ChatCompletionsUpstream:
         if traced:
             headers = {**(headers or {}), **traced}
 
-        def send() -> Awaitable[Answer]:
-            return self._sender.send(method, url, content, headers)
-
-        response = await self._with_retries(send, notes, url)
+        response = await self._with_retries(method, url, content, headers, notes)
         limit = self.config.max_response_bytes if most is None else most
         try:
             data = await _read_bounded(response, limit)
@@ -590,9 +588,11 @@ class ChatCompletionsUpstream:
 
     async def _with_retries(
         self,
-        send: Callable[[], Awaitable[Answer]],
+        method: str,
+        url: str,
+        content: bytes | None,
+        headers: Mapping[str, str] | None,
         notes: list[ModelEvent] | None = None,
-        url: str = "",
     ) -> Answer:
         """Send until a success, retrying 429 / 5xx / connection errors within the policy. A
         final error names the URL tried and how many attempts were made: the retries are part
@@ -600,7 +600,7 @@ class ChatCompletionsUpstream:
         attempt = 0
         while True:
             try:
-                response = await send()
+                response = await self._sender.send(method, url, content, headers)
             except httpx.ConnectTimeout as exc:
                 cause = "connect_timeout"
                 delay = self.retry.delay(attempt)
@@ -645,6 +645,26 @@ class ChatCompletionsUpstream:
                 notes.append(UpstreamRetry(cause, attempt + 1, delay))
             await asyncio.sleep(delay)
             attempt += 1
+
+
+#: The tools of the latest turns as JSON, by the identity of their specs (held here, so an id
+#: is never reused while listed): the chat door shares the specs of a tool list it read before
+#: (`server/chat/proxy.py`), and lowering and encoding them again was ~1% of its request.
+_TOOLS_JSON: dict[tuple[object, ...], tuple[tuple[ToolSpec, ...], orjson.Fragment]] = {}
+TOOLS_JSON_SIZE = 16
+
+
+def _tools_json(tools: list[ToolSpec], strict: bool) -> orjson.Fragment:
+    """`chat_tools(tools, strict=strict)` as the JSON it encodes to, byte for byte."""
+    key = (strict, *map(id, tools))
+    known = _TOOLS_JSON.get(key)
+    if known is not None:
+        return known[1]
+    fragment = orjson.Fragment(orjson.dumps(chat_tools(tools, strict=strict)))
+    if len(_TOOLS_JSON) >= TOOLS_JSON_SIZE:
+        _TOOLS_JSON.clear()
+    _TOOLS_JSON[key] = (tuple(tools), fragment)
+    return fragment
 
 
 async def _until(

@@ -18,7 +18,7 @@ def clean_tool_name(name: str) -> str:
 class ToolNameMatcher:
     """Maps a cleaned name to a declared tool: exact, then case-insensitively if unambiguous."""
 
-    __slots__ = ("_exact", "_folded")
+    __slots__ = ("_exact", "_folded", "as_declared")
 
     def __init__(self, declared: Iterable[str] | None) -> None:
         self._exact: frozenset[str] | None = None if declared is None else frozenset(declared)
@@ -27,6 +27,9 @@ class ToolNameMatcher:
             key = name.casefold()
             folded[key] = None if key in folded else name
         self._folded = folded
+        self.as_declared = frozenset(n for n in self._exact or () if clean_tool_name(n) == n)
+        """The declared names `match` gives back as they are: a name written so needs no
+        cleaning, nor matching (the assembler's fast paths)."""
 
     @property
     def declared(self) -> frozenset[str] | None:

@@ -113,7 +113,7 @@ class PlainHttpSender:
             message = head + b"\r\n" if method == "GET" else head + b"content-length: 0\r\n\r\n"
         else:
             message = b"%scontent-length: %d\r\n\r\n%s" % (head, len(body), body)
-        connection = await self._connection(key)
+        connection = self._pooled(key) or await self._connection(key)
         try:
             return await connection.exchange(message)
         except BaseException:
@@ -169,9 +169,9 @@ class PlainHttpSender:
 
     # -- the pool ---------------------------------------------------------------------------
 
-    async def _connection(self, key: _Key) -> _Connection:
-        """A pooled connection to `key`, or a new one; past `max_connections`, the first to be
-        released, within `connect_timeout`."""
+    def _pooled(self, key: _Key) -> _Connection | None:
+        """An idle pooled connection to `key` still fit for use (now in use), or None; any
+        other idle one it finds on the way is closed. Not a coroutine: most requests find one."""
         loop = asyncio.get_running_loop()
         if self._loop is not loop:  # a pool is bound to its loop (tests run several)
             self._idle.clear()
@@ -187,6 +187,15 @@ class PlainHttpSender:
                 self._busy.add(connection)
                 return connection
             connection.close()
+        return None
+
+    async def _connection(self, key: _Key) -> _Connection:
+        """A pooled connection to `key`, or a new one; past `max_connections`, the first to be
+        released, within `connect_timeout`."""
+        pooled = self._pooled(key)
+        if pooled is not None:
+            return pooled
+        loop = asyncio.get_running_loop()
         if len(self._busy) + self._opening >= self._most:
             waiter = loop.create_future()
             self._waiters.append(waiter)
@@ -550,7 +559,21 @@ class _PlainAnswer:
     aiter_bytes = aiter_raw
 
     async def aread(self) -> bytes:
-        """The whole body, in one call (no generator)."""
+        """The whole body, in one call (no generator); when it is all in and plain, taken as
+        it is (what `_next` would give, without its calls)."""
+        connection = self._connection
+        if (
+            connection.done
+            and connection.error is None
+            and self._inflater is None
+            and self._refused is None
+        ):
+            pieces = connection.body
+            if not pieces:
+                return b""
+            connection.body = []
+            connection.taken()
+            return pieces[0] if len(pieces) == 1 else b"".join(pieces)
         parts: list[bytes] = []
         while (data := await self._next()) is not None:
             parts.append(data)

@@ -75,6 +75,10 @@ _HANDLED = {
 }
 
 
+#: The events the agent's answer is made of (a tuple: `isinstance` reads it faster than a union).
+_SHOWN = (OutputTextDelta, ReasoningTextDelta, LoopFinished)
+
+
 @dataclass(slots=True)
 class ProxyCall:
     request: LoopRequest
@@ -124,7 +128,7 @@ class ChatProxy:
                 )
         settings = self._settings[bool(body.get("stream"))]
         tool_choice = body.get("tool_choice")
-        if tool_choice is None and isinstance(body.get("function_call"), str | dict):
+        if tool_choice is None and isinstance(body.get("function_call"), (str, dict)):
             legacy = body["function_call"]
             tool_choice = (
                 legacy if isinstance(legacy, str) else {"type": "function", "function": legacy}
@@ -136,19 +140,18 @@ class ChatProxy:
             client_tools=tools,
             tool_choice=tool_choice,
             parallel_tool_calls=body.get("parallel_tool_calls"),
-            sampling=Sampling(
-                temperature=body.get("temperature"),
-                top_p=body.get("top_p"),
-                max_output_tokens=max_tokens,
-                response_format=body.get("response_format"),
-                extra_body={k: v for k, v in body.items() if k not in _HANDLED} or None,
-            ),
+            sampling=_sampling(body, max_tokens),
             settings=settings,
             routing=RoutingHints(session=session) if session else NO_HINTS,
         )
         options = body.get("stream_options") or {}
         return ProxyCall(
-            request, model, bool(body.get("stream")), bool(options.get("include_usage"))
+            request,
+            model,
+            bool(body.get("stream")),
+            bool(options.get("include_usage")),
+            plain_id("chatcmpl-", 48),
+            now(),
         )
 
     # -- non-streaming --------------------------------------------------------------------
@@ -157,15 +160,22 @@ class ChatProxy:
         events: list[LoopEvent] = []
 
         def keep(event: LoopEvent) -> None:
-            if isinstance(event, OutputTextDelta | ReasoningTextDelta | LoopFinished):
+            if isinstance(event, _SHOWN):
                 events.append(event)
 
         state = await run_single_turn(self.driver, call.request, keep)
         finished = events[-1]
         assert isinstance(finished, LoopFinished)
         _raise_if_unanswered(finished)
-        text = "".join(e.text for e in events if isinstance(e, OutputTextDelta))
-        reasoning = "".join(e.text for e in events if isinstance(e, ReasoningTextDelta))
+        texts: list[str] = []
+        reasonings: list[str] = []
+        for event in events:
+            if isinstance(event, OutputTextDelta):
+                texts.append(event.text)
+            elif isinstance(event, ReasoningTextDelta):
+                reasonings.append(event.text)
+        text = "".join(texts)
+        reasoning = "".join(reasonings)
         message: ChatMessage = {"role": "assistant", "content": text or None, "refusal": None}
         if reasoning:
             message["reasoning_content"] = reasoning
@@ -210,7 +220,7 @@ class ChatProxy:
         async def run(emit: Callable[[LoopEvent], None]) -> None:
             def relay(event: LoopEvent) -> None:
                 # Only what the agent sees crosses the queue: not the per-chunk call deltas.
-                if isinstance(event, OutputTextDelta | ReasoningTextDelta | LoopFinished):
+                if isinstance(event, _SHOWN):
                     emit(event)
 
             await self.driver.run(call.request, relay)
@@ -259,6 +269,28 @@ class ChatProxy:
         yield DONE_FRAME
 
 
+#: Sampling as the upstream's defaults (frozen: one for every request that sets none).
+_DEFAULT_SAMPLING = Sampling()
+
+
+def _sampling(body: dict[str, Any], max_tokens: Any) -> Sampling:
+    """The body's sampling fields, and every field the door does not handle, passed on."""
+    extra = (
+        None if body.keys() <= _HANDLED else {k: v for k, v in body.items() if k not in _HANDLED}
+    )
+    temperature, top_p = body.get("temperature"), body.get("top_p")
+    response_format = body.get("response_format")
+    if temperature is top_p is max_tokens is response_format is extra is None:
+        return _DEFAULT_SAMPLING
+    return Sampling(
+        temperature=temperature,
+        top_p=top_p,
+        max_output_tokens=max_tokens,
+        response_format=response_format,
+        extra_body=extra or None,
+    )
+
+
 class DeltaFrames:
     """The SSE frames of text and reasoning deltas, from a template made once per stream:
     byte for byte what dumping the whole chunk gives (`base` holds id, object, created and
@@ -275,7 +307,39 @@ class DeltaFrames:
         return self._head + field.encode() + b'":' + orjson.dumps(text) + self._tail
 
 
+#: Tool lists read before, by their JSON: agents send the same tools with every request, and
+#: reading them again (a `ToolSpec` each, their checks) was ~3% of a proxied request. Bounded
+#: in entries and in the JSON they stand for; cleared when either bound is reached.
+_KNOWN_TOOLS: dict[bytes, tuple[ToolSpec, ...]] = {}
+KNOWN_TOOLS_ENTRIES = 32
+KNOWN_TOOLS_BYTES = 256 * 1024
+_known_bytes = 0
+
+
 def _tools(tools: Any, functions: Any) -> list[ToolSpec]:
+    """The request's tools as specs: from `_KNOWN_TOOLS` when the same list was read before
+    (the specs are frozen and their schemas never changed, so sharing them is safe)."""
+    global _known_bytes
+    if functions is not None or type(tools) is not list or not tools:
+        return _read_tools(tools, functions)
+    try:
+        key = orjson.dumps(tools)
+    except TypeError:  # not JSON (a caller's own objects): read as they are
+        return _read_tools(tools, functions)
+    known = _KNOWN_TOOLS.get(key)
+    if known is not None:
+        return list(known)
+    specs = _read_tools(tools, None)
+    if len(key) <= KNOWN_TOOLS_BYTES:
+        if len(_KNOWN_TOOLS) >= KNOWN_TOOLS_ENTRIES or _known_bytes + len(key) > KNOWN_TOOLS_BYTES:
+            _KNOWN_TOOLS.clear()
+            _known_bytes = 0
+        _KNOWN_TOOLS[key] = tuple(specs)
+        _known_bytes += len(key)
+    return specs
+
+
+def _read_tools(tools: Any, functions: Any) -> list[ToolSpec]:
     specs: list[ToolSpec] = []
     entries: list[tuple[str, Any]] = []
     if tools is not None:
