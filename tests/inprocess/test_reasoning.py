@@ -13,6 +13,7 @@ import pytest
 from tests.inprocess_gateway import AppGateway, Gate, app_gateway, chat_chunks, sse_events
 from tests.openai_schemas import violations
 from tests.thinking_upstream import ThinkingUpstream
+from toolwire.loop.state import LoopSettings
 from toolwire.server.responses.draft import ResponseDraft
 from toolwire.store.runs import host_key
 from toolwire.testing import Body, Chunks, Reply, ScriptedUpstream
@@ -97,6 +98,26 @@ async def test_a_summary_is_the_reasoning_in_summary_text_parts_when_asked_for(
     whole = (await gw.http.post("/v1/responses", json=body)).json()
     assert whole["output"][0]["summary"] == summary
     assert violations(whole, "post", "/responses") == []
+
+
+async def test_an_answer_asked_whole_gives_the_items_a_streamed_one_does(
+    fake_upstream: ScriptedUpstream,
+) -> None:
+    """An upstream asked without streaming (a server that refuses to stream, or
+    `LoopSettings(stream=False)`) answers reasoning and text in one message: the reasoning
+    item still comes first, with its summary, as from a stream."""
+    fake_upstream.add(Reply(text="Paris.", reasoning="France's capital is Paris."))
+    body = {"model": "m", "input": "capital?", "reasoning": {"summary": "auto"}}
+    async with app_gateway(fake_upstream, settings=LoopSettings(stream=False)) as gw:
+        whole = (await gw.http.post("/v1/responses", json=body)).json()
+    assert fake_upstream.chat_requests[-1].body["stream"] is False
+    reasoning, message = whole["output"]
+    assert reasoning["type"] == "reasoning" and message["type"] == "message"
+    assert reasoning["summary"] == [{"type": "summary_text", "text": "France's capital is Paris."}]
+    assert reasoning["content"] == [
+        {"type": "reasoning_text", "text": "France's capital is Paris."}
+    ]
+    assert message["content"][0]["text"] == "Paris."
 
 
 # -- reasoning replay ------------------------------------------------------------------------

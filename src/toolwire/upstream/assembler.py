@@ -247,18 +247,20 @@ class StreamAssembler:
 
     def _message(self, message: dict[str, Any], events: list[ModelEvent]) -> None:
         """A full message: new text only if streamed deltas brought none; calls hydrate."""
-        if not self._calls and not self.saw_text:
-            content = message.get("content")
-            text = _text_of(content) if content else ""
-            if text:
-                events.append(TextDelta(text))
         if not self.saw_reasoning:
             reasoning = message.get("reasoning_content") or message.get("reasoning")
             rtext = _text_of(reasoning) if reasoning else ""
             if rtext:
                 if not message.get("reasoning_content"):
                     self.reasoning_field = "reasoning"
+                self.saw_reasoning = True
                 events.append(ReasoningDelta(rtext))
+        if not self._calls and not self.saw_text:
+            content = message.get("content")
+            text = _text_of(content) if content else ""
+            if text:
+                self.saw_text = True
+                events.append(TextDelta(text))
         tool_calls = message.get("tool_calls")
         if tool_calls:
             for position, entry in enumerate(tool_calls):
