@@ -30,6 +30,7 @@ NOT_IN_A_SERVER = (
     "sqlalchemy.orm",  # SQLAlchemy's asyncio extension imports it: PostgreSQL's alone
     "sqlalchemy.ext.asyncio",
     "sqlalchemy.dialects.postgresql",
+    "aiohttp",  # the client for https:// upstreams (upstream/aiohttp_sender.py); this one is http
 )
 HEADER = "import time: self [us] | cumulative | imported package"
 
@@ -65,6 +66,8 @@ def test_a_served_chat_request_imports_neither_the_cli_nor_postgresql(tmp_path: 
             )
             assert answer.status_code == 200, answer.text
             assert answer.json()["choices"][0]["message"]["content"] == "It is 4 °C."
+            # no `server: uvicorn` naming the stack to whoever asks; HTTP's own `date` stays
+            assert "server" not in answer.headers and "date" in answer.headers
         finally:
             process.send_signal(signal.SIGINT)
             assert process.wait(30) == 0

@@ -365,6 +365,8 @@ async def serve(config: ServerConfig, *, reuse_port: bool = False) -> None:
             port=config.port,
             log_level=config.log_level,
             access_log=config.access_log,
+            # no `server: uvicorn` on every answer: it tells a caller only what to attack
+            server_header=False,
             # WebSocket mode of /v1/responses: the `websockets` implementation, and frames no
             # bigger than a request body may be (a bigger one closes the socket with 1009
             # before it is buffered). Its keep-alive pings find dead clients.
