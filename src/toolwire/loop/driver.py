@@ -844,8 +844,7 @@ class _Run:
             if result is None or result.ok:
                 continue
             key = (call.name, call.raw_arguments.strip())
-            self.state.failures[key] += 1
-            count = self.state.failures[key]
+            count = self.state.failures[key] = self.state.failures.get(key, 0) + 1
             if count >= self.settings.repeated_failure_limit:
                 return (
                     f"the same failing call {call.name}({call.raw_arguments}) was made {count} "
