@@ -8,7 +8,7 @@ from typing import Any
 from unittest import mock
 
 import orjson
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from toolwire.upstream.assembler import StreamAssembler
@@ -226,6 +226,9 @@ def test_sse_decoder_fast_path_matches_line_by_line(
     cuts=st.lists(st.integers(0, 10_000), max_size=12),
     limit=st.sampled_from([None, 8, 64]),
 )
+# a line begun after a line end `feed` buffered, finished line by line: its length was counted
+# from the buffer's start, and a line of exactly the limit raised
+@example(blocks=[b"\n", b"data: {}\n\n"], cuts=[4, 9], limit=8)
 def test_sse_decoder_data_only_reads_match_line_by_line(
     blocks: list[bytes], cuts: list[int], limit: int | None
 ) -> None:

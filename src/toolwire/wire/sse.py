@@ -134,7 +134,11 @@ class SSEDecoder:
         """Raise if the unfinished line would pass the limit (only called when it might)."""
         assert self._limit is not None
         end = max(chunk.rfind(b"\n"), chunk.rfind(b"\r"))
-        pending = len(chunk) - end - 1 if end >= 0 else len(self._buffer) + len(chunk)
+        if end >= 0:
+            pending = len(chunk) - end - 1
+        else:  # the line began in the buffer, after its last line end (`feed` keeps those)
+            start = max(self._buffer.rfind(b"\n"), self._buffer.rfind(b"\r"))
+            pending = len(self._buffer) - start - 1 + len(chunk)
         if pending > self._limit:
             self._buffer = b""
             raise SSEEventTooLarge(self._limit)
