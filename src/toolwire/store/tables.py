@@ -42,6 +42,10 @@ responses = sa.Table(
     # schema 7: the model server that served it, when toolwire routes over several
     # (upstream/fleet/): a continuation goes back there
     sa.Column("upstream", sa.String(UPSTREAM_NAME_LENGTH), nullable=True),
+    # schema 9: the run's `/ui` timeline (`observe/timeline.py`), written with the row by its
+    # final write (its own table cost that write a statement and two B-tree pages); null
+    # until the run ends, or when none was kept
+    sa.Column("timeline", sa.JSON, nullable=True),
     # schema 8: partial, only continuations are in it (a lookup by a response's id is an
     # equality, which both databases read from a partial index; a first response costs no
     # index write). PostgreSQL's spelling is added by `store/postgres.py`: naming it here
