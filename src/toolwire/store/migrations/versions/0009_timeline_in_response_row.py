@@ -1,7 +1,7 @@
 """Schema 9: a run's `/ui` timeline is a column of its response's row, not a row of its own
 table (`run_timelines`): the response's final write then inserts one row, not two, and its
 commit writes two B-tree pages fewer (that table's leaf and its primary key's). A JSON
-`/v1/responses` answer: 21.9 -> 16.6 pwrite calls (WAL frames), ~-3% instructions.
+`/v1/responses` answer: 21.9 -> 19.2 pwrite calls (WAL frames), ~-1.8% instructions.
 
 Revision ID: 0009
 Revises: 0008
