@@ -466,4 +466,5 @@ def test_a_responses_rewrite_leaves_the_indexes_of_what_cannot_change_alone() ->
             "conversation_items",
             "stored_bytes",
             "upstream",
+            "timeline",
         }

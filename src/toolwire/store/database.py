@@ -25,7 +25,6 @@ from typing import Any, TypeVar, cast
 import orjson
 import sqlalchemy as sa
 
-from toolwire.store import timelines as _timelines  # noqa: F401  (its table joins metadata)
 from toolwire.store.engine import Database, Job, execute, open_database, scalar
 from toolwire.store.files import prepare_sqlite_file, sqlite_path
 from toolwire.store.items import (
@@ -142,6 +141,7 @@ class Store:
         fresh: bool = False,
         also: Callable[[sa.Connection], None] | None = None,
         upstream: str | None = None,
+        timeline: orjson.Fragment | None = None,
     ) -> bool:
         """Insert or replace a response (status changes rewrite the row). A row of another
         owner with the same id is never rewritten (the insert then fails on the id).
@@ -153,7 +153,8 @@ class Store:
         is for callers that have no such link. `run` changes the response's run row (its
         lease, its job) in the same transaction. With `only_if_active`, a response that is
         already finished (e.g. finalized by another replica) is left alone: False.
-        `upstream`: the model server that served it, when a router chose one."""
+        `upstream`: the model server that served it, when a router chose one; `timeline`:
+        the run's `/ui` timeline, serialized (`store/timelines.py`), kept in the row."""
         who = resolve(owner)
         # Serialized once, here, to be measured (the owner's storage quota counts the bytes):
         # the engines write the same bytes (`orjson.Fragment` is taken as it is).
@@ -172,6 +173,7 @@ class Store:
             "owner": who,
             "upstream": upstream[:UPSTREAM_NAME_LENGTH] if upstream else None,
             "stored_bytes": len(body_json) + len(items_json) + len(history_json),
+            "timeline": timeline,
         }
         now = time.time()
 
@@ -209,7 +211,7 @@ class Store:
     ) -> ResponseRecord | None:
         """The row, with `history`: every item the model had seen when the response ended
         (what a continuation starts from), gathered along the chain of responses."""
-        query = sa.select(responses).where(_response(response_id, resolve(owner)))
+        query = sa.select(*_RECORD).where(_response(response_id, resolve(owner)))
 
         def get(connection: sa.Connection) -> ResponseRecord | None:
             row = connection.execute(query).first()
@@ -583,6 +585,9 @@ def _history_query() -> sa.Select[Any]:
 
 
 _HISTORY = _history_query()
+
+#: A response's record: its row but the `/ui` timeline (read by `/ui` alone).
+_RECORD = tuple(column for column in responses.columns if column.name != "timeline")
 
 
 def _history(connection: sa.Connection, response_id: str) -> list[Item]:

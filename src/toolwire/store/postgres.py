@@ -21,16 +21,19 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from toolwire.store.notify import Listener
-from toolwire.store.tables import CONTINUATIONS, responses
+from toolwire.store.tables import CONTINUATIONS, KEYED, responses
 
 log = logging.getLogger("toolwire.store")
 T = TypeVar("T")
 
-# Schema 8's partial index, as PostgreSQL spells it (`tables.py` names SQLite's only, so that
-# a SQLite server never imports this dialect): in the metadata a new database is made from.
-next(
-    index for index in responses.indexes if index.name == "ix_responses_previous_response_id"
-).dialect_options["postgresql"]["where"] = CONTINUATIONS
+# Schema 8's and 10's partial indexes, as PostgreSQL spells them (`tables.py` names SQLite's
+# only, so that a SQLite server never imports this dialect): in the metadata a new database
+# is made from.
+for _index in responses.indexes:
+    if _index.name == "ix_responses_previous_response_id":
+        _index.dialect_options["postgresql"]["where"] = CONTINUATIONS
+    elif _index.name == "ix_responses_owner_stored_bytes":
+        _index.dialect_options["postgresql"]["where"] = KEYED
 
 
 class PostgresDatabase:

@@ -13,6 +13,8 @@ UPSTREAM_NAME_LENGTH = 200
 
 #: The rows `ix_responses_previous_response_id` holds (schema 8).
 CONTINUATIONS = sa.text("previous_response_id IS NOT NULL")
+#: The rows `ix_responses_owner_stored_bytes` holds (schema 10): those of a key.
+KEYED = sa.text("owner IS NOT NULL")
 
 responses = sa.Table(
     "responses",
@@ -30,9 +32,9 @@ responses = sa.Table(
     # ending at a schema-1 row (whose copy is kept) or at the first `conversation_items`
     # items of its conversation.
     sa.Column("history", sa.JSON, nullable=True),
-    # the id of the API key that created it; null when the server ran without keys (found
-    # by `ix_responses_owner_stored_bytes`, whose first column it is: schema 8 dropped its
-    # own index)
+    # the id of the API key that created it; null when the server ran without keys (a
+    # key's rows found by `ix_responses_owner_stored_bytes`, whose first column it is:
+    # schema 8 dropped its own index)
     sa.Column("owner", sa.String(40), nullable=True),
     # how many of its conversation's items came before it (responses in a conversation)
     sa.Column("conversation_items", sa.Integer, nullable=True),
@@ -42,6 +44,10 @@ responses = sa.Table(
     # schema 7: the model server that served it, when toolwire routes over several
     # (upstream/fleet/): a continuation goes back there
     sa.Column("upstream", sa.String(UPSTREAM_NAME_LENGTH), nullable=True),
+    # schema 9: the run's `/ui` timeline (`observe/timeline.py`), written with the row by its
+    # final write (its own table cost that write a statement and two B-tree pages); null
+    # until the run ends, or when none was kept
+    sa.Column("timeline", sa.JSON, nullable=True),
     # schema 8: partial, only continuations are in it (a lookup by a response's id is an
     # equality, which both databases read from a partial index; a first response costs no
     # index write). PostgreSQL's spelling is added by `store/postgres.py`: naming it here
@@ -51,7 +57,9 @@ responses = sa.Table(
         "previous_response_id",
         sqlite_where=CONTINUATIONS,
     ),
-    sa.Index("ix_responses_owner_stored_bytes", "owner", "stored_bytes"),
+    # schema 10: partial, only a key's rows are in it (each lookup is by a key's id, an
+    # equality both databases read from it; a server without keys writes no page of it)
+    sa.Index("ix_responses_owner_stored_bytes", "owner", "stored_bytes", sqlite_where=KEYED),
 )
 
 conversations = sa.Table(
@@ -97,6 +105,9 @@ item_index = sa.Table(
     # the newest of the owner's responses holding the item (in its input or output); not
     # indexed since schema 8: a deleted response's entries are found by its own items' ids
     sa.Column("response_id", sa.String(80), nullable=False),
+    # schema 10: on SQLite the rows are the key's B-tree (no rowid table beside it: one page
+    # less a response's write); PostgreSQL has no such option
+    sqlite_with_rowid=False,
 )
 """Schema 5: where each of an owner's response items lives, so that `item_reference`
 resolution (`store/items.py`) is one indexed query instead of a search through the owner's

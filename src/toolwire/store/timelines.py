@@ -1,54 +1,29 @@
-"""Run timelines (`observe/timeline.py`): their table and their write, in a response's final
-transaction. `/ui` reads them (`store/ui_queries.py`).
-
-Its own table on the shared metadata (created with the others by `Store.open`), so the
-responses table and its writes stay as they are.
+"""Run timelines (`observe/timeline.py`): since schema 9 a column of the response's row
+(`responses.timeline`), written by the response's final write; `/ui` reads them
+(`store/ui_queries.py`). Their own table cost that write a statement and two B-tree pages.
 """
 
 from __future__ import annotations
 
-import orjson
-import sqlalchemy as sa
+import logging
 
-from toolwire.store.prepared import Prepared
-from toolwire.store.tables import metadata
+import orjson
+
 from toolwire.wire.timeline import TimelineEntry
 
-run_timelines = sa.Table(
-    "run_timelines",
-    metadata,
-    sa.Column("response_id", sa.String(80), primary_key=True),
-    sa.Column("created_at", sa.Integer, nullable=False),
-    sa.Column("entries", sa.JSON, nullable=False),
-)
-
-
-_INSERT = Prepared(run_timelines.insert())  # compiled once: `store/prepared.py`
+log = logging.getLogger("toolwire.store")
 
 
 class TimelineStore:
-    """A run's timeline, written by the response recorder in its final transaction."""
+    """A run's timeline, as the response recorder stores it with the finished response."""
 
     @staticmethod
-    def save_in(
-        connection: sa.Connection,
-        response_id: str,
-        created_at: int,
-        entries: list[TimelineEntry] | orjson.Fragment,
-        *,
-        fresh: bool = False,
-    ) -> None:
-        """In the caller's transaction (the response's final write): the run's timeline
-        (`entries`, or their JSON already serialized: written as it is); `fresh`: no timeline
-        was stored for this response yet (one insert)."""
-        values = {"response_id": response_id, "created_at": created_at, "entries": entries}
-        if fresh:
-            _INSERT.run(connection, values)
-            return
-        updated = connection.execute(
-            run_timelines.update()
-            .where(run_timelines.c.response_id == response_id)
-            .values(**values)
-        )
-        if updated.rowcount == 0:
-            connection.execute(run_timelines.insert().values(**values))
+    def encode(response_id: str, entries: list[TimelineEntry]) -> orjson.Fragment | None:
+        """The entries' JSON, written as it is; None (no timeline stored) if they do not
+        serialize: a lost timeline must lose no answer, and this is the one way it could
+        fail, so it happens before the response's transaction."""
+        try:
+            return orjson.Fragment(orjson.dumps(entries))
+        except TypeError:
+            log.warning("the timeline of %s was not stored", response_id, exc_info=True)
+            return None

@@ -26,7 +26,6 @@ from toolwire.store.records import (
     UiRun,
 )
 from toolwire.store.tables import api_keys, approvals, conversation_items, conversations, responses
-from toolwire.store.timelines import run_timelines
 from toolwire.wire.items import ResponseObject, UsageObject
 from toolwire.wire.timeline import TimelineEntry
 
@@ -122,6 +121,7 @@ class UiQueries:
                 responses.c.previous_response_id,
                 responses.c.body,
                 responses.c.input_items,
+                responses.c.timeline,
             ),
             visible,
             where,
@@ -132,16 +132,7 @@ class UiQueries:
         def read(connection: sa.Connection) -> tuple[list[UiResponseRow], int]:
             total = int(connection.execute(count).scalar_one())
             rows = connection.execute(page.offset(offset).limit(limit)).all()
-            ids = [row.id for row in rows]
-            timelines = {
-                r.response_id: r.entries
-                for r in connection.execute(
-                    sa.select(run_timelines.c.response_id, run_timelines.c.entries).where(
-                        run_timelines.c.response_id.in_(ids)
-                    )
-                ).all()
-            }
-            return [_row(row, timelines.get(row.id) or []) for row in rows], total
+            return [_row(row, row.timeline or []) for row in rows], total
 
         return await self.database.read(read)
 
@@ -167,9 +158,7 @@ class UiQueries:
                 responses.c.owner,
                 _model().label("model"),
                 responses.c.body["usage"].label("usage"),
-                run_timelines.c.entries,
-            ).select_from(
-                responses.outerjoin(run_timelines, run_timelines.c.response_id == responses.c.id)
+                responses.c.timeline,
             ),
             visible,
             ResponseFilter(since=since, until=until),
@@ -184,7 +173,7 @@ class UiQueries:
                 "owner": r.owner,
                 "model": r.model,
                 "usage": cast(UsageObject, r.usage) if isinstance(r.usage, dict) else None,
-                "entries": r.entries or [],
+                "entries": r.timeline or [],
             }
             for r in rows
         ]
@@ -289,9 +278,9 @@ class UiQueries:
 
     async def timeline(self, response_id: str) -> list[TimelineEntry] | None:
         """The run's timeline (`store/timelines.py`), if one was stored."""
-        query = sa.select(run_timelines.c.entries).where(run_timelines.c.response_id == response_id)
+        query = sa.select(responses.c.timeline).where(responses.c.id == response_id)
         row = await self.database.read(lambda connection: connection.execute(query).first())
-        return None if row is None else list(row.entries)
+        return None if row is None or row.timeline is None else list(row.timeline)
 
     async def response_body(self, response_id: str, owner: str | None) -> ResponseObject | None:
         """The stored response of `owner` (None: anyone's)."""

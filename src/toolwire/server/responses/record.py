@@ -96,35 +96,20 @@ class ResponseRecorder:
                     await self.persist(prepared, draft.body("in_progress"))
             elif isinstance(event, LoopFinished):
                 prepared.served_by = event.upstream
-                saved = None
-                if timeline is not None and store:  # observe/: for /ui, same transaction
+                entries = None
+                if timeline is not None and store:  # observe/: for /ui, in the same row
                     timeline(event)
-                    saved = partial(self._save_timeline, prepared, timeline, not background)
+                    entries = self.timelines.encode(prepared.response_id, timeline.entries)
                 await self._finished(
                     prepared,
                     draft,
                     event,
                     stored=stored_at_start,
                     start_written=bool(started),
-                    also=saved,
+                    timeline=entries,
                 )
 
         return record
-
-    def _save_timeline(
-        self, prepared: Prepared, timeline: Timeline, fresh: bool, connection: Connection
-    ) -> None:
-        """In the response's final transaction (one commit). A lost timeline must lose no
-        answer: the entries are serialized first (the one way they could fail), and one that
-        does not serialize is left out; those bytes are what is written."""
-        try:
-            entries = orjson.Fragment(orjson.dumps(timeline.entries))
-        except TypeError:
-            log.warning("the timeline of %s was not stored", prepared.response_id, exc_info=True)
-            return
-        self.timelines.save_in(
-            connection, prepared.response_id, prepared.header.created_at, entries, fresh=fresh
-        )
 
     async def _write(self, write: Callable[[], Awaitable[T]]) -> T:
         """One database call, retried when the database failed for a while (`retrying`); a
@@ -146,12 +131,13 @@ class ResponseRecorder:
         *,
         stored: bool = True,
         start_written: bool = True,
-        also: Job[None] | None = None,
+        timeline: orjson.Fragment | None = None,
     ) -> None:
         """`stored`: the response was stored when it started (it holds a lease to release);
         else this is its first and only write. `start_written`: that first write finished; a
         run cancelled during it (a client gone right after `response.created`) may have no
-        row yet, so its outcome is written whether or not a row is there. A write that fails
+        row yet, so its outcome is written whether or not a row is there. `timeline`: the
+        run's `/ui` timeline (its JSON), stored with the response. A write that fails
         raises `StoreError`: the lease stays behind, and the sweep finalizes the stored
         response once the database is back."""
         response_id = prepared.response_id
@@ -170,7 +156,12 @@ class ResponseRecorder:
         only_if_active = stored and start_written
         try:
             landed = await self.persist(
-                prepared, final, run=run, finished=only_if_active, fresh=not stored, also=also
+                prepared,
+                final,
+                run=run,
+                finished=only_if_active,
+                fresh=not stored,
+                timeline=timeline,
             )
         except StoreError as exc:
             if exc.__cause__ is None or not is_duplicate_key(exc.__cause__):
@@ -208,13 +199,13 @@ class ResponseRecorder:
         run: RunChange | None = None,
         finished: bool = False,
         fresh: bool = False,
-        also: Job[None] | None = None,
+        timeline: orjson.Fragment | None = None,
         conversation: bool = True,
     ) -> bool:
         """The response's write, in one transaction: its row (`fresh`: the first write, an
         insert), its run row (`run`), and once it has ended, a conversation's new items and the
         sealed credentials an approval needs, and the model server that served it (a fleet's:
-        `prepared.served_by`); `also`: more writes in the same transaction.
+        `prepared.served_by`); `timeline`: the run's `/ui` timeline, in the response's row.
         False: the response was finalized meanwhile and nothing was written. Only the database
         call is retried."""
         request = prepared.request
@@ -238,8 +229,6 @@ class ResponseRecorder:
             sealed = await seal_tools(self.store, request.tools)
             if sealed is not None:
                 writes.append(partial(keep_sealed_in, body["id"], prepared.owner, sealed))
-        if also is not None:
-            writes.append(also)
 
         def more(connection: Connection) -> None:
             for write in writes:
@@ -267,6 +256,7 @@ class ResponseRecorder:
                 fresh=fresh,
                 also=more if writes else None,
                 upstream=prepared.served_by,
+                timeline=timeline,
             )
         )
 
