@@ -1,5 +1,6 @@
 """Schema 9: a run's `/ui` timeline is a column of its response's row (one row written, not
-two); the migration moves the stored timelines into it, and its downgrade moves them back."""
+two); the migration copies the stored timelines into it and keeps their table for replicas
+still on schema 8 (their writes go on), and its downgrade copies the new ones back."""
 
 from __future__ import annotations
 
@@ -29,8 +30,10 @@ async def test_the_timeline_is_stored_in_the_response_row(tmp_path: Path) -> Non
                 fresh=True,
                 timeline=timeline,
             )
-        tables = await store.read(lambda c: sa.inspect(c).get_table_names())
-        assert "run_timelines" not in tables
+        timelines = await store.read(
+            lambda c: c.execute(sa.text("SELECT count(*) FROM run_timelines")).scalar()
+        )
+        assert timelines == 0  # the row's column, not the old table
         assert await store.ui.timeline("resp_a") == ENTRIES
         assert await store.ui.timeline("resp_b") is None
         assert await store.ui.timeline("resp_missing") is None
@@ -52,16 +55,31 @@ def test_the_migration_moves_the_timelines_and_back(tmp_path: Path) -> None:
             {"entries": orjson.dumps(ENTRIES).decode()},
         )
         migrate.upgrade(connection, "0009")
-        assert "run_timelines" not in sa.inspect(connection).get_table_names()
+        # a replica still on schema 8 writes its timelines here while the others restart
+        connection.execute(
+            sa.text("INSERT INTO run_timelines VALUES ('resp_c', 3, :entries)"),
+            {"entries": orjson.dumps(ENTRIES[:1]).decode()},
+        )
         moved = connection.execute(sa.text("SELECT id, timeline FROM responses ORDER BY id"))
         assert [(r.id, r.timeline and orjson.loads(r.timeline)) for r in moved] == [
             ("resp_a", ENTRIES),
             ("resp_b", None),
         ]
         connection.execute(sa.text("UPDATE responses SET timeline = 'null' WHERE id = 'resp_b'"))
+        connection.execute(sa.text(f"{row} ('resp_d', 4, 'completed', '{{}}', '[]')"))
+        connection.execute(
+            sa.text("UPDATE responses SET timeline = :entries WHERE id = 'resp_d'"),
+            {"entries": orjson.dumps(ENTRIES).decode()},
+        )
         command.downgrade(migrate._config(connection), "0008")
-        back = connection.execute(sa.text("SELECT response_id, entries FROM run_timelines"))
-        assert [(r.response_id, orjson.loads(r.entries)) for r in back] == [("resp_a", ENTRIES)]
+        back = connection.execute(
+            sa.text("SELECT response_id, entries FROM run_timelines ORDER BY response_id")
+        )
+        assert [(r.response_id, orjson.loads(r.entries)) for r in back] == [
+            ("resp_a", ENTRIES),
+            ("resp_c", ENTRIES[:1]),
+            ("resp_d", ENTRIES),
+        ]
         columns = [c["name"] for c in sa.inspect(connection).get_columns("responses")]
         assert "timeline" not in columns
     engine.dispose()

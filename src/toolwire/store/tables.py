@@ -203,3 +203,14 @@ sealed_tools = sa.Table(
 """Schema 5: the credentialed MCP tools of a response that asked for approval, sealed
 (`server/responses/prepare/approval_tools.py`), so that approving from `/ui` continues with the real
 credentials, not the redacted echo, for the same owner only."""
+
+#: Schema 3-8's place for timelines, kept (empty, unread) so that a replica still on schema 8
+#: during a rolling restart can write its responses: their timelines there are not shown by
+#: `/ui`. A later schema drops it; a new database has it too, as a migrated one does.
+run_timelines = sa.Table(
+    "run_timelines",
+    metadata,
+    sa.Column("response_id", sa.String(80), primary_key=True),
+    sa.Column("created_at", sa.Integer, nullable=False),
+    sa.Column("entries", sa.JSON, nullable=False),
+)
