@@ -151,7 +151,7 @@ class CreateResponse(BaseModel):
 
     def sampling_extras(self) -> dict[str, Any]:
         return {
-            name: getattr(self, name) for name in SAMPLING_EXTRAS if getattr(self, name) is not None
+            name: value for name in SAMPLING_EXTRAS if (value := getattr(self, name)) is not None
         }
 
     @field_validator("metadata")
