@@ -13,6 +13,7 @@ from __future__ import annotations
 from copy import deepcopy
 from dataclasses import dataclass, field, replace
 from functools import partial
+from operator import itemgetter
 from typing import Any, cast
 
 from toolwire.config import McpServerConfig, WebSearchConfig
@@ -365,6 +366,9 @@ _ECHOED = (
 )
 """The request fields echoed as given, in the model's field order (what `model_dump` gave:
 read one by one, as a dump of the whole model cost more than the rest of the echo)."""
+_echoed = itemgetter(*_ECHOED)
+_NESTED = ("tool_choice", "metadata", "reasoning", "prompt_cache_options", "prompt", "moderation")
+"""The echoed fields that may hold an object: copied, as `model_dump` copied them."""
 
 
 def _echo(request: CreateResponse, tools: list[dict[str, Any]]) -> dict[str, Any]:
@@ -372,10 +376,10 @@ def _echo(request: CreateResponse, tools: list[dict[str, Any]]) -> dict[str, Any
     that only steer this request (input, stream, include, client_metadata, pass-through
     sampling extras but the penalties) are not echoed, as OpenAI does not echo them. A
     nested value is a copy: the echo never shares an object with the request."""
-    echo = {}
-    for name in _ECHOED:
-        value = getattr(request, name)
-        echo[name] = deepcopy(value) if type(value) is dict else value
+    echo = dict(zip(_ECHOED, _echoed(request.__dict__), strict=True))
+    for name in _NESTED:
+        if type(echo[name]) is dict:
+            echo[name] = deepcopy(echo[name])
     conversation_id = request.conversation_id
     echo["temperature"] = 1.0 if request.temperature is None else request.temperature
     echo["top_p"] = 1.0 if request.top_p is None else request.top_p
