@@ -31,7 +31,7 @@ from toolwire.server.responses.prepare.item_references import (
 )
 from toolwire.server.responses.prepare.mcp_tools import McpServerUse
 from toolwire.server.responses.prepare.request import CreateResponse, parse_create
-from toolwire.server.responses.prepare.tools import RequestTools, request_tools
+from toolwire.server.responses.prepare.tools import RecentTools, RequestTools
 from toolwire.server.responses.prepare.tools import tool_choice as choose_tool
 from toolwire.server.responses.prepare.validation.approvals import approval_decisions
 from toolwire.server.responses.prepare.validation.compactions import expand_compactions
@@ -142,6 +142,7 @@ class Preparer:
         self.mcp_call_timeout = mcp_call_timeout
         self.web_search = web_search
         self._services_by_owner: dict[str | None, RunServices] = {}
+        self._recent_tools = RecentTools()
 
     async def prepare(
         self,
@@ -332,7 +333,7 @@ class Preparer:
 
     def _request_tools(self, tools: list[dict[str, Any]]) -> RequestTools:
         taken = {tool.name for tool in self.server_tools}
-        return request_tools(tools, self.mcp_configs, self.web_search, taken)
+        return self._recent_tools.resolve(tools, self.mcp_configs, self.web_search, taken)
 
     def _tool_choice(self, request: CreateResponse, tools: RequestTools) -> str | dict[str, Any]:
         return choose_tool(request.tool_choice, tools, {t.name for t in self.server_tools})
