@@ -11,7 +11,8 @@ from it; without one, nothing of the event machinery runs.
 
 from __future__ import annotations
 
-from typing import Protocol
+from collections.abc import Callable
+from typing import Any, Protocol
 
 from toolwire.errors import RunStatus
 from toolwire.loop.events import (
@@ -123,52 +124,48 @@ class ResponseDraft:
     # -- the mapping ----------------------------------------------------------------------
 
     def __call__(self, event: LoopEvent) -> None:
-        if isinstance(event, OutputTextDelta):
-            self._text_delta(event.text)
-        elif isinstance(event, CallArgumentsDelta):
-            self._arguments_delta(event)
-        elif isinstance(event, ReasoningTextDelta):
-            self._reasoning_delta(event.text)
-        elif isinstance(event, CallStreamStarted):
-            self._call_started(event)
-        elif isinstance(event, ModelTurnCompleted):
-            self._turn_completed(event)
-        elif isinstance(event, ToolExecutionStarted):
-            self._server_call_started(event.call, event.server_label, event.approval_request_id)
-        elif isinstance(event, ToolExecutionFinished):
-            result = event.result
-            self._server_call_finished(
-                event.call,
-                event.server_label,
-                event.approval_request_id,
-                result.ok,
-                result.output_text,
-                result.error,
+        kind = type(event)
+        try:
+            handle = _HANDLERS[kind]
+        except KeyError:  # a subclass, or an event the draft ignores: matched once
+            handle = _HANDLERS[kind] = next(
+                (h for base, h in _HANDLED if isinstance(event, base)), None
             )
-        elif isinstance(event, ApprovalRequested):
-            self.close_open_items()
-            for request in event.requests:
-                self._approval_request(request)
-        elif isinstance(event, ModelCallStarted):
-            self.close_open_items()
-            self._live = {}
-        elif isinstance(event, ToolListingStarted):
-            self._listing_started(event.label)
-        elif isinstance(event, ToolListingFinished):
-            self._listing_finished(event)
-        elif isinstance(event, ContextCompacted):
-            self._compacted(event)
-        elif isinstance(event, RunStarted):
-            if self.listener is not None:
-                initial = self.body("in_progress")
-                # A snapshot: events are encoded when the door sends them, and by then the
-                # run may have added items (an MCP listing starts right away) to the output.
-                initial["output"] = list(initial["output"])
-                self.listener.started(initial)
-        elif isinstance(event, LoopFinished):
-            self.final = self.settle(event)
-            if self.listener is not None:
-                self.listener.finished(self.final, event)
+        if handle is not None:
+            handle(self, event)
+
+    def _on_execution_finished(self, event: ToolExecutionFinished) -> None:
+        result = event.result
+        self._server_call_finished(
+            event.call,
+            event.server_label,
+            event.approval_request_id,
+            result.ok,
+            result.output_text,
+            result.error,
+        )
+
+    def _on_approval_requested(self, event: ApprovalRequested) -> None:
+        self.close_open_items()
+        for request in event.requests:
+            self._approval_request(request)
+
+    def _on_model_call_started(self, event: ModelCallStarted) -> None:
+        self.close_open_items()
+        self._live = {}
+
+    def _on_run_started(self, event: RunStarted) -> None:
+        if self.listener is not None:
+            initial = self.body("in_progress")
+            # A snapshot: events are encoded when the door sends them, and by then the
+            # run may have added items (an MCP listing starts right away) to the output.
+            initial["output"] = list(initial["output"])
+            self.listener.started(initial)
+
+    def _on_finished(self, event: LoopFinished) -> None:
+        self.final = self.settle(event)
+        if self.listener is not None:
+            self.listener.finished(self.final, event)
 
     # -- plumbing -------------------------------------------------------------------------
 
@@ -462,3 +459,31 @@ class ResponseDraft:
         index = self._add(item)  # the stream says `in_progress`, then `searching`
         self._calls[call.id] = index
         item["status"] = "searching"
+
+
+_HANDLED: tuple[tuple[type, Callable[[ResponseDraft, Any], None]], ...] = (
+    (OutputTextDelta, lambda draft, event: draft._text_delta(event.text)),
+    (CallArgumentsDelta, ResponseDraft._arguments_delta),
+    (ReasoningTextDelta, lambda draft, event: draft._reasoning_delta(event.text)),
+    (CallStreamStarted, ResponseDraft._call_started),
+    (ModelTurnCompleted, ResponseDraft._turn_completed),
+    (
+        ToolExecutionStarted,
+        lambda draft, event: draft._server_call_started(
+            event.call, event.server_label, event.approval_request_id
+        ),
+    ),
+    (ToolExecutionFinished, ResponseDraft._on_execution_finished),
+    (ApprovalRequested, ResponseDraft._on_approval_requested),
+    (ModelCallStarted, ResponseDraft._on_model_call_started),
+    (ToolListingStarted, lambda draft, event: draft._listing_started(event.label)),
+    (ToolListingFinished, ResponseDraft._listing_finished),
+    (ContextCompacted, ResponseDraft._compacted),
+    (RunStarted, ResponseDraft._on_run_started),
+    (LoopFinished, ResponseDraft._on_finished),
+)
+"""What the draft does with each kind of event, in the order an event is matched (the first
+base it is an instance of)."""
+_HANDLERS: dict[type, Callable[[ResponseDraft, Any], None] | None] = dict(_HANDLED)
+"""The handler by an event's exact type (None: ignored): one lookup per event, not a walk of
+`isinstance` checks; a type not seen yet is matched once (event types are a fixed set)."""

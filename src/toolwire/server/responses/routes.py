@@ -16,7 +16,12 @@ from toolwire.runtime import Runtime
 from toolwire.server.gate.auth import owner_of
 from toolwire.server.gate.limits import Limits
 from toolwire.server.gate.quotas import admit, admit_storage
-from toolwire.server.http.helpers import ORJSONResponse, paginate, until_disconnected
+from toolwire.server.http.helpers import (
+    ORJSONResponse,
+    paginate,
+    read_body,
+    until_disconnected,
+)
 from toolwire.server.http.openapi import API
 from toolwire.server.http.streaming import EventStreamResponse
 from toolwire.server.responses.compaction import CompactionService
@@ -57,24 +62,28 @@ class ResponsesWing:
     def routes(self) -> list[BaseRoute]:
         register(API)
         service, store, read_json = self.service, self.store, self.read_json
+        routes_models = service.preparer.routes
 
         async def create(request: Request) -> Response:
             body = await read_json(request)
             prepared = await service.prepare(
                 body,
                 owner=owner_of(request),
-                session=session_of(request.headers),  # a routing hint (upstream/fleet/)
-                raw=await request.body(),
+                # a routing hint (upstream/fleet/), read only where there is a choice
+                session=session_of(request.headers) if routes_models else None,
+                raw=await read_body(request),
             )
-            await admit(
-                store, prepared.owner, body, prepared.loop_request.sampling.max_output_tokens
-            )
-            if prepared.request.store:
-                await admit_storage(store, prepared.owner, body)
+            if prepared.owner is not None:  # without a key there is nothing to admit
+                await admit(
+                    store, prepared.owner, body, prepared.loop_request.sampling.max_output_tokens
+                )
+                if prepared.request.store:
+                    await admit_storage(store, prepared.owner, body)
+            # None without one: `ORJSONResponse` then skips Starlette's header building
             headers = (
                 {NOT_OFFERED_HEADER: ", ".join(prepared.not_offered)}
                 if prepared.not_offered
-                else {}
+                else None
             )
             if prepared.request.background:
                 return ORJSONResponse(
@@ -83,7 +92,11 @@ class ResponsesWing:
             if prepared.request.stream:
                 return EventStreamResponse(
                     service.stream(prepared),
-                    headers={"cache-control": "no-cache", "x-accel-buffering": "no", **headers},
+                    headers={
+                        "cache-control": "no-cache",
+                        "x-accel-buffering": "no",
+                        **(headers or {}),
+                    },
                 )
             return ORJSONResponse(
                 await until_disconnected(request, service.create(prepared)), headers=headers

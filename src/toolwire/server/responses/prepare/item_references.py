@@ -32,7 +32,10 @@ async def resolve_stored_references(
     param: str = "input",
 ) -> list[Item]:
     """`items` with each `item_reference` replaced by the item it names."""
-    wanted = _referenced(items) - {item.get("id") for item in history}
+    wanted = _referenced(items)
+    if not wanted:  # most inputs reference nothing: no walk of the history, no lookup
+        return resolve_references(items, history, param)
+    wanted -= {item.get("id") for item in history}
     found = await store.find_items(wanted, owner=owner)
     return resolve_references(items, [*found.values(), *history], param)
 

@@ -10,8 +10,10 @@ before anything runs or is stored.
 
 from __future__ import annotations
 
+from copy import deepcopy
 from dataclasses import dataclass, field, replace
 from functools import partial
+from operator import itemgetter
 from typing import Any, cast
 
 from toolwire.config import McpServerConfig, WebSearchConfig
@@ -29,7 +31,7 @@ from toolwire.server.responses.prepare.item_references import (
 )
 from toolwire.server.responses.prepare.mcp_tools import McpServerUse
 from toolwire.server.responses.prepare.request import CreateResponse, parse_create
-from toolwire.server.responses.prepare.tools import RequestTools, request_tools
+from toolwire.server.responses.prepare.tools import RecentTools, RequestTools
 from toolwire.server.responses.prepare.tools import tool_choice as choose_tool
 from toolwire.server.responses.prepare.validation.approvals import approval_decisions
 from toolwire.server.responses.prepare.validation.compactions import expand_compactions
@@ -45,6 +47,11 @@ from toolwire.tools.mcp.toolset import McpToolset
 from toolwire.upstream.base import NO_HINTS, RoutingHints, Sampling
 from toolwire.wire import responses as wire
 from toolwire.wire.items import Item, McpListedTool, ResponseObject
+
+_NOTHING: frozenset[str] = frozenset()
+_DEFAULT_SAMPLING = Sampling()
+_SERVICES_KEPT = 256
+"""A bound on the run services kept by key (`Preparer._services`)."""
 
 
 @dataclass(slots=True)
@@ -134,6 +141,8 @@ class Preparer:
         self.mcp_pool = mcp_pool
         self.mcp_call_timeout = mcp_call_timeout
         self.web_search = web_search
+        self._services_by_owner: dict[str | None, RunServices] = {}
+        self._recent_tools = RecentTools()
 
     async def prepare(
         self,
@@ -193,6 +202,7 @@ class Preparer:
                 self.store, request.previous_response_id, request.tools, owner
             )
         tools = self._request_tools(request.tools)
+        specs = tools.specs
         tool_choice = self._tool_choice(request, tools)
         kept = resume.output if resume is not None else []
         approvals = approval_decisions(history, input_items, self.signer, owner)
@@ -205,7 +215,7 @@ class Preparer:
             _echo(request, tools.echo),
             client_tools=tools.client,
             web_search=tools.web_search,
-            include=frozenset(request.include or ()),
+            include=frozenset(request.include) if request.include else _NOTHING,
             reasoning_summary=bool((request.reasoning or {}).get("summary")),
         )
         # their PDFs, read off the event loop: the stored ones, and the input's (a body
@@ -229,17 +239,11 @@ class Preparer:
             instructions=request.instructions,
             tools=self.server_tools,
             toolsets=self._toolsets(tools.mcp_uses, history + kept),
-            client_tools=tools.specs,
+            client_tools=specs,
             caller_tools=tools.client,
             tool_choice=tool_choice,
             parallel_tool_calls=request.parallel_tool_calls,
-            sampling=Sampling(
-                temperature=request.temperature,
-                top_p=request.top_p,
-                max_output_tokens=request.max_output_tokens,
-                response_format=_response_format(request),
-                extra_body=request.sampling_extras() or None,
-            ),
+            sampling=_sampling(request),
             settings=self._settings(request.max_tool_calls),
             routing=RoutingHints(served_by, session) if self.routes else NO_HINTS,
         )
@@ -249,15 +253,11 @@ class Preparer:
             input_items=input_items,
             history_items=history,
             loop_request=loop_request,
-            client_tools={spec.name for spec in tools.specs},
+            client_tools={spec.name for spec in specs},
             owner=owner,
             not_offered=tools.not_offered,
             history_inline=inline,
-            services=RunServices(
-                ledger=self.store,
-                approval_ids=partial(self.signer.issue, owner),
-                seal=partial(self.compaction.seal, owner=owner),
-            ),
+            services=self._services(owner),
             resumed=kept,
         )
 
@@ -308,6 +308,21 @@ class Preparer:
             )
         return toolsets
 
+    def _services(self, owner: str | None) -> RunServices:
+        """The run's services for `owner`: one (frozen) object per key, kept for the last
+        keys seen (at most `_SERVICES_KEPT`), as making one cost as much as the rest of the
+        loop request."""
+        services = self._services_by_owner.get(owner)
+        if services is None:
+            if len(self._services_by_owner) >= _SERVICES_KEPT:
+                self._services_by_owner.clear()
+            services = self._services_by_owner[owner] = RunServices(
+                ledger=self.store,
+                approval_ids=partial(self.signer.issue, owner),
+                seal=partial(self.compaction.seal, owner=owner),
+            )
+        return services
+
     def _settings(self, max_tool_calls: int | None) -> LoopSettings:
         """The server's loop settings with the request's `max_tool_calls`: the shared ones
         when it changes nothing (nothing writes a run's settings; a copy per request cost
@@ -318,7 +333,7 @@ class Preparer:
 
     def _request_tools(self, tools: list[dict[str, Any]]) -> RequestTools:
         taken = {tool.name for tool in self.server_tools}
-        return request_tools(tools, self.mcp_configs, self.web_search, taken)
+        return self._recent_tools.resolve(tools, self.mcp_configs, self.web_search, taken)
 
     def _tool_choice(self, request: CreateResponse, tools: RequestTools) -> str | dict[str, Any]:
         return choose_tool(request.tool_choice, tools, {t.name for t in self.server_tools})
@@ -329,39 +344,43 @@ def request_body(prepared: Prepared) -> dict[str, Any]:
     return prepared.request.model_dump(by_alias=True, exclude_unset=True, mode="json")
 
 
+_ECHOED = (
+    "model",
+    "instructions",
+    "tool_choice",
+    "parallel_tool_calls",
+    "max_output_tokens",
+    "max_tool_calls",
+    "metadata",
+    "store",
+    "background",
+    "previous_response_id",
+    "reasoning",
+    "user",
+    "safety_identifier",
+    "prompt_cache_key",
+    "prompt_cache_retention",
+    "prompt_cache_options",
+    "prompt",
+    "service_tier",
+    "moderation",
+)
+"""The request fields echoed as given, in the model's field order (what `model_dump` gave:
+read one by one, as a dump of the whole model cost more than the rest of the echo)."""
+_echoed = itemgetter(*_ECHOED)
+_NESTED = ("tool_choice", "metadata", "reasoning", "prompt_cache_options", "prompt", "moderation")
+"""The echoed fields that may hold an object: copied, as `model_dump` copied them."""
+
+
 def _echo(request: CreateResponse, tools: list[dict[str, Any]]) -> dict[str, Any]:
     """The request's settings as the response object echoes them, secrets redacted. Fields
     that only steer this request (input, stream, include, client_metadata, pass-through
-    sampling extras but the penalties) are not echoed, as OpenAI does not echo them."""
-    echo = request.model_dump(
-        exclude={
-            "input",
-            "stream",
-            "stream_options",
-            "include",
-            "client_metadata",
-            "context_management",
-            "top_k",
-            "min_p",
-            "typical_p",
-            "repetition_penalty",
-            "seed",
-            "stop",
-            "logit_bias",
-            "min_tokens",
-            # set below (dumping the request's tools only to replace them cost the most)
-            "tools",
-            "text",
-            "conversation",
-            "temperature",
-            "top_p",
-            "presence_penalty",
-            "frequency_penalty",
-            "top_logprobs",
-            "truncation",
-        },
-        by_alias=True,
-    )
+    sampling extras but the penalties) are not echoed, as OpenAI does not echo them. A
+    nested value is a copy: the echo never shares an object with the request."""
+    echo = dict(zip(_ECHOED, _echoed(request.__dict__), strict=True))
+    for name in _NESTED:
+        if type(echo[name]) is dict:
+            echo[name] = deepcopy(echo[name])
     conversation_id = request.conversation_id
     echo["temperature"] = 1.0 if request.temperature is None else request.temperature
     echo["top_p"] = 1.0 if request.top_p is None else request.top_p
@@ -378,6 +397,27 @@ def _echo(request: CreateResponse, tools: list[dict[str, Any]]) -> dict[str, Any
     echo["tools"] = tools
     echo["truncation"] = request.truncation or "disabled"
     return echo
+
+
+def _sampling(request: CreateResponse) -> Sampling:
+    """The request's sampling; the shared default one when it sets none (most do)."""
+    response_format = _response_format(request)
+    extras = request.sampling_extras() or None
+    if (
+        request.temperature is None
+        and request.top_p is None
+        and request.max_output_tokens is None
+        and response_format is None
+        and extras is None
+    ):
+        return _DEFAULT_SAMPLING
+    return Sampling(
+        temperature=request.temperature,
+        top_p=request.top_p,
+        max_output_tokens=request.max_output_tokens,
+        response_format=response_format,
+        extra_body=extras,
+    )
 
 
 def _response_format(request: CreateResponse) -> dict[str, Any] | None:

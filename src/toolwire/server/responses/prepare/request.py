@@ -151,7 +151,7 @@ class CreateResponse(BaseModel):
 
     def sampling_extras(self) -> dict[str, Any]:
         return {
-            name: getattr(self, name) for name in SAMPLING_EXTRAS if getattr(self, name) is not None
+            name: value for name in SAMPLING_EXTRAS if (value := getattr(self, name)) is not None
         }
 
     @field_validator("metadata")
@@ -173,11 +173,15 @@ class CreateResponse(BaseModel):
         return self.conversation
 
 
+_validate = CreateResponse.__pydantic_validator__.validate_python
+
+
 def parse_create(body: Any) -> CreateResponse:
     if not isinstance(body, dict):
         raise InvalidRequestError("the request body must be a JSON object")
     try:
-        request = CreateResponse.model_validate(body)
+        # the model's validator itself (`model_validate` is a Python wrapper around it)
+        request: CreateResponse = _validate(body)
     except ValidationError as exc:
         raise validation_error(exc) from None
     if request.previous_response_id and request.conversation is not None:

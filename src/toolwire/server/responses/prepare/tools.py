@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
+
 from toolwire.config import McpServerConfig, WebSearchConfig
 from toolwire.errors import InvalidRequestError
 from toolwire.loop.tool_types import ClientTool, ClientTools, custom_spec, flat_name, unique_name
@@ -77,6 +79,42 @@ class RequestTools:
     @property
     def specs(self) -> list[ToolSpec]:
         return self.client.specs
+
+
+class RecentTools:
+    """The resolved tools of the last few tool lists, by their JSON: an agent sends the same
+    tools every turn, and resolving them (model names, specs, the echo) cost more than the
+    rest of a request's preparation. Only lists that use no MCP server and no search are kept
+    (their uses are made per request); what is kept is never changed once made, so requests
+    share it. At most `size` lists of at most `largest` bytes of JSON each (what is kept is
+    bounded), the oldest dropped."""
+
+    def __init__(self, size: int = 16, largest: int = 64 * 1024) -> None:
+        self.size = size
+        self.largest = largest
+        self._kept: dict[tuple[bytes, frozenset[str]], RequestTools] = {}
+
+    def resolve(
+        self,
+        tools: list[dict[str, Any]],
+        mcp_configs: dict[str, McpServerConfig],
+        web_search: WebSearchConfig | None,
+        taken: set[str],
+    ) -> RequestTools:
+        """`request_tools`' answer (the configuration is the same for every call)."""
+        try:
+            key = (orjson.dumps(tools), frozenset(taken))
+        except TypeError:  # not plain JSON: resolved (and refused) as it is
+            return request_tools(tools, mcp_configs, web_search, taken)
+        kept = self._kept.get(key)
+        if kept is not None:
+            return kept
+        made = request_tools(tools, mcp_configs, web_search, taken)
+        if not made.mcp_uses and made.web_search is None and len(key[0]) <= self.largest:
+            if len(self._kept) >= self.size:
+                del self._kept[next(iter(self._kept))]
+            self._kept[key] = made
+        return made
 
 
 def request_tools(

@@ -24,6 +24,8 @@ def approval_decisions(
     request, runs nothing. One that matches no request here is a stale id, and one whose
     request this gateway did not issue (for this key, with these arguments) is forged: 400s.
     """
+    if not any(item.get("type") == "mcp_approval_response" for item in input_items):
+        return ApprovalDecisions()  # nothing to match: the history need not be walked
     requests = {
         i["id"]: i
         for i in [*history, *input_items]

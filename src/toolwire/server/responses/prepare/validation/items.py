@@ -322,6 +322,8 @@ def check_outputs_answer_calls(history: list[Item], input_items: list[Item]) -> 
     the input, as OpenAI refuses it ("No tool call found for function call output …"): the
     model would read a result of a call it never made. Skipped when the items hold a
     compaction, whose opaque window may hold the call."""
+    if not any(item.get("type") in OUTPUT_ITEMS for item in input_items):
+        return  # no output to answer a call: the history need not be walked
     calls: set[str] = set()
     for item in history:
         kind = item.get("type")
