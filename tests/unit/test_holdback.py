@@ -197,3 +197,10 @@ def test_any_split_of_random_text_never_shows_a_leak_early(pieces: list[str], da
     _, held = stream(full, cuts)
     if match is not None:
         assert held.released <= match.start
+
+
+def test_a_hold_back_never_fed_holds_and_shows_nothing() -> None:
+    held = Holdback(names={"get_weather"})
+    assert not held.holding
+    assert held.release() == ""
+    assert held.released == 0

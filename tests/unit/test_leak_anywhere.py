@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 
 from toolwire.leaks import detect_leak, detect_leak_in_reasoning, salvage_calls
 from toolwire.leaks.registry import FORMAT_BY_FAMILY
+from toolwire.leaks.standalone import names_matcher
 from toolwire.loop.holdback import Holdback
 
 DATA = Path(__file__).parent.parent / "data" / "leaks"
@@ -153,3 +154,11 @@ def test_a_quoted_call_is_shown_in_full(line: dict[str, Any]) -> None:
     text = line["text"]
     shown, held = _stream(text, list(range(3, len(text), 3)), line["names"])
     assert shown + held.release() == text
+
+
+def test_a_set_of_names_has_one_matcher_shared_by_every_turn() -> None:
+    first = names_matcher({"get_weather", "get_time"})
+    assert first is not None
+    assert names_matcher(["get_time", "get_weather"]) is first
+    assert names_matcher({"get_weather"}) is not first
+    assert names_matcher(None) is None

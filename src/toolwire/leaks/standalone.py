@@ -49,9 +49,24 @@ _MAX_BLOCK = 64 * 1024
 _ANCHORS = tuple(dict.fromkeys(a for o in OPENERS if o.anywhere for a in o.anchor_list()))
 
 
+#: Matchers of the tool sets seen lately: a turn asks for its set's matcher up to three times
+#: (two hold-backs, the detector), and a gateway's requests offer the same few sets again.
+_MATCHERS: dict[frozenset[str], ToolNameMatcher] = {}
+_MAX_MATCHERS = 64
+
+
 def names_matcher(names: Collection[str] | None) -> ToolNameMatcher | None:
-    """The declared tools' names as the rule matches them (None: any name counts)."""
-    return None if names is None else ToolNameMatcher(names)
+    """The declared tools' names as the rule matches them (None: any name counts). A
+    matcher is never changed once made, so one is shared by every turn offering its set."""
+    if names is None:
+        return None
+    key = frozenset(names)
+    matcher = _MATCHERS.get(key)
+    if matcher is None:
+        if len(_MATCHERS) >= _MAX_MATCHERS:
+            _MATCHERS.clear()  # atomic: long turns are judged on worker threads too
+        matcher = _MATCHERS[key] = ToolNameMatcher(key)
+    return matcher
 
 
 class LineEnd(Enum):

@@ -29,7 +29,7 @@ SLICE_CHARS = 4096
 
 
 class Holdback:
-    __slots__ = ("_all", "_hold", "_released")
+    __slots__ = ("_all", "_hold", "_max_hold", "_names", "_released")
 
     def __init__(
         self,
@@ -41,16 +41,23 @@ class Holdback:
         """`hold_all`: show nothing before the turn's end (a turn retried after a leak, whose
         text may repeat what the leaked attempt already showed). `names`: the tools declared
         for the turn (a call with text after it is a leak only if it calls one)."""
-        self._hold = LeakHold(max_hold=max_hold, names=names_matcher(names))
+        self._hold: LeakHold | None = None
+        """Made at the first delta: most turns never feed one of their two hold-backs (a
+        turn of calls only, a turn without reasoning), and the judge costs more to make."""
+        self._max_hold = max_hold
+        self._names = names
         self._released = 0
         self._all = hold_all
 
     def feed(self, delta: str) -> str:
         """Add a delta; return what may be shown now."""
-        safe = self._hold.feed(delta)
+        hold = self._hold
+        if hold is None:
+            hold = self._hold = LeakHold(max_hold=self._max_hold, names=names_matcher(self._names))
+        safe = hold.feed(delta)
         if self._all or safe <= self._released:
             return ""
-        out = self._hold.text(self._released, safe)
+        out = hold.text(self._released, safe)
         self._released = safe
         return out
 
@@ -75,11 +82,13 @@ class Holdback:
     @property
     def holding(self) -> bool:
         """Whether some text fed has not been shown."""
-        return self._hold.length > self._released
+        return self._hold is not None and self._hold.length > self._released
 
     def release(self, upto: int | None = None) -> str:
         """At the turn's end: the held text up to `upto` (where a leak starts), or all of it."""
         hold = self._hold
+        if hold is None:
+            return ""  # nothing was fed
         end = hold.length if upto is None else max(upto, self._released)
         out = hold.text(self._released, end)
         self._released = end
