@@ -496,9 +496,10 @@ class _Run:
         if state.tools_exhausted:
             calls = []  # the last call was offered no tools; whatever it wrote is its answer
         else:
-            await turn_work.give_way()  # judging the whole text is a step of its own
             names = self.declared_names()
-            leak = await leaked_call(self.request, read, full_text, full_reasoning, names)
+            leak = await leaked_call(
+                self.request, read, full_text, full_reasoning, names, turn_work
+            )
             if leak is not None:
                 in_reasoning = leak[1]
                 if thinking.holding:  # the reasoning before a call in it, or all of it
@@ -764,7 +765,8 @@ class _Run:
         if limit is not None and state.tool_calls_made >= limit:
             state.tools_exhausted = True
 
-        results.update(await self.run_calls(runnable))
+        if runnable:
+            results.update(await self.run_calls(runnable))
         for plan in plans:
             result = results.get(plan.call.id)
             if result is not None:

@@ -13,6 +13,7 @@ from typing import Any
 
 from toolwire import leaks
 from toolwire.errors import StopReason
+from toolwire.loop.cooperative import Slice
 from toolwire.loop.state import LoopRequest, RunOutcome
 from toolwire.transcript import SystemMessage, ToolCall, ToolSpec, Transcript
 from toolwire.upstream.base import RoutingHints, TurnRequest
@@ -95,16 +96,24 @@ def find_leak(text: str, reasoning: str, names: Collection[str] | None = None) -
 
 
 async def leaked_call(
-    request: LoopRequest, read: TurnRead, text: str, reasoning: str, names: Collection[str]
+    request: LoopRequest,
+    read: TurnRead,
+    text: str,
+    reasoning: str,
+    names: Collection[str],
+    work: Slice | None = None,
 ) -> Leak | None:
     """A call the turn wrote as text instead of calling it: looked for only in a turn that
     made no call, was not cut off, while leak recovery is on and tools were on offer. A long
     turn is judged on a worker thread: the interpreter hands the event loop's thread the GIL
-    every few ms, so `/health` and other requests go on."""
+    every few ms, so `/health` and other requests go on. `work`: the turn's slice of the
+    event loop (the driver's), given way before judging, which is a step of its own."""
     if read.calls or read.finish_reason == "length" or request.settings.leak_mode == "off":
         return None
     if not names:
         return None  # nothing was on offer: nothing to call
+    if work is not None:
+        await work.give_way()
     if len(text) + len(reasoning) > OFF_LOOP_LEAK_CHECK_CHARS:
         return await asyncio.to_thread(find_leak, text, reasoning, names)
     return find_leak(text, reasoning, names)
