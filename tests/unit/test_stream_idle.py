@@ -6,10 +6,14 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 
+import httpx
 import pytest
 
 from toolwire.errors import UpstreamTimeoutError
-from toolwire.upstream.chat_completions import _until
+from toolwire.transcript import UserMessage
+from toolwire.upstream.base import TurnRequest
+from toolwire.upstream.chat_completions import ChatCompletionsUpstream, _until
+from toolwire.upstream.events import TextDelta
 
 
 async def reads(*gaps: float) -> AsyncIterator[bytes]:
@@ -55,3 +59,28 @@ async def test_another_cancellation_goes_on_as_a_cancellation() -> None:
 async def test_the_timer_is_gone_once_the_stream_ends() -> None:
     assert await collect(reads(0), idle=0.05) == [b"0"]
     await asyncio.sleep(0.15)  # a timer left behind would cancel this task now
+
+
+async def test_a_turn_closes_its_reads_itself() -> None:
+    """Left to the loop's finalizer hook, the reads' generator would be closed by a task of its
+    own, one a streamed turn (~1.5% of a /v1/responses request)."""
+    body = b'data: {"choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":"stop"}]}\n\n'
+
+    class Stream(httpx.AsyncByteStream):
+        async def __aiter__(self) -> AsyncIterator[bytes]:
+            yield body + b"data: [DONE]\n\n"
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        headers = {"content-type": "text/event-stream"}
+        return httpx.Response(200, headers=headers, stream=Stream())
+
+    upstream = ChatCompletionsUpstream("http://mock/v1", transport=httpx.MockTransport(answer))
+    request = TurnRequest("m", [UserMessage("hi")], stream=True)
+    try:
+        before = asyncio.all_tasks()
+        batches = [batch async for batch in upstream.stream_turn_batches(request)]
+        await asyncio.sleep(0)  # the hook makes its task on the next turn of the loop
+        assert asyncio.all_tasks() == before
+    finally:
+        await upstream.aclose()
+    assert any(isinstance(event, TextDelta) for batch in batches for event in batch)

@@ -16,7 +16,7 @@ import contextlib
 import os
 import re
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from typing import Any, Literal, TypedDict
 from urllib.parse import urlsplit, urlunsplit
 
@@ -436,9 +436,10 @@ class ChatCompletionsUpstream:
         idle = self.config.idle_timeout
         clock = asyncio.get_running_loop().time
         idle_until = [clock() + idle]  # moved on by every event
+        chunks = response.aiter_raw()
+        reads = _until(chunks, idle_until, idle)
         try:
-            chunks = response.aiter_raw()
-            async for raw in _until(chunks, idle_until, idle):
+            async for raw in reads:
                 total += len(raw)
                 if total > most:
                     raise _too_large_answer(most)
@@ -511,6 +512,8 @@ class ChatCompletionsUpstream:
                 f"the upstream stream broke mid-turn: {exc.__class__.__name__}: {exc}"
             ) from exc
         finally:
+            # closed here, not by the loop's finalizer hook: that is a task per turn
+            await reads.aclose()
             await response.aclose()
         if not done and not assembler.saw_chunk:
             raise _EmptyStream("the upstream answered 200 with an empty stream")
@@ -669,7 +672,7 @@ def _tools_json(tools: list[ToolSpec], strict: bool) -> orjson.Fragment:
 
 async def _until(
     chunks: AsyncIterator[bytes], deadline: list[float], idle: float
-) -> AsyncIterator[bytes]:
+) -> AsyncGenerator[bytes, None]:
     """The chunks, each awaited until `deadline[0]` (loop time, moved on by every event).
 
     One loop timer for the whole stream, moved on only when it fires before the deadline (an
