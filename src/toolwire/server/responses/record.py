@@ -154,6 +154,8 @@ class ResponseRecorder:
             return
         run = RunChange("release") if stored else None
         only_if_active = stored and start_written
+        # serialized here, once: the same bytes are stored and, unchanged, answered
+        final_json = orjson.dumps(final) if prepared.request.store else None
         try:
             landed = await self.persist(
                 prepared,
@@ -162,6 +164,7 @@ class ResponseRecorder:
                 finished=only_if_active,
                 fresh=not stored,
                 timeline=timeline,
+                body_json=final_json,
             )
         except StoreError as exc:
             if exc.__cause__ is None or not is_duplicate_key(exc.__cause__):
@@ -190,6 +193,8 @@ class ResponseRecorder:
             # was cancelled there): what is stored stands, and the client must not be told
             # an outcome other than the stored one.
             raise StoreError(FINALIZED_ELSEWHERE)
+        if final_json is not None:
+            draft.stored(final, final_json)
 
     async def persist(
         self,
@@ -201,11 +206,13 @@ class ResponseRecorder:
         fresh: bool = False,
         timeline: orjson.Fragment | None = None,
         conversation: bool = True,
+        body_json: bytes | None = None,
     ) -> bool:
         """The response's write, in one transaction: its row (`fresh`: the first write, an
         insert), its run row (`run`), and once it has ended, a conversation's new items and the
         sealed credentials an approval needs, and the model server that served it (a fleet's:
-        `prepared.served_by`); `timeline`: the run's `/ui` timeline, in the response's row.
+        `prepared.served_by`); `timeline`: the run's `/ui` timeline, in the response's row;
+        `body_json`: `body` serialized, when the caller has it.
         False: the response was finalized meanwhile and nothing was written. Only the database
         call is retried."""
         request = prepared.request
@@ -257,6 +264,7 @@ class ResponseRecorder:
                 also=more if writes else None,
                 upstream=prepared.served_by,
                 timeline=timeline,
+                body_json=body_json,
             )
         )
 
