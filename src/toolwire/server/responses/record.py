@@ -111,17 +111,23 @@ class ResponseRecorder:
 
         return record
 
-    async def _write(self, write: Callable[[], Awaitable[T]]) -> T:
-        """One database call, retried when the database failed for a while (`retrying`); a
+    async def _write(
+        self, write: Callable[[], Awaitable[T]], *, attempts: int = 3, backoff: float = 0.2
+    ) -> T:
+        """One database call, retried a few times with backoff when it failed transiently; a
         failure that stays is the run's `StoreError`."""
-        try:
-            return await retrying(write)
-        except asyncio.CancelledError:
-            raise
-        except StoreError:
-            raise
-        except Exception as exc:
-            raise StoreError(f"the response could not be stored: {exc}") from exc
+        for attempt in range(attempts):
+            try:
+                return await write()
+            except asyncio.CancelledError:
+                raise
+            except StoreError:
+                raise
+            except Exception as exc:
+                if attempt == attempts - 1 or not transient(exc):
+                    raise StoreError(f"the response could not be stored: {exc}") from exc
+                await asyncio.sleep(backoff * 3**attempt)
+        raise AssertionError("unreachable: attempts must be at least 1")
 
     async def _finished(
         self,
@@ -300,19 +306,3 @@ def resumable(output: list[Item]) -> list[Item]:
                 item["status"] = "incomplete"
         kept.append(item)
     return kept
-
-
-async def retrying(
-    write: Callable[[], Awaitable[T]], *, attempts: int = 3, backoff: float = 0.2
-) -> T:
-    """One database call, retried a few times with backoff when it failed transiently."""
-    for attempt in range(attempts):
-        try:
-            return await write()
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            if attempt == attempts - 1 or not transient(exc):
-                raise
-            await asyncio.sleep(backoff * 3**attempt)
-    raise AssertionError("unreachable: attempts must be at least 1")
