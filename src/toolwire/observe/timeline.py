@@ -34,6 +34,13 @@ from toolwire.wire.timeline import TimelineEntry
 CLIP = 4000
 
 
+def _micros(seconds: float) -> float:
+    """`round(seconds, 6)` at a fraction of its cost (with digits, `round` goes through a
+    decimal string; 8 calls were ~1% of a stored response's CPU): the nearest whole number
+    of microseconds, as the float nearest to it."""
+    return round(seconds * 1e6) / 1e6
+
+
 def _clip(text: str | None) -> str:
     text = text or ""
     return text if len(text) <= CLIP else text[:CLIP] + f"… ({len(text)} characters)"
@@ -52,7 +59,7 @@ class Timeline:
         self._ended: LoopFinished | None = None
 
     def _t(self) -> float:
-        return round(time.perf_counter() - self._start, 6)
+        return _micros(time.perf_counter() - self._start)
 
     def _add(self, entry_type: str, **fields: Any) -> TimelineEntry:
         # the keyword names are `TimelineEntry`'s fields (mypy cannot check **fields)
@@ -83,14 +90,14 @@ class Timeline:
     def _first_token(self, event: FirstToken) -> None:
         call = self._call
         if call is not None and "ttft" not in call:
-            call["ttft"] = round(self._t() - call["t"], 6)
+            call["ttft"] = _micros(self._t() - call["t"])
 
     def _turn(self, event: ModelTurnCompleted) -> None:
         call = self._call
         if call is None:
             return
         self._call = None
-        call["duration"] = round(self._t() - call["t"], 6)
+        call["duration"] = _micros(self._t() - call["t"])
         call["input_tokens"] = event.usage.input_tokens
         call["output_tokens"] = event.usage.output_tokens
         call["finish_reason"] = event.finish_reason
@@ -184,7 +191,7 @@ class Timeline:
             entry, started = known
         result = event.result
         entry["ok"] = result.ok
-        entry["duration"] = round(time.perf_counter() - started, 6)
+        entry["duration"] = _micros(time.perf_counter() - started)
         entry["output"] = _clip(result.output_text)
         if result.error:
             entry["error"] = _clip(result.error)
@@ -220,7 +227,7 @@ class Timeline:
         self._ended = event
         call = self._call
         if call is not None:  # the model call failed or was cancelled
-            call["duration"] = round(self._t() - call["t"], 6)
+            call["duration"] = _micros(self._t() - call["t"])
             call["error"] = event.message
             self._call = None
         self._add(

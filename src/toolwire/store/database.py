@@ -142,6 +142,7 @@ class Store:
         also: Callable[[sa.Connection], None] | None = None,
         upstream: str | None = None,
         timeline: orjson.Fragment | None = None,
+        body_json: bytes | None = None,
     ) -> bool:
         """Insert or replace a response (status changes rewrite the row). A row of another
         owner with the same id is never rewritten (the insert then fails on the id).
@@ -154,11 +155,14 @@ class Store:
         lease, its job) in the same transaction. With `only_if_active`, a response that is
         already finished (e.g. finalized by another replica) is left alone: False.
         `upstream`: the model server that served it, when a router chose one; `timeline`:
-        the run's `/ui` timeline, serialized (`store/timelines.py`), kept in the row."""
+        the run's `/ui` timeline, serialized (`store/timelines.py`), kept in the row;
+        `body_json`: `body` serialized, when the caller has it (to answer with the same bytes)."""
         who = resolve(owner)
         # Serialized once, here, to be measured (the owner's storage quota counts the bytes):
         # the engines write the same bytes (`orjson.Fragment` is taken as it is).
-        body_json, items_json = orjson.dumps(body), orjson.dumps(input_items)
+        if body_json is None:
+            body_json = orjson.dumps(body)
+        items_json = orjson.dumps(input_items)
         history_json = orjson.dumps(history)
         values = {
             "id": body["id"],
@@ -193,7 +197,7 @@ class Store:
                 also(connection)
             return True
 
-        return await self.transact(save)
+        return await self.database.transact(save)  # `transact`, one call less on the hot path
 
     async def get_response(
         self, response_id: str, *, owner: OwnerArg = INHERIT

@@ -14,6 +14,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
+import orjson
+
 from toolwire.errors import RunStatus
 from toolwire.loop.events import (
     ApprovalRequest,
@@ -82,6 +84,8 @@ class ResponseDraft:
         self.listener = listener
         self.output: list[Item] = list(output or [])
         self.final: ResponseObject | None = None
+        # the settled object the recorder stored, with the JSON it wrote (`stored`)
+        self._stored: tuple[ResponseObject, bytes] | None = None
         self._settled: tuple[tuple[object, ...], ResponseObject] | None = None
         self._message: int | None = None  # output index of the open message
         self._message_text: list[str] = []
@@ -120,6 +124,21 @@ class ResponseDraft:
         body = self.body(event.status.value, finished=event, usage=event.usage)
         self._settled = (outcome, body)
         return body
+
+    def stored(self, body: ResponseObject, body_json: bytes) -> None:
+        """The recorder wrote `body` as `body_json`: an answer of the same object sends those
+        bytes (`answer`) instead of serializing it again."""
+        self._stored = (body, body_json)
+
+    def answer(self) -> ResponseObject | orjson.Fragment:
+        """The final object for a JSON answer: the bytes stored for it when it is the object
+        the recorder wrote (nothing changes a settled object after its write), else itself."""
+        final = self.final
+        assert final is not None
+        stored = self._stored
+        if stored is not None and stored[0] is final:
+            return orjson.Fragment(stored[1])
+        return final
 
     # -- the mapping ----------------------------------------------------------------------
 

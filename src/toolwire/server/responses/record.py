@@ -111,17 +111,23 @@ class ResponseRecorder:
 
         return record
 
-    async def _write(self, write: Callable[[], Awaitable[T]]) -> T:
-        """One database call, retried when the database failed for a while (`retrying`); a
+    async def _write(
+        self, write: Callable[[], Awaitable[T]], *, attempts: int = 3, backoff: float = 0.2
+    ) -> T:
+        """One database call, retried a few times with backoff when it failed transiently; a
         failure that stays is the run's `StoreError`."""
-        try:
-            return await retrying(write)
-        except asyncio.CancelledError:
-            raise
-        except StoreError:
-            raise
-        except Exception as exc:
-            raise StoreError(f"the response could not be stored: {exc}") from exc
+        for attempt in range(attempts):
+            try:
+                return await write()
+            except asyncio.CancelledError:
+                raise
+            except StoreError:
+                raise
+            except Exception as exc:
+                if attempt == attempts - 1 or not transient(exc):
+                    raise StoreError(f"the response could not be stored: {exc}") from exc
+                await asyncio.sleep(backoff * 3**attempt)
+        raise AssertionError("unreachable: attempts must be at least 1")
 
     async def _finished(
         self,
@@ -154,6 +160,8 @@ class ResponseRecorder:
             return
         run = RunChange("release") if stored else None
         only_if_active = stored and start_written
+        # serialized here, once: the same bytes are stored and, unchanged, answered
+        final_json = orjson.dumps(final) if prepared.request.store else None
         try:
             landed = await self.persist(
                 prepared,
@@ -162,6 +170,7 @@ class ResponseRecorder:
                 finished=only_if_active,
                 fresh=not stored,
                 timeline=timeline,
+                body_json=final_json,
             )
         except StoreError as exc:
             if exc.__cause__ is None or not is_duplicate_key(exc.__cause__):
@@ -190,6 +199,8 @@ class ResponseRecorder:
             # was cancelled there): what is stored stands, and the client must not be told
             # an outcome other than the stored one.
             raise StoreError(FINALIZED_ELSEWHERE)
+        if final_json is not None:
+            draft.stored(final, final_json)
 
     async def persist(
         self,
@@ -201,11 +212,13 @@ class ResponseRecorder:
         fresh: bool = False,
         timeline: orjson.Fragment | None = None,
         conversation: bool = True,
+        body_json: bytes | None = None,
     ) -> bool:
         """The response's write, in one transaction: its row (`fresh`: the first write, an
         insert), its run row (`run`), and once it has ended, a conversation's new items and the
         sealed credentials an approval needs, and the model server that served it (a fleet's:
-        `prepared.served_by`); `timeline`: the run's `/ui` timeline, in the response's row.
+        `prepared.served_by`); `timeline`: the run's `/ui` timeline, in the response's row;
+        `body_json`: `body` serialized, when the caller has it.
         False: the response was finalized meanwhile and nothing was written. Only the database
         call is retried."""
         request = prepared.request
@@ -257,6 +270,7 @@ class ResponseRecorder:
                 also=more if writes else None,
                 upstream=prepared.served_by,
                 timeline=timeline,
+                body_json=body_json,
             )
         )
 
@@ -292,19 +306,3 @@ def resumable(output: list[Item]) -> list[Item]:
                 item["status"] = "incomplete"
         kept.append(item)
     return kept
-
-
-async def retrying(
-    write: Callable[[], Awaitable[T]], *, attempts: int = 3, backoff: float = 0.2
-) -> T:
-    """One database call, retried a few times with backoff when it failed transiently."""
-    for attempt in range(attempts):
-        try:
-            return await write()
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            if attempt == attempts - 1 or not transient(exc):
-                raise
-            await asyncio.sleep(backoff * 3**attempt)
-    raise AssertionError("unreachable: attempts must be at least 1")

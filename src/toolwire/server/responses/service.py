@@ -139,15 +139,14 @@ class ResponsesService:
         assert state.outcome is not None
         return state.outcome
 
-    async def create(self, prepared: Prepared) -> ResponseObject:
-        """Non-streaming: the finished response, or the error if the run failed (stored as
-        failed either way)."""
+    async def create(self, prepared: Prepared) -> ResponseObject | orjson.Fragment:
+        """Non-streaming: the finished response (the JSON its write stored, when stored), or
+        the error if the run failed (stored as failed either way)."""
         draft = ResponseDraft(prepared.header)
         finished = await self._run(prepared, draft)
         if finished.status is RunStatus.FAILED and finished.error is not None:
             raise finished.error  # a failed final write included (`STORE_ERROR`)
-        assert draft.final is not None
-        return draft.final
+        return draft.answer()
 
     async def stream(self, prepared: Prepared) -> AsyncIterator[bytes]:
         """Streaming over SSE: `batches`, framed; what is ready goes out in one write."""
