@@ -167,6 +167,34 @@ async def test_inline_writes_keep_the_wal_from_growing(
         await store.close()
 
 
+async def test_the_wal_starts_over_while_inline_writes_go_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With no quiet moment for the checkpoint (writes keep coming while it runs), the WAL
+    still starts over from its beginning instead of growing with every write."""
+    monkeypatch.setattr(writer, "CHECKPOINT_EVERY", 20)
+    store = await _open(tmp_path)
+    wal = tmp_path / "toolwire.db-wal"
+    page = "x" * 4000  # a page and more a write
+    sizes = []
+    try:
+        for n in range(400):
+            await store.transact(
+                lambda connection, n=n: connection.execute(
+                    conversations.insert().values(
+                        id=f"conv_{n}", created_at=1, metadata={"page": page}
+                    )
+                )
+            )
+            await asyncio.sleep(0)  # the loop's turn: no wait for the thread
+            sizes.append(wal.stat().st_size)
+        # the WAL of the writes before the first checkpoint; it grew to 16 times that before
+        assert sizes[-1] < sizes[18] * 8, (sizes[18], sizes[-1])
+        assert len(await _stored_ids(store)) == 400
+    finally:
+        await store.close()
+
+
 async def test_a_failing_write_is_rolled_back_alone(tmp_path: Path) -> None:
     store = await _open(tmp_path)
     try:
