@@ -195,6 +195,35 @@ async def test_the_wal_starts_over_while_inline_writes_go_on(
         await store.close()
 
 
+async def test_writes_held_for_the_catch_up_are_committed_inline(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The writes that wait for the catch-up checkpoint go on as inline commits, not as a
+    batch on the thread (whose connection would fill a page cache of its own), and none is
+    lost or answered twice."""
+    monkeypatch.setattr(writer, "CHECKPOINT_EVERY", 5)
+    thread_batches: list[int] = []
+    commit = writer.SqliteWriter._commit
+
+    def counted(self: writer.SqliteWriter, batch: list[Any]) -> Any:
+        thread_batches.append(len(batch))
+        return commit(self, batch)
+
+    monkeypatch.setattr(writer.SqliteWriter, "_commit", counted)
+    store = await _open(tmp_path)
+    thread_batches.clear()  # the schema's set-up, which never runs inline
+    try:
+        ids = await asyncio.gather(*(store.transact(_insert(f"conv_{n}")) for n in range(60)))
+        for n in range(60, 120):
+            ids.append(await store.transact(_insert(f"conv_{n}")))
+            await asyncio.sleep(0)
+        assert ids == [f"conv_{n}" for n in range(120)]
+        assert len(await _stored_ids(store)) == 120
+        assert thread_batches == []
+    finally:
+        await store.close()
+
+
 async def test_a_failing_write_is_rolled_back_alone(tmp_path: Path) -> None:
     store = await _open(tmp_path)
     try:
