@@ -9,6 +9,7 @@ import asyncio
 import contextlib
 import gzip
 import socket
+import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -452,4 +453,40 @@ async def test_a_pooled_connection_and_a_whole_body_are_taken_without_a_wait(
         assert (answer.status_code, await answer.aread()) == (200, b'{"n":2}')
         await answer.aclose()
     await client.aclose()
+    assert server.connections == 1
+
+
+async def test_a_stream_whose_end_is_in_is_drained_after_done_without_a_timer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A stream's `[DONE]` and the body's end in one read: the adapter's drain (so the
+    connection goes back to the pool) reads what is left with no `asyncio.timeout` of its own,
+    as `ended` says nothing can wait; the connection is reused all the same."""
+    from toolwire.transcript import UserMessage
+    from toolwire.upstream.base import TurnRequest
+    from toolwire.upstream.chat_completions import ChatCompletionsUpstream
+
+    events = (
+        b'data: {"choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":"stop"}]}\n\n'
+        b"data: [DONE]\n\n"
+    )
+    body = b"%x\r\n%s\r\n0\r\n\r\n" % (len(events), events)
+    head = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n"
+    server = Server(lambda n: head + b"\r\n" + body)
+    timers: list[str] = []
+    timeout = asyncio.timeout
+
+    def spied(delay: float | None) -> Any:
+        timers.append(sys._getframe(1).f_code.co_name)
+        return timeout(delay)
+
+    monkeypatch.setattr(asyncio, "timeout", spied)
+    async with server.running() as url:
+        upstream = ChatCompletionsUpstream(url.removesuffix("/chat/completions"))
+        request = TurnRequest(model="m", transcript=[UserMessage("x")], stream=True)
+        for _ in range(2):
+            texts = [getattr(e, "text", None) async for e in upstream.stream_turn(request)]
+            assert "hi" in texts
+        await upstream.aclose()
+    assert "_drain" not in timers
     assert server.connections == 1

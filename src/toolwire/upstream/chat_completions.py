@@ -492,7 +492,7 @@ class ChatCompletionsUpstream:
                     # one read's adjacent pieces as one delta each (`events.coalesce`)
                     yield coalesce(batch) if len(batch) > 1 else batch
                 if done:
-                    await _drain(chunks)
+                    await _drain(chunks, ended=getattr(response, "ended", False))
                     break
             if not done:
                 for sse in decoder.close():
@@ -720,12 +720,17 @@ async def _until(
             handle.cancel()
 
 
-async def _drain(chunks: AsyncIterator[bytes]) -> None:
+async def _drain(chunks: AsyncIterator[bytes], *, ended: bool) -> None:
     """Read what follows `[DONE]` (the end of the chunked body) so the connection goes back to
     the pool: closing a half-read response makes httpx drop the connection, and every later
     request would pay a new TCP connect. A server that keeps talking after `[DONE]` gets a
-    second; then the connection is dropped after all."""
+    second; then the connection is dropped after all. When the answer says its end is in
+    (`ended`: plain_http's), nothing can wait, and the timer is not set."""
     with contextlib.suppress(TimeoutError, httpx.HTTPError):
+        if ended:
+            async for _ in chunks:
+                pass
+            return
         async with asyncio.timeout(1.0):
             async for _ in chunks:
                 pass
