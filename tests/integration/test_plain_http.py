@@ -456,15 +456,21 @@ async def test_a_pooled_connection_and_a_whole_body_are_taken_without_a_wait(
     assert server.connections == 1
 
 
-async def test_a_stream_whose_end_is_in_is_drained_after_done_without_a_timer(
+async def test_a_stream_all_in_is_read_and_drained_without_a_timer(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """A stream's `[DONE]` and the body's end in one read: the adapter's drain (so the
-    connection goes back to the pool) reads what is left with no `asyncio.timeout` of its own,
-    as `ended` says nothing can wait; the connection is reused all the same."""
+    """A stream's whole body in one read: as `ended` says nothing can wait, the adapter reads
+    it with no idle timer (`_until`) and drains it after `[DONE]` (so the connection goes back
+    to the pool) with no `asyncio.timeout`; the connection is reused all the same."""
     from toolwire.transcript import UserMessage
+    from toolwire.upstream import chat_completions
     from toolwire.upstream.base import TurnRequest
     from toolwire.upstream.chat_completions import ChatCompletionsUpstream
+
+    def no_timer(*_: Any) -> Any:
+        raise AssertionError("an idle timer for a body all in")
+
+    monkeypatch.setattr(chat_completions, "_until", no_timer)
 
     events = (
         b'data: {"choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":"stop"}]}\n\n'

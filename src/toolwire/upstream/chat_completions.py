@@ -17,7 +17,7 @@ import os
 import re
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
-from typing import Any, Literal, TypedDict
+from typing import Any, Literal, TypedDict, cast
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
@@ -437,7 +437,12 @@ class ChatCompletionsUpstream:
         clock = asyncio.get_running_loop().time
         idle_until = [clock() + idle]  # moved on by every event
         chunks = response.aiter_raw()
-        reads = _until(chunks, idle_until, idle)
+        # a body all in already (plain_http's `ended`, a short answer) is read with no wait:
+        # no idle timer to set, and one generator less between the reads and the turn
+        ended = getattr(response, "ended", False)
+        reads = (
+            cast(AsyncGenerator[bytes, None], chunks) if ended else _until(chunks, idle_until, idle)
+        )
         try:
             async for raw in reads:
                 total += len(raw)
