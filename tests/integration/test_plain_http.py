@@ -9,6 +9,7 @@ import asyncio
 import contextlib
 import gzip
 import socket
+import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -452,4 +453,46 @@ async def test_a_pooled_connection_and_a_whole_body_are_taken_without_a_wait(
         assert (answer.status_code, await answer.aread()) == (200, b'{"n":2}')
         await answer.aclose()
     await client.aclose()
+    assert server.connections == 1
+
+
+async def test_a_stream_all_in_is_read_and_drained_without_a_timer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A stream's whole body in one read: as `ended` says nothing can wait, the adapter reads
+    it with no idle timer (`_until`) and drains it after `[DONE]` (so the connection goes back
+    to the pool) with no `asyncio.timeout`; the connection is reused all the same."""
+    from toolwire.transcript import UserMessage
+    from toolwire.upstream import chat_completions
+    from toolwire.upstream.base import TurnRequest
+    from toolwire.upstream.chat_completions import ChatCompletionsUpstream
+
+    def no_timer(*_: Any) -> Any:
+        raise AssertionError("an idle timer for a body all in")
+
+    monkeypatch.setattr(chat_completions, "_until", no_timer)
+
+    events = (
+        b'data: {"choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":"stop"}]}\n\n'
+        b"data: [DONE]\n\n"
+    )
+    body = b"%x\r\n%s\r\n0\r\n\r\n" % (len(events), events)
+    head = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n"
+    server = Server(lambda n: head + b"\r\n" + body)
+    timers: list[str] = []
+    timeout = asyncio.timeout
+
+    def spied(delay: float | None) -> Any:
+        timers.append(sys._getframe(1).f_code.co_name)
+        return timeout(delay)
+
+    monkeypatch.setattr(asyncio, "timeout", spied)
+    async with server.running() as url:
+        upstream = ChatCompletionsUpstream(url.removesuffix("/chat/completions"))
+        request = TurnRequest(model="m", transcript=[UserMessage("x")], stream=True)
+        for _ in range(2):
+            texts = [getattr(e, "text", None) async for e in upstream.stream_turn(request)]
+            assert "hi" in texts
+        await upstream.aclose()
+    assert "_drain" not in timers
     assert server.connections == 1

@@ -17,7 +17,7 @@ import os
 import re
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
-from typing import Any, Literal, TypedDict
+from typing import Any, Literal, TypedDict, cast
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
@@ -285,70 +285,71 @@ class ChatCompletionsUpstream:
         a turn this way when an adapter offers it (`upstream/base.py`): each event crossing
         three async generators cost more than decoding it (~3 µs an argument delta). A turn
         asked without streaming is one generator deep (`_whole_turn`)."""
-        if request.stream or (request.tools and request.parallel_tool_calls is False):
-            return self._batches(request)
+        if request.tools and request.parallel_tool_calls is False:
+            return self._first_call_only(request)
+        if request.stream:
+            return self._turn(request)
         return self._whole_turn(request, _declared(request))
 
-    async def _batches(self, request: TurnRequest) -> AsyncIterator[list[ModelEvent]]:
+    async def _first_call_only(self, request: TurnRequest) -> AsyncIterator[list[ModelEvent]]:
+        """A turn asked with `parallel_tool_calls: false`. The server may ignore the flag (many
+        do): one call per turn is kept, the first; the model sees its result and can ask for
+        the next in the next turn."""
+        first: list[int] = []
+        async for batch in self._turn(request):
+            yield [event for event in batch if _first_call(event, first)]
+
+    async def _turn(self, request: TurnRequest) -> AsyncIterator[list[ModelEvent]]:
+        """A turn asked with streaming (or without it, once the upstream refused to stream
+        it); its errors are scrubbed here: it is `stream_turn_batches`' own generator."""
         try:
-            if request.tools and request.parallel_tool_calls is False:
-                # The server may ignore the flag (many do): one call per turn is kept, the
-                # first; the model sees its result and can ask for the next in the next turn.
-                first: list[int] = []
-                async for batch in self._turn(request):
-                    yield [event for event in batch if _first_call(event, first)]
-                return
-            async for batch in self._turn(request):
+            declared = _declared(request)
+            if self._strict_probe_due(request):
+                await self._learn_strict()
+            stream = request.stream and not (request.tools and self.refuses_streamed_tools)
+            attempt = 0
+            while stream:
+                yielded = False
+                try:
+                    async for batch in self._streamed(request, declared):
+                        yielded = yielded or any(not isinstance(e, UpstreamRetry) for e in batch)
+                        yield batch
+                    return
+                except UpstreamStreamDropped:
+                    # A stream that broke before its first event (a keep-alive connection the
+                    # server had closed, a restarting server) is retried like a refused connect;
+                    # once events went out, a retry would duplicate them.
+                    delay = None if yielded else self.retry.delay(attempt)
+                    if delay is None:
+                        raise
+                    yield [UpstreamRetry("stream_dropped", attempt + 1, delay)]
+                    await asyncio.sleep(delay)
+                    attempt += 1
+                    continue
+                except UpstreamHTTPError as exc:
+                    if not (request.tools and _refuses_streamed_tools(exc)):
+                        raise
+                    self.refuses_streamed_tools = True
+                    yield [
+                        Repair("streaming_refused"),
+                        UpstreamRetry("streaming_refused", attempt + 1, 0.0),
+                    ]
+                    break
+                except _EmptyStream:
+                    # llama-cpp-python answers 200 and then nothing when it cannot stream a tool
+                    # call, or when it fails before its first chunk (a prompt over its context
+                    # window): nothing was yielded, so asking again without streaming is safe, and
+                    # the whole answer says what went wrong with a real status.
+                    notes: list[ModelEvent] = []
+                    if request.tools:
+                        self.refuses_streamed_tools = True
+                        notes.append(Repair("streaming_refused"))
+                    yield [*notes, UpstreamRetry("empty_stream", attempt + 1, 0.0)]
+                    break
+            async for batch in self._whole_turn(request, declared, probed=True):
                 yield batch
         except UpstreamError as exc:
             raise self._scrubber.error(exc) from exc.__cause__
-
-    async def _turn(self, request: TurnRequest) -> AsyncIterator[list[ModelEvent]]:
-        declared = _declared(request)
-        if self._strict_probe_due(request):
-            await self._learn_strict()
-        stream = request.stream and not (request.tools and self.refuses_streamed_tools)
-        attempt = 0
-        while stream:
-            yielded = False
-            try:
-                async for batch in self._streamed(request, declared):
-                    yielded = yielded or any(not isinstance(e, UpstreamRetry) for e in batch)
-                    yield batch
-                return
-            except UpstreamStreamDropped:
-                # A stream that broke before its first event (a keep-alive connection the
-                # server had closed, a restarting server) is retried like a refused connect;
-                # once events went out, a retry would duplicate them.
-                delay = None if yielded else self.retry.delay(attempt)
-                if delay is None:
-                    raise
-                yield [UpstreamRetry("stream_dropped", attempt + 1, delay)]
-                await asyncio.sleep(delay)
-                attempt += 1
-                continue
-            except UpstreamHTTPError as exc:
-                if not (request.tools and _refuses_streamed_tools(exc)):
-                    raise
-                self.refuses_streamed_tools = True
-                yield [
-                    Repair("streaming_refused"),
-                    UpstreamRetry("streaming_refused", attempt + 1, 0.0),
-                ]
-                break
-            except _EmptyStream:
-                # llama-cpp-python answers 200 and then nothing when it cannot stream a tool
-                # call, or when it fails before its first chunk (a prompt over its context
-                # window): nothing was yielded, so asking again without streaming is safe, and
-                # the whole answer says what went wrong with a real status.
-                notes: list[ModelEvent] = []
-                if request.tools:
-                    self.refuses_streamed_tools = True
-                    notes.append(Repair("streaming_refused"))
-                yield [*notes, UpstreamRetry("empty_stream", attempt + 1, 0.0)]
-                break
-        async for batch in self._whole_turn(request, declared, probed=True):
-            yield batch
 
     async def _whole_turn(
         self, request: TurnRequest, declared: list[str] | None, *, probed: bool = False
@@ -437,7 +438,12 @@ class ChatCompletionsUpstream:
         clock = asyncio.get_running_loop().time
         idle_until = [clock() + idle]  # moved on by every event
         chunks = response.aiter_raw()
-        reads = _until(chunks, idle_until, idle)
+        # a body all in already (plain_http's `ended`, a short answer) is read with no wait:
+        # no idle timer to set, and one generator less between the reads and the turn
+        ended = getattr(response, "ended", False)
+        reads = (
+            cast(AsyncGenerator[bytes, None], chunks) if ended else _until(chunks, idle_until, idle)
+        )
         try:
             async for raw in reads:
                 total += len(raw)
@@ -492,7 +498,7 @@ class ChatCompletionsUpstream:
                     # one read's adjacent pieces as one delta each (`events.coalesce`)
                     yield coalesce(batch) if len(batch) > 1 else batch
                 if done:
-                    await _drain(chunks)
+                    await _drain(chunks, ended=getattr(response, "ended", False))
                     break
             if not done:
                 for sse in decoder.close():
@@ -720,12 +726,17 @@ async def _until(
             handle.cancel()
 
 
-async def _drain(chunks: AsyncIterator[bytes]) -> None:
+async def _drain(chunks: AsyncIterator[bytes], *, ended: bool) -> None:
     """Read what follows `[DONE]` (the end of the chunked body) so the connection goes back to
     the pool: closing a half-read response makes httpx drop the connection, and every later
     request would pay a new TCP connect. A server that keeps talking after `[DONE]` gets a
-    second; then the connection is dropped after all."""
+    second; then the connection is dropped after all. When the answer says its end is in
+    (`ended`: plain_http's), nothing can wait, and the timer is not set."""
     with contextlib.suppress(TimeoutError, httpx.HTTPError):
+        if ended:
+            async for _ in chunks:
+                pass
+            return
         async with asyncio.timeout(1.0):
             async for _ in chunks:
                 pass

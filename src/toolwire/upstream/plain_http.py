@@ -550,6 +550,12 @@ class _PlainAnswer:
         _, _, charset = self.headers.get("content-type", "").partition("charset=")
         return charset.split(";")[0].strip().strip('"') or None
 
+    @property
+    def ended(self) -> bool:
+        """The body's end is in: what is left of it is read without waiting on the network
+        (the adapter drains it after `[DONE]` with no timer then)."""
+        return self._connection.done
+
     async def aiter_raw(self) -> AsyncIterator[bytes]:
         """The body as it arrives, all that is held in one piece each time."""
         while (data := await self._next()) is not None:
