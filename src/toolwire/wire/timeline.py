@@ -58,6 +58,8 @@ class TimelineEntry(TypedDict, total=False):
     reason: str
     status: str
     message: str | None
+    code: str | None
+    """On `finished`: the error's code (None without an error)."""
     upstream: str
     """On a `model_call`: the model server a fleet's router sent it to."""
     routed: str

@@ -13,7 +13,6 @@ from __future__ import annotations
 from copy import deepcopy
 from dataclasses import dataclass, field, replace
 from functools import partial
-from operator import itemgetter
 from typing import Any, cast
 
 from toolwire.config import McpServerConfig, WebSearchConfig
@@ -365,9 +364,8 @@ _ECHOED = (
     "service_tier",
     "moderation",
 )
-"""The request fields echoed as given, in the model's field order (what `model_dump` gave:
-read one by one, as a dump of the whole model cost more than the rest of the echo)."""
-_echoed = itemgetter(*_ECHOED)
+"""The request fields echoed as given, in the model's field order (what `model_dump` gave),
+first in the echo (`_echo` names them in this order)."""
 _NESTED = ("tool_choice", "metadata", "reasoning", "prompt_cache_options", "prompt", "moderation")
 """The echoed fields that may hold an object: copied, as `model_dump` copied them."""
 
@@ -376,26 +374,52 @@ def _echo(request: CreateResponse, tools: list[dict[str, Any]]) -> dict[str, Any
     """The request's settings as the response object echoes them, secrets redacted. Fields
     that only steer this request (input, stream, include, client_metadata, pass-through
     sampling extras but the penalties) are not echoed, as OpenAI does not echo them. A
-    nested value is a copy: the echo never shares an object with the request."""
-    echo = dict(zip(_ECHOED, _echoed(request.__dict__), strict=True))
+    nested value is a copy: the echo never shares an object with the request. One dict
+    display from the model's `__dict__` (`_ECHOED`, then the defaulted fields): built key by
+    key it was ~0.3% of a stored /v1/responses request's instructions."""
+    fields = request.__dict__
+    conversation_id = request.conversation_id
+    temperature = fields["temperature"]
+    top_p = fields["top_p"]
+    text = fields["text"]
+    if text:
+        text_echo = text.model_dump(by_alias=True, exclude_none=True)
+        text_echo.setdefault("verbosity", "medium")
+    else:
+        text_echo = {"format": {"type": "text"}, "verbosity": "medium"}
+    echo = {
+        "model": fields["model"],
+        "instructions": fields["instructions"],
+        "tool_choice": fields["tool_choice"],
+        "parallel_tool_calls": fields["parallel_tool_calls"],
+        "max_output_tokens": fields["max_output_tokens"],
+        "max_tool_calls": fields["max_tool_calls"],
+        "metadata": fields["metadata"],
+        "store": fields["store"],
+        "background": fields["background"],
+        "previous_response_id": fields["previous_response_id"],
+        "reasoning": fields["reasoning"],
+        "user": fields["user"],
+        "safety_identifier": fields["safety_identifier"],
+        "prompt_cache_key": fields["prompt_cache_key"],
+        "prompt_cache_retention": fields["prompt_cache_retention"],
+        "prompt_cache_options": fields["prompt_cache_options"],
+        "prompt": fields["prompt"],
+        "service_tier": fields["service_tier"],
+        "moderation": fields["moderation"],
+        "temperature": 1.0 if temperature is None else temperature,
+        "top_p": 1.0 if top_p is None else top_p,
+        "presence_penalty": fields["presence_penalty"] or 0.0,
+        "frequency_penalty": fields["frequency_penalty"] or 0.0,
+        "conversation": {"id": conversation_id} if conversation_id else None,
+        "text": text_echo,
+        "top_logprobs": fields["top_logprobs"] or 0,
+        "tools": tools,
+        "truncation": fields["truncation"] or "disabled",
+    }
     for name in _NESTED:
         if type(echo[name]) is dict:
             echo[name] = deepcopy(echo[name])
-    conversation_id = request.conversation_id
-    echo["temperature"] = 1.0 if request.temperature is None else request.temperature
-    echo["top_p"] = 1.0 if request.top_p is None else request.top_p
-    echo["presence_penalty"] = request.presence_penalty or 0.0
-    echo["frequency_penalty"] = request.frequency_penalty or 0.0
-    echo["conversation"] = {"id": conversation_id} if conversation_id else None
-    echo["text"] = (
-        request.text.model_dump(by_alias=True, exclude_none=True)
-        if request.text
-        else {"format": {"type": "text"}, "verbosity": "medium"}
-    )
-    echo["text"].setdefault("verbosity", "medium")
-    echo["top_logprobs"] = request.top_logprobs or 0
-    echo["tools"] = tools
-    echo["truncation"] = request.truncation or "disabled"
     return echo
 
 

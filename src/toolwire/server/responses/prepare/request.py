@@ -150,9 +150,8 @@ class CreateResponse(BaseModel):
         return value
 
     def sampling_extras(self) -> dict[str, Any]:
-        return {
-            name: value for name in SAMPLING_EXTRAS if (value := getattr(self, name)) is not None
-        }
+        fields = self.__dict__  # the validated values (`getattr` costs a class lookup each)
+        return {name: value for name in SAMPLING_EXTRAS if (value := fields[name]) is not None}
 
     @field_validator("metadata")
     @classmethod
