@@ -8,8 +8,7 @@ outputs are clipped to `CLIP` characters.
 
 from __future__ import annotations
 
-import time
-from time import perf_counter
+from time import perf_counter, time
 from typing import Any, cast
 
 from toolwire.loop.events import (
@@ -52,8 +51,8 @@ class Timeline:
 
     def __init__(self, request: LoopRequest) -> None:
         self._request = request
-        self._start = time.perf_counter()
-        self.started_at = time.time()
+        self._start = perf_counter()
+        self.started_at = time()
         self.entries: list[TimelineEntry] = []
         self._call: TimelineEntry | None = None
         self._tools: dict[str, tuple[TimelineEntry, float]] = {}
@@ -189,7 +188,7 @@ class Timeline:
             arguments=_clip(call.raw_arguments),
             approval_request_id=event.approval_request_id,
         )
-        self._tools[call.id] = (entry, time.perf_counter())
+        self._tools[call.id] = (entry, perf_counter())
 
     def _tool_finished(self, event: ToolExecutionFinished) -> None:
         known = self._tools.pop(event.call.id, None)
@@ -202,12 +201,12 @@ class Timeline:
                 arguments=_clip(event.call.raw_arguments),
                 approval_request_id=event.approval_request_id,
             )
-            started = time.perf_counter()
+            started = perf_counter()
         else:
             entry, started = known
         result = event.result
         entry["ok"] = result.ok
-        entry["duration"] = _micros(time.perf_counter() - started)
+        entry["duration"] = _micros(perf_counter() - started)
         entry["output"] = _clip(result.output_text)
         if result.error:
             entry["error"] = _clip(result.error)

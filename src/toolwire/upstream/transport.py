@@ -31,7 +31,10 @@ from toolwire.errors import ConfigError
 
 
 class Answer(Protocol):
-    """An upstream's answer, its body not yet read."""
+    """An upstream's answer, its body not yet read. `httpx.Response` is one, so the surface is
+    its names; plain_http's answer also has `ended` (its whole body is in), which the
+    chat-completions adapter reads with `getattr` to skip the idle timer and the drain's
+    timeout when nothing can wait (`upstream/chat_completions.py`)."""
 
     @property
     def status_code(self) -> int: ...
